@@ -1,0 +1,862 @@
+/* emit.c - value trees and their table/JSON/YAML/CSV emitters (emit.h). */
+#include "emit.h"
+
+#include "error.h"
+#include "units.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+struct gm_val {
+	enum gm_val_kind kind;
+	bool failed; /* a child could not be created (out of memory) */
+	union {
+		bool b;
+		int64_t i;
+		uint64_t u;
+		double d;
+		char *s;
+	} as;
+	size_t len, cap;
+	char **keys;          /* GM_VAL_OBJ */
+	struct gm_val **kids; /* GM_VAL_OBJ, GM_VAL_ARR */
+};
+
+/* ==== Construction ==== */
+
+static struct gm_val *val_new(enum gm_val_kind kind)
+{
+	struct gm_val *v = calloc(1, sizeof(*v));
+
+	if (v)
+		v->kind = kind;
+	return v;
+}
+
+struct gm_val *gm_val_null(void) { return val_new(GM_VAL_NULL); }
+struct gm_val *gm_val_obj(void) { return val_new(GM_VAL_OBJ); }
+struct gm_val *gm_val_arr(void) { return val_new(GM_VAL_ARR); }
+
+struct gm_val *gm_val_bool(bool b)
+{
+	struct gm_val *v = val_new(GM_VAL_BOOL);
+
+	if (v)
+		v->as.b = b;
+	return v;
+}
+
+struct gm_val *gm_val_int(int64_t i)
+{
+	struct gm_val *v = val_new(GM_VAL_INT);
+
+	if (v)
+		v->as.i = i;
+	return v;
+}
+
+struct gm_val *gm_val_uint(uint64_t u)
+{
+	struct gm_val *v = val_new(GM_VAL_UINT);
+
+	if (v)
+		v->as.u = u;
+	return v;
+}
+
+struct gm_val *gm_val_real(double d)
+{
+	struct gm_val *v = val_new(GM_VAL_REAL);
+
+	if (v)
+		v->as.d = d;
+	return v;
+}
+
+struct gm_val *gm_val_str(const char *s)
+{
+	struct gm_val *v;
+
+	if (!s)
+		return gm_val_null();
+	v = val_new(GM_VAL_STR);
+	if (!v)
+		return NULL;
+	v->as.s = strdup(s);
+	if (!v->as.s) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+void gm_val_free(struct gm_val *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->len; i++) {
+		gm_val_free(v->kids[i]);
+		if (v->keys)
+			free(v->keys[i]);
+	}
+	free(v->kids);
+	free(v->keys);
+	if (v->kind == GM_VAL_STR)
+		free(v->as.s);
+	free(v);
+}
+
+static bool grow(struct gm_val *v)
+{
+	size_t cap = v->cap ? v->cap * 2 : 8;
+	struct gm_val **kids = realloc(v->kids, cap * sizeof(*kids));
+
+	if (!kids)
+		return false;
+	v->kids = kids;
+	if (v->kind == GM_VAL_OBJ) {
+		char **keys = realloc(v->keys, cap * sizeof(*keys));
+		if (!keys)
+			return false;
+		v->keys = keys;
+	}
+	v->cap = cap;
+	return true;
+}
+
+void gm_obj_set(struct gm_val *obj, const char *key, struct gm_val *child)
+{
+	char *k;
+
+	if (!obj)
+		return;
+	if (!child) {
+		obj->failed = true;
+		return;
+	}
+	for (size_t i = 0; i < obj->len; i++) {
+		if (strcmp(obj->keys[i], key) == 0) {
+			gm_val_free(obj->kids[i]);
+			obj->kids[i] = child;
+			return;
+		}
+	}
+	k = strdup(key);
+	if (!k || (obj->len == obj->cap && !grow(obj))) {
+		free(k);
+		gm_val_free(child);
+		obj->failed = true;
+		return;
+	}
+	obj->keys[obj->len] = k;
+	obj->kids[obj->len++] = child;
+}
+
+void gm_arr_push(struct gm_val *arr, struct gm_val *child)
+{
+	if (!arr)
+		return;
+	if (!child || (arr->len == arr->cap && !grow(arr))) {
+		gm_val_free(child);
+		arr->failed = true;
+		return;
+	}
+	arr->kids[arr->len++] = child;
+}
+
+void gm_obj_set_str(struct gm_val *o, const char *k, const char *s)
+{
+	gm_obj_set(o, k, gm_val_str(s));
+}
+
+void gm_obj_set_uint(struct gm_val *o, const char *k, uint64_t u)
+{
+	gm_obj_set(o, k, gm_val_uint(u));
+}
+
+void gm_obj_set_int(struct gm_val *o, const char *k, int64_t i)
+{
+	gm_obj_set(o, k, gm_val_int(i));
+}
+
+void gm_obj_set_real(struct gm_val *o, const char *k, double d)
+{
+	gm_obj_set(o, k, gm_val_real(d));
+}
+
+void gm_obj_set_bool(struct gm_val *o, const char *k, bool b)
+{
+	gm_obj_set(o, k, gm_val_bool(b));
+}
+
+/* ==== Inspection ==== */
+
+enum gm_val_kind gm_val_kind(const struct gm_val *v)
+{
+	return v ? v->kind : GM_VAL_NULL;
+}
+
+const struct gm_val *gm_obj_get(const struct gm_val *obj, const char *key)
+{
+	if (!obj || obj->kind != GM_VAL_OBJ)
+		return NULL;
+	for (size_t i = 0; i < obj->len; i++)
+		if (strcmp(obj->keys[i], key) == 0)
+			return obj->kids[i];
+	return NULL;
+}
+
+size_t gm_val_len(const struct gm_val *v)
+{
+	return v ? v->len : 0;
+}
+
+const struct gm_val *gm_arr_at(const struct gm_val *arr, size_t i)
+{
+	return arr && i < arr->len ? arr->kids[i] : NULL;
+}
+
+const char *gm_obj_key_at(const struct gm_val *obj, size_t i)
+{
+	return obj && obj->keys && i < obj->len ? obj->keys[i] : NULL;
+}
+
+const struct gm_val *gm_obj_val_at(const struct gm_val *obj, size_t i)
+{
+	return obj && obj->kind == GM_VAL_OBJ && i < obj->len ? obj->kids[i]
+							      : NULL;
+}
+
+uint64_t gm_val_as_uint(const struct gm_val *v)
+{
+	if (!v)
+		return 0;
+	switch (v->kind) {
+	case GM_VAL_UINT:
+		return v->as.u;
+	case GM_VAL_INT:
+		return v->as.i < 0 ? 0 : (uint64_t)v->as.i;
+	case GM_VAL_REAL:
+		return v->as.d < 0 ? 0 : (uint64_t)v->as.d;
+	default:
+		return 0;
+	}
+}
+
+double gm_val_as_real(const struct gm_val *v)
+{
+	if (!v)
+		return 0;
+	switch (v->kind) {
+	case GM_VAL_UINT:
+		return (double)v->as.u;
+	case GM_VAL_INT:
+		return (double)v->as.i;
+	case GM_VAL_REAL:
+		return v->as.d;
+	default:
+		return 0;
+	}
+}
+
+const char *gm_val_as_str(const struct gm_val *v)
+{
+	return v && v->kind == GM_VAL_STR ? v->as.s : NULL;
+}
+
+bool gm_val_as_bool(const struct gm_val *v)
+{
+	return v && v->kind == GM_VAL_BOOL && v->as.b;
+}
+
+static bool tree_failed(const struct gm_val *v)
+{
+	if (!v || v->failed)
+		return true;
+	for (size_t i = 0; i < v->len; i++)
+		if (tree_failed(v->kids[i]))
+			return true;
+	return false;
+}
+
+/* ==== Scalars as text ==== */
+
+static bool is_bytes_key(const char *key)
+{
+	size_t n = key ? strlen(key) : 0;
+
+	return n >= 6 && strcmp(key + n - 6, "_bytes") == 0;
+}
+
+/* Plain text of a scalar (JSON number syntax for numbers). */
+static void scalar_text(char *buf, size_t len, const struct gm_val *v)
+{
+	switch (v->kind) {
+	case GM_VAL_NULL:
+		snprintf(buf, len, "null");
+		break;
+	case GM_VAL_BOOL:
+		snprintf(buf, len, "%s", v->as.b ? "true" : "false");
+		break;
+	case GM_VAL_INT:
+		snprintf(buf, len, "%lld", (long long)v->as.i);
+		break;
+	case GM_VAL_UINT:
+		snprintf(buf, len, "%llu", (unsigned long long)v->as.u);
+		break;
+	case GM_VAL_REAL:
+		if (!isfinite(v->as.d))
+			snprintf(buf, len, "null");
+		else
+			snprintf(buf, len, "%.10g", v->as.d);
+		break;
+	case GM_VAL_STR:
+		snprintf(buf, len, "%s", v->as.s);
+		break;
+	default:
+		snprintf(buf, len, "%s", v->kind == GM_VAL_OBJ ? "{}" : "[]");
+	}
+}
+
+/* Text of a scalar as a person reads it in a table. */
+static void table_text(char *buf, size_t len, const char *key,
+		       const struct gm_val *v)
+{
+	if (is_bytes_key(key) &&
+	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
+		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
+						   : gm_gib(v->as.u);
+		snprintf(buf, len, "%.2f GiB", gib);
+		return;
+	}
+	if (v->kind == GM_VAL_REAL && isfinite(v->as.d)) {
+		snprintf(buf, len, "%.4g", v->as.d);
+		return;
+	}
+	if (v->kind == GM_VAL_BOOL) {
+		snprintf(buf, len, "%s", v->as.b ? "yes" : "no");
+		return;
+	}
+	scalar_text(buf, len, v);
+}
+
+/* "peak_reserved_bytes" -> "peak reserved" for table labels. */
+static void label_text(char *buf, size_t len, const char *key)
+{
+	size_t n = strlen(key);
+
+	if (is_bytes_key(key))
+		n -= 6;
+	if (n >= len)
+		n = len - 1;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = key[i] == '_' ? ' ' : key[i];
+	buf[n] = '\0';
+}
+
+static bool is_scalar(const struct gm_val *v)
+{
+	return v->kind != GM_VAL_OBJ && v->kind != GM_VAL_ARR;
+}
+
+/* ==== JSON ==== */
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", out);
+			break;
+		case '\\':
+			fputs("\\\\", out);
+			break;
+		case '\n':
+			fputs("\\n", out);
+			break;
+		case '\t':
+			fputs("\\t", out);
+			break;
+		case '\r':
+			fputs("\\r", out);
+			break;
+		default:
+			if (*p < 0x20)
+				fprintf(out, "\\u%04x", *p);
+			else
+				fputc(*p, out);
+		}
+	}
+	fputc('"', out);
+}
+
+static void json_indent(FILE *out, int depth)
+{
+	fputc('\n', out);
+	for (int i = 0; i < depth; i++)
+		fputs("  ", out);
+}
+
+static void json_value(FILE *out, const struct gm_val *v, int depth)
+{
+	char buf[64];
+	bool obj = v->kind == GM_VAL_OBJ;
+
+	if (v->kind == GM_VAL_STR) {
+		json_string(out, v->as.s);
+		return;
+	}
+	if (is_scalar(v)) {
+		scalar_text(buf, sizeof(buf), v);
+		fputs(buf, out);
+		return;
+	}
+	fputc(obj ? '{' : '[', out);
+	for (size_t i = 0; i < v->len; i++) {
+		json_indent(out, depth + 1);
+		if (obj) {
+			json_string(out, v->keys[i]);
+			fputs(": ", out);
+		}
+		json_value(out, v->kids[i], depth + 1);
+		if (i + 1 < v->len)
+			fputc(',', out);
+	}
+	if (v->len)
+		json_indent(out, depth);
+	fputc(obj ? '}' : ']', out);
+}
+
+/* ==== YAML (block style; strings double-quoted, JSON escapes) ==== */
+
+static void yaml_pad(FILE *out, int depth)
+{
+	for (int i = 0; i < depth; i++)
+		fputs("  ", out);
+}
+
+static void yaml_scalar(FILE *out, const struct gm_val *v)
+{
+	char buf[64];
+
+	if (v->kind == GM_VAL_STR) {
+		json_string(out, v->as.s);
+		return;
+	}
+	scalar_text(buf, sizeof(buf), v);
+	fputs(buf, out);
+}
+
+static void yaml_value(FILE *out, const struct gm_val *v, int depth);
+
+static void yaml_child(FILE *out, const struct gm_val *kid, int depth)
+{
+	if (is_scalar(kid) || kid->len == 0) {
+		fputc(' ', out);
+		if (is_scalar(kid))
+			yaml_scalar(out, kid);
+		else
+			fputs(kid->kind == GM_VAL_OBJ ? "{}" : "[]", out);
+		fputc('\n', out);
+		return;
+	}
+	fputc('\n', out);
+	yaml_value(out, kid, depth + 1);
+}
+
+static void yaml_value(FILE *out, const struct gm_val *v, int depth)
+{
+	for (size_t i = 0; i < v->len; i++) {
+		yaml_pad(out, depth);
+		if (v->kind == GM_VAL_OBJ) {
+			fprintf(out, "%s:", v->keys[i]);
+		} else {
+			fputc('-', out);
+		}
+		yaml_child(out, v->kids[i], depth);
+	}
+}
+
+static void yaml_emit(FILE *out, const struct gm_val *v)
+{
+	if (is_scalar(v) || v->len == 0) {
+		yaml_child(out, v, 0);
+		return;
+	}
+	yaml_value(out, v, 0);
+}
+
+/* ==== CSV (RFC 4180) ==== */
+
+struct columns {
+	char **names;
+	size_t len, cap;
+};
+
+static int columns_add(struct columns *c, const char *name)
+{
+	for (size_t i = 0; i < c->len; i++)
+		if (strcmp(c->names[i], name) == 0)
+			return 0;
+	if (c->len == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		char **n = realloc(c->names, cap * sizeof(*n));
+		if (!n)
+			return GM_ENOMEM;
+		c->names = n;
+		c->cap = cap;
+	}
+	c->names[c->len] = strdup(name);
+	if (!c->names[c->len])
+		return GM_ENOMEM;
+	c->len++;
+	return 0;
+}
+
+static void columns_free(struct columns *c)
+{
+	for (size_t i = 0; i < c->len; i++)
+		free(c->names[i]);
+	free(c->names);
+}
+
+/* Collect dotted leaf paths under v into c. */
+static int csv_paths(struct columns *c, const struct gm_val *v,
+		     const char *prefix)
+{
+	char path[512];
+	int rc;
+
+	if (is_scalar(v))
+		return columns_add(c, prefix);
+	for (size_t i = 0; i < v->len; i++) {
+		if (v->kind == GM_VAL_OBJ)
+			snprintf(path, sizeof(path), "%s%s%s", prefix,
+				 *prefix ? "." : "", v->keys[i]);
+		else
+			snprintf(path, sizeof(path), "%s%s%zu", prefix,
+				 *prefix ? "." : "", i);
+		rc = csv_paths(c, v->kids[i], path);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* The leaf at dotted path under v, or NULL. */
+static const struct gm_val *csv_lookup(const struct gm_val *v,
+				       const char *path)
+{
+	const char *dot;
+	char part[256];
+	size_t n;
+
+	while (*path) {
+		dot = strchr(path, '.');
+		n = dot ? (size_t)(dot - path) : strlen(path);
+		if (n >= sizeof(part))
+			return NULL;
+		memcpy(part, path, n);
+		part[n] = '\0';
+		if (v->kind == GM_VAL_OBJ)
+			v = gm_obj_get(v, part);
+		else if (v->kind == GM_VAL_ARR)
+			v = gm_arr_at(v, strtoul(part, NULL, 10));
+		else
+			return NULL;
+		if (!v)
+			return NULL;
+		path += n + (dot ? 1 : 0);
+	}
+	return v;
+}
+
+static void csv_field(FILE *out, const char *text)
+{
+	if (strpbrk(text, ",\"\n\r") == NULL) {
+		fputs(text, out);
+		return;
+	}
+	fputc('"', out);
+	for (const char *p = text; *p; p++) {
+		if (*p == '"')
+			fputc('"', out);
+		fputc(*p, out);
+	}
+	fputc('"', out);
+}
+
+static void csv_row(FILE *out, const struct columns *c,
+		    const struct gm_val *row)
+{
+	char buf[512];
+
+	for (size_t i = 0; i < c->len; i++) {
+		const struct gm_val *leaf = csv_lookup(row, c->names[i]);
+		if (i)
+			fputc(',', out);
+		if (leaf && is_scalar(leaf) && leaf->kind != GM_VAL_NULL) {
+			scalar_text(buf, sizeof(buf), leaf);
+			csv_field(out, buf);
+		}
+	}
+	fputc('\n', out);
+}
+
+static int csv_emit(FILE *out, const struct gm_val *v)
+{
+	struct columns c = {0};
+	bool rows = v->kind == GM_VAL_ARR;
+	size_t n = rows ? v->len : 1;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = csv_paths(&c, rows ? v->kids[i] : v, "");
+	if (rc) {
+		columns_free(&c);
+		return rc;
+	}
+	for (size_t i = 0; i < c.len; i++) {
+		if (i)
+			fputc(',', out);
+		csv_field(out, c.names[i]);
+	}
+	fputc('\n', out);
+	for (size_t i = 0; i < n; i++)
+		csv_row(out, &c, rows ? v->kids[i] : v);
+	columns_free(&c);
+	return 0;
+}
+
+/* ==== Table ==== */
+
+static bool is_row_array(const struct gm_val *v)
+{
+	if (v->kind != GM_VAL_ARR || v->len == 0)
+		return false;
+	for (size_t i = 0; i < v->len; i++)
+		if (v->kids[i]->kind != GM_VAL_OBJ)
+			return false;
+	return true;
+}
+
+/* An array of objects as columns; nested values are skipped. */
+static int table_rows(FILE *out, const struct gm_val *v, int depth)
+{
+	struct columns c = {0};
+	size_t *width;
+	char buf[256];
+	int rc = 0;
+
+	for (size_t r = 0; r < v->len && !rc; r++) {
+		const struct gm_val *row = v->kids[r];
+		for (size_t i = 0; i < row->len && !rc; i++)
+			if (is_scalar(row->kids[i]))
+				rc = columns_add(&c, row->keys[i]);
+	}
+	width = rc ? NULL : calloc(c.len ? c.len : 1, sizeof(*width));
+	if (!width) {
+		columns_free(&c);
+		return GM_ENOMEM;
+	}
+	for (size_t i = 0; i < c.len; i++) {
+		label_text(buf, sizeof(buf), c.names[i]);
+		width[i] = strlen(buf);
+		for (size_t r = 0; r < v->len; r++) {
+			const struct gm_val *cell =
+				gm_obj_get(v->kids[r], c.names[i]);
+			if (!cell)
+				continue;
+			table_text(buf, sizeof(buf), c.names[i], cell);
+			if (strlen(buf) > width[i])
+				width[i] = strlen(buf);
+		}
+	}
+	yaml_pad(out, depth);
+	for (size_t i = 0; i < c.len; i++) {
+		label_text(buf, sizeof(buf), c.names[i]);
+		fprintf(out, "%-*s%s", (int)width[i], buf,
+			i + 1 < c.len ? "  " : "\n");
+	}
+	for (size_t r = 0; r < v->len; r++) {
+		yaml_pad(out, depth);
+		for (size_t i = 0; i < c.len; i++) {
+			const struct gm_val *cell =
+				gm_obj_get(v->kids[r], c.names[i]);
+			buf[0] = '\0';
+			if (cell)
+				table_text(buf, sizeof(buf), c.names[i], cell);
+			/* Numbers right-aligned, text left-aligned. */
+			bool num = cell && (cell->kind == GM_VAL_UINT ||
+					    cell->kind == GM_VAL_INT ||
+					    cell->kind == GM_VAL_REAL);
+			fprintf(out, num ? "%*s%s" : "%-*s%s", (int)width[i],
+				buf, i + 1 < c.len ? "  " : "\n");
+		}
+	}
+	free(width);
+	columns_free(&c);
+	return 0;
+}
+
+static int table_obj(FILE *out, const struct gm_val *v, int depth)
+{
+	char label[256], buf[256];
+	size_t w = 0;
+	int rc;
+
+	for (size_t i = 0; i < v->len; i++) {
+		label_text(label, sizeof(label), v->keys[i]);
+		if (is_scalar(v->kids[i]) && strlen(label) > w)
+			w = strlen(label);
+	}
+	for (size_t i = 0; i < v->len; i++) {
+		const struct gm_val *kid = v->kids[i];
+		label_text(label, sizeof(label), v->keys[i]);
+		if (is_scalar(kid)) {
+			table_text(buf, sizeof(buf), v->keys[i], kid);
+			yaml_pad(out, depth);
+			fprintf(out, "%-*s  %s\n", (int)w, label, buf);
+			continue;
+		}
+		if (kid->len == 0)
+			continue;
+		fputc('\n', out);
+		yaml_pad(out, depth);
+		fprintf(out, "%s:\n", label);
+		rc = is_row_array(kid) ? table_rows(out, kid, depth + 1)
+		     : kid->kind == GM_VAL_OBJ ? table_obj(out, kid, depth + 1)
+					       : 0;
+		if (kid->kind == GM_VAL_ARR && !is_row_array(kid)) {
+			for (size_t j = 0; j < kid->len; j++) {
+				if (!is_scalar(kid->kids[j]))
+					continue;
+				table_text(buf, sizeof(buf), "",
+					   kid->kids[j]);
+				yaml_pad(out, depth + 1);
+				fprintf(out, "%s\n", buf);
+			}
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int table_emit(FILE *out, const struct gm_val *v)
+{
+	char buf[256];
+
+	if (is_row_array(v))
+		return table_rows(out, v, 0);
+	if (v->kind == GM_VAL_OBJ)
+		return table_obj(out, v, 0);
+	if (v->kind == GM_VAL_ARR) {
+		for (size_t i = 0; i < v->len; i++) {
+			table_text(buf, sizeof(buf), "", v->kids[i]);
+			fprintf(out, "%s\n", buf);
+		}
+		return 0;
+	}
+	table_text(buf, sizeof(buf), "", v);
+	fprintf(out, "%s\n", buf);
+	return 0;
+}
+
+/* ==== Entry points ==== */
+
+int gm_format_parse(const char *text, enum gm_format *format,
+		    struct gm_diag *diag)
+{
+	static const char *const names[] = {"table", "json", "yaml", "csv"};
+
+	for (int i = 0; i < 4; i++) {
+		if (text && strcasecmp(text, names[i]) == 0) {
+			*format = (enum gm_format)i;
+			return 0;
+		}
+	}
+	return gm_diag_set(diag, GM_EINVAL,
+			   "--format: '%s' is not one of table, json, yaml, "
+			   "csv",
+			   text ? text : "");
+}
+
+int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format)
+{
+	int rc = 0;
+
+	if (tree_failed(v))
+		return GM_ENOMEM;
+	switch (format) {
+	case GM_FORMAT_JSON:
+		json_value(out, v, 0);
+		fputc('\n', out);
+		break;
+	case GM_FORMAT_YAML:
+		yaml_emit(out, v);
+		break;
+	case GM_FORMAT_CSV:
+		rc = csv_emit(out, v);
+		break;
+	case GM_FORMAT_TABLE:
+		rc = table_emit(out, v);
+		break;
+	}
+	if (rc)
+		return rc;
+	return ferror(out) ? GM_EIO : 0;
+}
+
+/* ==== Atomic files ==== */
+
+int gm_file_begin(struct gm_file *f, const char *path, struct gm_diag *diag)
+{
+	int fd;
+
+	memset(f, 0, sizeof(*f));
+	if (strlen(path) + 16 >= sizeof(f->tmp))
+		return gm_diag_set(diag, GM_EINVAL, "%s: path too long", path);
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	snprintf(f->tmp, sizeof(f->tmp), "%s.tmp.XXXXXX", path);
+	fd = mkstemp(f->tmp);
+	if (fd < 0)
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(errno));
+	f->fp = fdopen(fd, "w");
+	if (!f->fp) {
+		close(fd);
+		unlink(f->tmp);
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(errno));
+	}
+	return 0;
+}
+
+int gm_file_end(struct gm_file *f, bool ok, struct gm_diag *diag)
+{
+	int err = 0;
+
+	if (!f->fp)
+		return 0;
+	if (ferror(f->fp) || fflush(f->fp) != 0)
+		err = errno ? errno : EIO;
+	if (fclose(f->fp) != 0 && !err)
+		err = errno;
+	f->fp = NULL;
+	if (!ok || err || rename(f->tmp, f->path) != 0) {
+		if (!err && ok)
+			err = errno;
+		unlink(f->tmp);
+		if (!ok)
+			return 0;
+		return gm_diag_set(diag, GM_EIO, "%s: %s", f->path,
+				   strerror(err));
+	}
+	return 0;
+}

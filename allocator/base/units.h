@@ -1,0 +1,45 @@
+/*
+ * units.h - sizes in bytes: parsing and printing (defined in units.c).
+ *
+ * GB/MB/KB/TB are decimal (10^9, ...); GiB/MiB/KiB/TiB are binary (2^30,
+ * ...). A bare suffix K/M/G/T (no "B") is binary, as in numfmt --from=iec.
+ * A plain number is bytes. Fractions ("0.9") are a separate notion, read
+ * only where the caller asks for one.
+ */
+#ifndef GM_UNITS_H
+#define GM_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_KiB ((uint64_t)1 << 10)
+#define GM_MiB ((uint64_t)1 << 20)
+#define GM_GiB ((uint64_t)1 << 30)
+#define GM_TiB ((uint64_t)1 << 40)
+#define GM_GB ((uint64_t)1000000000)
+
+/*
+ * Parse a size such as "80GB", "74.5GiB", "81920MiB", "4096" into bytes
+ * (rounded down to a whole byte). Returns 0, or GM_EINVAL for text that is
+ * not a size, or GM_ERANGE for a size above 2^64 - 1 bytes or below zero.
+ */
+int gm_size_parse(const char *text, uint64_t *bytes);
+
+/*
+ * Parse either a fraction in (0, 1] ("0.5") or a size; *fraction is set
+ * (and *bytes 0) for a fraction, *bytes (and *fraction 0) for a size.
+ * Returns 0 or GM_EINVAL / GM_ERANGE.
+ */
+int gm_size_or_fraction_parse(const char *text, uint64_t *bytes,
+			      double *fraction);
+
+/* bytes / 2^30, for printing GiB with two decimals. */
+double gm_gib(uint64_t bytes);
+
+/*
+ * Print bytes in the largest binary unit that keeps the number >= 1, with
+ * two decimals ("1.50 GiB", "512 B"). Returns buf.
+ */
+char *gm_size_format(char *buf, size_t len, uint64_t bytes);
+
+#endif

@@ -1,0 +1,205 @@
+/* Unit tests for base/emit.c: one tree, four formats. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emit.h"
+#include "error.h"
+
+static struct gm_val *sample(void)
+{
+	struct gm_val *root = gm_val_obj(), *per = gm_val_obj();
+	struct gm_val *stages = gm_val_arr();
+
+	gm_obj_set_str(root, "name", "llama \"7b\"");
+	gm_obj_set_uint(root, "gpu_capacity_bytes", 3 * (1ULL << 29));
+	gm_obj_set_bool(root, "fits", true);
+	gm_obj_set_uint(per, "weights_bytes", 1ULL << 30);
+	gm_obj_set_real(per, "ratio", 0.5);
+	gm_obj_set(root, "per_gpu", per);
+	for (int i = 0; i < 2; i++) {
+		struct gm_val *s = gm_val_obj();
+		gm_obj_set_int(s, "stage", i);
+		gm_obj_set_uint(s, "peak_bytes", (uint64_t)(i + 1) << 30);
+		gm_arr_push(stages, s);
+	}
+	gm_obj_set(root, "stages", stages);
+	return root;
+}
+
+static char *render(const struct gm_val *v, enum gm_format f)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	assert_non_null(out);
+	assert_int_equal(gm_emit(out, v, f), 0);
+	fclose(out);
+	return buf;
+}
+
+static void json(void **state)
+{
+	struct gm_val *v = sample();
+	char *s = render(v, GM_FORMAT_JSON);
+
+	(void)state;
+	assert_string_equal(s, "{\n"
+			       "  \"name\": \"llama \\\"7b\\\"\",\n"
+			       "  \"gpu_capacity_bytes\": 1610612736,\n"
+			       "  \"fits\": true,\n"
+			       "  \"per_gpu\": {\n"
+			       "    \"weights_bytes\": 1073741824,\n"
+			       "    \"ratio\": 0.5\n"
+			       "  },\n"
+			       "  \"stages\": [\n"
+			       "    {\n"
+			       "      \"stage\": 0,\n"
+			       "      \"peak_bytes\": 1073741824\n"
+			       "    },\n"
+			       "    {\n"
+			       "      \"stage\": 1,\n"
+			       "      \"peak_bytes\": 2147483648\n"
+			       "    }\n"
+			       "  ]\n"
+			       "}\n");
+	free(s);
+	gm_val_free(v);
+}
+
+static void yaml(void **state)
+{
+	struct gm_val *v = sample();
+	char *s = render(v, GM_FORMAT_YAML);
+
+	(void)state;
+	assert_string_equal(s, "name: \"llama \\\"7b\\\"\"\n"
+			       "gpu_capacity_bytes: 1610612736\n"
+			       "fits: true\n"
+			       "per_gpu:\n"
+			       "  weights_bytes: 1073741824\n"
+			       "  ratio: 0.5\n"
+			       "stages:\n"
+			       "  -\n"
+			       "    stage: 0\n"
+			       "    peak_bytes: 1073741824\n"
+			       "  -\n"
+			       "    stage: 1\n"
+			       "    peak_bytes: 2147483648\n");
+	free(s);
+	gm_val_free(v);
+}
+
+static void csv(void **state)
+{
+	struct gm_val *v = sample();
+	char *s = render(v, GM_FORMAT_CSV);
+
+	(void)state;
+	assert_string_equal(
+		s, "name,gpu_capacity_bytes,fits,per_gpu.weights_bytes,"
+		   "per_gpu.ratio,stages.0.stage,stages.0.peak_bytes,"
+		   "stages.1.stage,stages.1.peak_bytes\n"
+		   "\"llama \"\"7b\"\"\",1610612736,true,1073741824,0.5,0,"
+		   "1073741824,1,2147483648\n");
+	free(s);
+	s = render(gm_obj_get(v, "stages"), GM_FORMAT_CSV);
+	assert_string_equal(s, "stage,peak_bytes\n0,1073741824\n1,2147483648\n");
+	free(s);
+	gm_val_free(v);
+}
+
+static void table(void **state)
+{
+	struct gm_val *v = sample();
+	char *s = render(v, GM_FORMAT_TABLE);
+
+	(void)state;
+	assert_string_equal(s, "name          llama \"7b\"\n"
+			       "gpu capacity  1.50 GiB\n"
+			       "fits          yes\n"
+			       "\n"
+			       "per gpu:\n"
+			       "  weights  1.00 GiB\n"
+			       "  ratio    0.5\n"
+			       "\n"
+			       "stages:\n"
+			       "  stage  peak    \n"
+			       "      0  1.00 GiB\n"
+			       "      1  2.00 GiB\n");
+	free(s);
+	gm_val_free(v);
+}
+
+static void inspection(void **state)
+{
+	struct gm_val *v = sample();
+
+	(void)state;
+	assert_int_equal(gm_val_kind(v), GM_VAL_OBJ);
+	assert_true(gm_val_as_uint(gm_obj_get(gm_obj_get(v, "per_gpu"),
+					      "weights_bytes")) == 1ULL << 30);
+	assert_string_equal(gm_val_as_str(gm_obj_get(v, "name")), "llama \"7b\"");
+	assert_int_equal(gm_val_len(gm_obj_get(v, "stages")), 2);
+	assert_null(gm_obj_get(v, "missing"));
+	gm_obj_set_uint(v, "fits", 3); /* replaces */
+	assert_int_equal(gm_val_len(v), 5);
+	gm_val_free(v);
+}
+
+static void format_names(void **state)
+{
+	enum gm_format f;
+	struct gm_diag d;
+
+	(void)state;
+	assert_int_equal(gm_format_parse("JSON", &f, &d), 0);
+	assert_int_equal(f, GM_FORMAT_JSON);
+	assert_int_equal(gm_format_parse("xml", &f, &d), GM_EINVAL);
+	assert_non_null(strstr(d.msg, "--format"));
+}
+
+static void atomic_file(void **state)
+{
+	char dir[] = "/tmp/gm-emit-XXXXXX", path[256], buf[16] = {0};
+	struct gm_file f;
+	struct gm_diag d;
+	FILE *in;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/out.json", dir);
+	assert_int_equal(gm_file_begin(&f, path, &d), 0);
+	fputs("half", f.fp);
+	assert_int_equal(gm_file_end(&f, false, &d), 0);
+	assert_int_not_equal(access(path, F_OK), 0); /* nothing written */
+	assert_int_equal(gm_file_begin(&f, path, &d), 0);
+	fputs("whole", f.fp);
+	assert_int_equal(gm_file_end(&f, true, &d), 0);
+	in = fopen(path, "r");
+	assert_non_null(in);
+	assert_non_null(fgets(buf, sizeof(buf), in));
+	fclose(in);
+	assert_string_equal(buf, "whole");
+	unlink(path);
+	rmdir(dir);
+	assert_int_equal(gm_file_begin(&f, "/nonexistent-dir/x", &d), GM_EIO);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(json),      cmocka_unit_test(yaml),
+		cmocka_unit_test(csv),       cmocka_unit_test(table),
+		cmocka_unit_test(inspection), cmocka_unit_test(format_names),
+		cmocka_unit_test(atomic_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

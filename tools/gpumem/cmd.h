@@ -1,0 +1,31 @@
+/*
+ * cmd.h - the gpumem subcommands (one file each: cmd_<name>.c) and the
+ * helpers they share (main.c). Subcommands are thin: they parse
+ * arguments, call a library, and print through the output layer.
+ *
+ * Each gm_cmd_<name>() takes argc/argv with argv[0] the subcommand name
+ * and returns the process exit code (GM_EXIT_*).
+ */
+#ifndef GM_CMD_H
+#define GM_CMD_H
+
+#include <stdio.h>
+
+struct gm_cmd {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+/* The table of subcommands (main.c); ends with a NULL name. */
+extern const struct gm_cmd gm_cmds[];
+
+/*
+ * Report a usage error: "gpumem NAME: message" and a hint to run
+ * --help, on stderr. Returns GM_EXIT_USAGE.
+ */
+int gm_cmd_usage_error(const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+
+#endif

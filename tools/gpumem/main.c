@@ -1,0 +1,71 @@
+/*
+ * main.c - the gpumem program: dispatch to a subcommand (see cmd.h).
+ */
+#include "cmd.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef GM_VERSION
+#define GM_VERSION "unknown"
+#endif
+
+const struct gm_cmd gm_cmds[] = {
+	{NULL, NULL, NULL},
+};
+
+int gm_cmd_usage_error(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "gpumem %s: ", name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'gpumem %s --help'.\n", name);
+	return GM_EXIT_USAGE;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: gpumem COMMAND [ARGS...]\n\n"
+		     "Plan, cap and verify NVIDIA GPU memory.\n\n"
+		     "Commands:\n");
+	for (const struct gm_cmd *c = gm_cmds; c->name; c++)
+		fprintf(out, "  %-8s  %s\n", c->name, c->summary);
+	fprintf(out, "\nRun 'gpumem COMMAND --help' for a command's options.\n"
+		     "Exit codes: 0 ok, 1 the answer is no (does not fit, "
+		     "card failed), 2 bad input or usage, 3 CUDA/driver "
+		     "error.\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : NULL;
+
+	gm_log_init(getenv("GPUMEM_LOG"));
+	if (!name) {
+		usage(stderr);
+		return GM_EXIT_USAGE;
+	}
+	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
+	    strcmp(name, "help") == 0) {
+		usage(stdout);
+		return GM_EXIT_OK;
+	}
+	if (strcmp(name, "--version") == 0) {
+		printf("gpumem %s\n", GM_VERSION);
+		return GM_EXIT_OK;
+	}
+	for (const struct gm_cmd *c = gm_cmds; c->name; c++)
+		if (strcmp(name, c->name) == 0)
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem --help'.\n",
+		name);
+	return GM_EXIT_USAGE;
+}
