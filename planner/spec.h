@@ -1,0 +1,125 @@
+/*
+ * spec.h - a model spec: what `gpumem plan` reads (defined in spec.c).
+ *
+ * The YAML schema, key by key, is documented in models/README.md and
+ * spelled as in INTERFACES.md. gm_spec_load() parses a file with libyaml,
+ * applies defaults and --set overrides, and validates; every message
+ * names file:line:column of the offending key or value. Sizes are counts
+ * (layers, tokens, elements) unless a name ends in _bytes.
+ *
+ * Errors: 0, or GM_EINVAL (bad spec; diag holds the message), GM_EIO
+ * (unreadable file), GM_ENOMEM.
+ */
+#ifndef GM_SPEC_H
+#define GM_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gm_diag;
+
+enum gm_task { GM_TASK_TRAIN, GM_TASK_INFERENCE };
+
+enum gm_arch { GM_ARCH_LLAMA, GM_ARCH_GPT2, GM_ARCH_BERT, GM_ARCH_CUSTOM };
+
+enum gm_head {
+	GM_HEAD_CAUSAL_LM,     /* llama, gpt2 default */
+	GM_HEAD_MASKED_LM,     /* bert default */
+	GM_HEAD_CLASSIFICATION,
+};
+
+enum gm_precision {
+	GM_PREC_FP32,
+	GM_PREC_FP16_MIXED, /* fp32 weights/grads/states, fp16 autocast */
+	GM_PREC_BF16_MIXED, /* fp32 weights/grads/states, bf16 autocast */
+	GM_PREC_FP16_TRUE,  /* everything fp16 */
+	GM_PREC_BF16_TRUE,  /* everything bf16 */
+};
+
+enum gm_optimizer {
+	GM_OPT_ADAMW,
+	GM_OPT_ADAM,
+	GM_OPT_SGD,
+	GM_OPT_SGD_MOMENTUM,
+	GM_OPT_ADAMW_8BIT,
+	GM_OPT_ADAFACTOR,
+};
+
+enum gm_ckpt { GM_CKPT_NONE, GM_CKPT_FULL, GM_CKPT_SELECTIVE };
+
+enum gm_attn { GM_ATTN_FLASH, GM_ATTN_SDPA, GM_ATTN_EAGER };
+
+enum gm_kv_dtype { GM_KV_FP32, GM_KV_FP16, GM_KV_BF16, GM_KV_FP8, GM_KV_INT8 };
+
+struct gm_spec_model {
+	enum gm_arch architecture;
+	uint64_t layers;
+	uint64_t hidden_size;
+	uint64_t ffn_hidden_size;   /* default 4 * hidden_size (gpt2, bert) */
+	uint64_t attention_heads;
+	uint64_t kv_heads;          /* default attention_heads */
+	uint64_t vocab_size;
+	uint64_t max_position_embeddings; /* gpt2/bert learned positions */
+	uint64_t type_vocab_size;   /* bert token types (default 2) */
+	bool tied_embeddings;
+	enum gm_head head;
+	uint64_t num_labels;        /* head: classification */
+	double parameters;          /* optional cross-check; 0 = not given */
+	double activation_bytes_per_token; /* custom models; 0 = not given */
+};
+
+struct gm_spec_training {
+	uint64_t micro_batch_size;
+	uint64_t global_batch_size; /* 0 = not given */
+	uint64_t sequence_length;
+	enum gm_precision precision;
+	enum gm_optimizer optimizer;
+	enum gm_ckpt activation_checkpointing;
+	enum gm_attn attention;
+};
+
+struct gm_spec_inference {
+	enum gm_precision precision; /* weights' dtype: *-true or fp32 */
+	uint64_t batch_size;
+	uint64_t prompt_length;
+	uint64_t generate_length;   /* 0 = one forward pass over the prompt */
+	enum gm_kv_dtype kv_cache_dtype;
+};
+
+struct gm_spec_parallel {
+	uint64_t data_parallel;     /* all default to 1 */
+	uint64_t tensor_parallel;
+	uint64_t pipeline_parallel;
+	bool sequence_parallel;
+	unsigned zero_stage;        /* 0..3; FSDP full shard = 3 */
+};
+
+struct gm_spec {
+	char name[128];
+	char path[1024];            /* the file it came from */
+	enum gm_task task;
+	struct gm_spec_model model;
+	struct gm_spec_training training;
+	struct gm_spec_inference inference;
+	struct gm_spec_parallel parallelism;
+	char gpu[128];              /* hardware.gpu: a catalog name or alias */
+};
+
+/*
+ * Load and validate a spec. sets: n strings "dotted.key=value" applied
+ * over the file (as `--set` gives them) before validation; a bad --set
+ * is reported naming the option. Returns 0 or GM_EINVAL/GM_EIO/GM_ENOMEM
+ * with diag->msg "file:line:column: message" (plus a hint where one
+ * helps: "did you mean 'hidden_size'?").
+ */
+int gm_spec_load(struct gm_spec *spec, const char *path,
+		 const char *const *sets, int n_sets, struct gm_diag *diag);
+
+/* Names of the enums as spelled in YAML ("bf16-mixed", "adamw", ...). */
+const char *gm_precision_name(enum gm_precision p);
+const char *gm_optimizer_name(enum gm_optimizer o);
+const char *gm_ckpt_name(enum gm_ckpt c);
+const char *gm_attn_name(enum gm_attn a);
+const char *gm_arch_name(enum gm_arch a);
+
+#endif
