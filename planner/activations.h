@@ -1,0 +1,96 @@
+/*
+ * activations.h - what one transformer block keeps for backward
+ * (activations.c).
+ *
+ * A block is described as the list of tensors autograd saves, each sized
+ * per token (elements in units of h, the KV width, the FFN width, a*s for
+ * attention scores, a) with its element size in bytes and how tensor /
+ * sequence parallelism divide it. Korthikanti et al. 2022 ("Reducing
+ * Activation Recomputation in Large Transformer Models", section 4.1,
+ * Table 2) count exactly such a list for Megatron's GPT block; the same
+ * sum over HF's Llama/GPT-2/BERT blocks (each op's saved tensors read off
+ * PyTorch's autograd formulas and transformers' modeling code) gives our
+ * figures. Bytes, per micro-batch; no errors.
+ */
+#ifndef GM_ACTIVATIONS_H
+#define GM_ACTIVATIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spec.h"
+
+enum {
+	GM_AT_SEQ = 1 << 0,  /* sequence-dim tensor: whole on every TP rank
+			      * unless sequence parallel (then / t) */
+	GM_AT_CORE = 1 << 1, /* core attention (a*s per token): dropped by
+			      * selective recomputation */
+};
+
+struct gm_act_tensor {
+	const char *name;
+	double h, kv, f, as, a, one; /* elements per token, by unit */
+	double bytes;               /* per element */
+	unsigned flags;
+};
+
+#define GM_ACT_MAX 32
+
+struct gm_act_layer {
+	struct gm_act_tensor t[GM_ACT_MAX];
+	int n;
+	double input_bytes;     /* per element of the block's input (what
+				 * full checkpointing keeps) */
+	/* Largest transient beyond the saved set inside one block (forward
+	 * or backward), in the same per-token units, TP-divided: */
+	struct gm_act_tensor transient;
+	struct gm_act_tensor transient_seq; /* SEQ part of it */
+};
+
+/* The shape one block sees on one rank. */
+struct gm_act_dims {
+	double h, kv, f, a;     /* hidden, K/V width, FFN width, heads */
+	double s, b;            /* sequence length, micro-batch */
+	double t;               /* tensor parallel degree (>= 1) */
+	bool sp;                /* sequence parallel */
+};
+
+/* How the block is computed: the style of the code that runs it. */
+struct gm_act_style {
+	enum gm_arch arch;      /* llama, gpt2 or bert layout of the block */
+	enum gm_attn attn;
+	bool autocast;          /* torch.autocast: each linear saves its own
+				 * cast of its input */
+	bool dropout;           /* training with dropout p > 0 */
+	double compute;         /* bytes of a compute element (2 or 4) */
+	double residual;        /* bytes of the residual stream */
+};
+
+/* The block HF transformers runs (see activations.c for each tensor). */
+void gm_act_layer_hf(struct gm_act_layer *out, const struct gm_act_style *st);
+
+/*
+ * The block of Korthikanti et al. 2022, section 4.1: Megatron GPT, 16-bit
+ * activations, 1-byte dropout masks, GeLU MLP, LayerNorm, attention
+ * scores stored (no flash attention).
+ */
+void gm_act_layer_paper(struct gm_act_layer *out);
+
+/* Bytes of one tensor for dims (per micro-batch, on one rank). */
+double gm_act_tensor_bytes(const struct gm_act_tensor *t,
+			   const struct gm_act_dims *d);
+
+/*
+ * Bytes one block keeps for backward under checkpointing ck: none = every
+ * tensor; selective = all but GM_AT_CORE (Korthikanti's selective
+ * recomputation); full = the block input only (input_bytes * s*b*h, / t
+ * with sequence parallelism).
+ */
+double gm_act_layer_saved(const struct gm_act_layer *l,
+			  const struct gm_act_dims *d, enum gm_ckpt ck);
+
+/* Largest transient of one block (beyond what it saved), bytes. */
+double gm_act_layer_transient(const struct gm_act_layer *l,
+			      const struct gm_act_dims *d);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * fit.h - sizing search over the memory model (fit.c): the largest
+ * micro-batch that fits a GPU, gradient-accumulation steps for a global
+ * batch, the fewest data-parallel GPUs that fit. Errors: 0 or GM_EINVAL
+ * from gm_plan().
+ */
+#ifndef GM_FIT_H
+#define GM_FIT_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+struct gm_fit {
+	struct gm_plan_gpu gpu;
+	uint64_t max_micro_batch;   /* 0: not even 1 fits */
+	uint64_t global_batch;      /* 0: none given */
+	uint64_t gradient_accumulation_steps; /* at max_micro_batch */
+	uint64_t min_data_parallel; /* 0: no data-parallel degree fits */
+	uint64_t min_gpus;          /* min_data_parallel x tp x pp */
+	double device_used;         /* bytes at max_micro_batch (or 1) */
+};
+
+/* Largest value searched for micro-batch and data-parallel degree. */
+#define GM_FIT_MAX 65536
+
+/*
+ * Fit spec on gpu. global_batch 0 takes the spec's. Micro-batch: binary
+ * search over [1, GM_FIT_MAX] for the largest that fits (memory grows
+ * with it), with gradient-accumulation steps recomputed for each
+ * candidate (GA > 1 keeps gradients alive during forward; the candidate
+ * that removes accumulation is tried too). Data parallel: at the spec's
+ * micro-batch, the fewest ranks whose per-GPU plan fits; per-GPU memory
+ * only falls with the degree from 2 on (ZeRO shards), so 1 is tried,
+ * then a binary search over [2, GM_FIT_MAX]; with ZeRO 0 only 1 can
+ * help, since each rank holds a full copy.
+ */
+int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+	   const struct gm_model_opts *opts, uint64_t global_batch,
+	   struct gm_fit *out, struct gm_diag *diag);
+
+#endif

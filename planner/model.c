@@ -1,0 +1,549 @@
+/*
+ * model.c - the memory model (see model.h for the phases). Every term
+ * names its source; the estimates still to calibrate by measurement
+ * (issue 6) say so.
+ */
+#include "model.h"
+
+#include "activations.h"
+#include "error.h"
+#include "reserve.h"
+#include "units.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void gm_model_opts_default(struct gm_model_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->recipe = GM_RECIPE_TORCH;
+	/* NCCL_BUFFSIZE 4 MiB per channel and peer (NVIDIA/nccl #391,
+	 * #1450) x 2 peers (ring send/recv) x 16 channels: a lower bound;
+	 * measured communicators reach 0.5-1.6 GB (nccl #864). */
+	o->nccl_comm_bytes = 16ULL * 2 * 4 * GM_MiB;
+	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
+	o->ddp_bucket_bytes = 25 * GM_MiB;
+}
+
+const char *gm_phase_name(enum gm_phase p)
+{
+	switch (p) {
+	case GM_PHASE_FWD_BWD:
+		return "forward-backward";
+	case GM_PHASE_OPTIMIZER:
+		return "optimizer-step";
+	default:
+		return "inference";
+	}
+}
+
+uint64_t gm_cublas_workspace_bytes(int sm_major)
+{
+	if (sm_major == 9)
+		return 4096 * GM_KiB * 8;
+	return 4096 * GM_KiB * 2 + 16 * GM_KiB * 8;
+}
+
+/* Everything one stage needs, computed once. */
+struct ctx {
+	const struct gm_spec *spec;
+	const struct gm_param_layout *pl;
+	const struct gm_model_opts *o;
+	struct gm_state_bytes sb;   /* per parameter, sharded */
+	struct gm_state_bytes full; /* per parameter, unsharded */
+	double t, d;
+	unsigned p, r;              /* stages, this stage */
+	uint64_t layers, ga;
+	bool first, last;
+	double ws;                  /* cuBLAS workspace */
+};
+
+/* Elements of pt on this stage and TP rank (1 tensor group). */
+static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
+			  double *count)
+{
+	double n = (double)pt->rows * (double)pt->cols;
+
+	*count = 1;
+	if (pt->flags & GM_PT_TP)
+		n /= c->t;
+	if (pt->flags & GM_PT_LAYER) {
+		*count = (double)c->layers;
+		return n * *count;
+	}
+	if (pt->flags & GM_PT_TIED) /* Megatron keeps a copy on the last
+				     * stage when p > 1 */
+		return c->p > 1 && c->last ? n : 0;
+	if (pt->flags & GM_PT_EMBED)
+		return c->first ? n : 0;
+	if (pt->flags & GM_PT_HEAD)
+		return c->last ? n : 0;
+	return n;
+}
+
+/* Adafactor (transformers' Adafactor, beta1=None): a factored second
+ * moment, rows + cols elements for a matrix, the full size for a
+ * vector. Elements per stage rank. */
+static double adafactor_elems(const struct ctx *c)
+{
+	double e = 0, cnt;
+
+	for (int i = 0; i < c->pl->n; i++) {
+		const struct gm_ptensor *pt = &c->pl->t[i];
+		double n = stage_elems(c, pt, &cnt);
+
+		if (!n)
+			continue;
+		if (pt->rows > 1 && pt->cols > 1)
+			e += ((double)pt->rows / c->t + (double)pt->cols) * cnt;
+		else
+			e += n;
+	}
+	return e;
+}
+
+/* Layers on stage r: L/p each, the first L%p stages one more. */
+static uint64_t stage_layers(uint64_t L, unsigned p, unsigned r)
+{
+	return L / p + (r < L % p ? 1 : 0);
+}
+
+static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
+		       double s, double b)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double hd = (double)m->hidden_size / (double)m->attention_heads;
+
+	d->h = (double)m->hidden_size;
+	d->kv = hd * (double)m->kv_heads;
+	d->f = (double)m->ffn_hidden_size;
+	d->a = (double)m->attention_heads;
+	d->s = s;
+	d->b = b;
+	d->t = c->t;
+	d->sp = c->spec->parallelism.sequence_parallel;
+}
+
+static void layer_list(const struct ctx *c, struct gm_act_layer *l,
+		       bool training)
+{
+	struct gm_act_style st = {
+		.arch = c->spec->model.architecture,
+		.attn = c->spec->training.attention,
+		.autocast = c->full.autocast,
+		/* HF defaults: GPT-2 resid/attn/embd_pdrop 0.1, BERT
+		 * hidden/attention_probs_dropout_prob 0.1, Llama 0. */
+		.dropout = training && (c->spec->model.architecture ==
+					GM_ARCH_GPT2 ||
+					c->spec->model.architecture ==
+					GM_ARCH_BERT),
+		.compute = c->full.compute,
+		.residual = c->full.residual,
+	};
+
+	if (!training)
+		st.attn = GM_ATTN_SDPA;
+	if (c->o->paper)
+		gm_act_layer_paper(l);
+	else
+		gm_act_layer_hf(l, &st);
+}
+
+/* Add a tensor-group list's per-tensor blocks (weights-like). */
+static void add_param_blocks(const struct ctx *c, struct gm_blocks *bs,
+			     double bytes_per, double copies, bool churn,
+			     bool matmul_only)
+{
+	for (int i = 0; i < c->pl->n; i++) {
+		const struct gm_ptensor *pt = &c->pl->t[i];
+		double cnt, n = stage_elems(c, pt, &cnt);
+
+		if (!n || (matmul_only && !(pt->flags & GM_PT_MATMUL)))
+			continue;
+		gm_blocks_add(bs, n / cnt * bytes_per, cnt * copies, churn);
+	}
+}
+
+static double matmul_elems(const struct ctx *c)
+{
+	double e = 0, cnt;
+
+	for (int i = 0; i < c->pl->n; i++)
+		if (c->pl->t[i].flags & GM_PT_MATMUL) {
+			double n = stage_elems(c, &c->pl->t[i], &cnt);
+			/* a tied lm_head casts the embedding weight */
+			if (c->pl->t[i].flags & GM_PT_TIED && c->last)
+				n = (double)c->pl->t[i].rows *
+				    c->pl->t[i].cols / c->t;
+			e += n;
+		}
+	return e;
+}
+
+/* Largest FSDP unit (one block, or the root: embeddings + head). */
+static double largest_unit(const struct ctx *c)
+{
+	double root = (double)(c->pl->embed + c->pl->head);
+	double blk = (double)c->pl->per_layer;
+
+	return (root > blk ? root : blk) / c->t;
+}
+
+/* Logits and loss at the backward peak, bytes per token on one rank
+ * (vocab-parallel /t): the returned logits (C per element), then
+ * transformers' ForCausalLMLoss / BERT's CrossEntropyLoss upcast to fp32
+ * (logits.float(), loss_utils.py; autocast's fp32 list), log_softmax's
+ * saved output (4), and in backward the fp32 gradient of that output
+ * from nll_loss (4) and log_softmax's input gradient (4); the fp32 copy
+ * itself is freed after log_softmax, so 12 + C. In fp32 the upcast is
+ * a no-op and the logits are the fp32 tensor: 4 + 12. */
+static double logits_per_token(const struct ctx *c)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+
+	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size)
+		return 0;
+	return (double)m->vocab_size * (c->full.compute + 12) / c->t;
+}
+
+static void train_stage(const struct ctx *c, struct gm_terms *T)
+{
+	const struct gm_spec *sp = c->spec;
+	double s = (double)sp->training.sequence_length;
+	double b = (double)sp->training.micro_batch_size;
+	double P = 0, cnt, tok = s * b;
+	struct gm_act_layer l;
+	struct gm_act_dims d;
+	struct gm_blocks fb = {0}, op = {0}, *both[2] = {&fb, &op};
+	double act, layer_saved, head_saved = 0, emb = 0, lg, held, trans;
+	double comm = 0, cache, grads_fb, opt_tmp, ws;
+	unsigned zero = sp->parallelism.zero_stage;
+
+	for (int i = 0; i < c->pl->n; i++)
+		P += stage_elems(c, &c->pl->t[i], &cnt);
+	T->parameters = (uint64_t)llround(P);
+	T->layers = c->layers;
+	/* 1F1B: stage r holds p - r micro-batches (Narayanan et al. 2021;
+	 * Korthikanti 4.2), at most the step's micro-batch count. */
+	T->in_flight = c->p - c->r;
+	if (T->in_flight > c->ga)
+		T->in_flight = c->ga;
+	if (!T->in_flight)
+		T->in_flight = 1;
+
+	/* Model states (states.c). Adafactor from its factored shapes. */
+	T->weights = P * c->sb.weights;
+	T->gradients = P * c->sb.gradients;
+	if (sp->training.optimizer == GM_OPT_ADAFACTOR)
+		T->optimizer_states = adafactor_elems(c) * c->full.weights /
+				      (zero >= 1 ? c->d : 1);
+	else
+		T->optimizer_states = P * c->sb.optimizer;
+
+	/* Activations per micro-batch (activations.c), x in flight. */
+	layer_list(c, &l, true);
+	layer_dims(c, &d, s, b);
+	layer_saved = gm_act_layer_saved(&l, &d, sp->training.
+					 activation_checkpointing);
+	if (c->last && logits_per_token(c) > 0)
+		/* final norm + lm_head input (cast): R h + C h, SEQ */
+		head_saved = tok * d.h * (c->full.residual + c->full.compute) /
+			     (d.sp ? c->t : 1);
+	if (c->first)
+		/* int64 input ids and labels (8 B each per token), plus the
+		 * embedding dropout mask (GPT-2/BERT, 1 B) and BERT's
+		 * embedding LayerNorm input (R). */
+		emb = 16 * tok + (sp->model.architecture == GM_ARCH_GPT2 ? 1 :
+				  sp->model.architecture == GM_ARCH_BERT ?
+				  1 + c->full.residual : 0) * tok * d.h;
+	act = (layer_saved * (double)c->layers + emb) *
+	      (double)T->in_flight + head_saved;
+	T->activations = act;
+
+	/* Transient of one block; full checkpointing recomputes one
+	 * block's complete saved set during backward. */
+	trans = gm_act_layer_transient(&l, &d);
+	if (sp->training.activation_checkpointing == GM_CKPT_FULL)
+		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE);
+	else if (sp->training.activation_checkpointing == GM_CKPT_SELECTIVE)
+		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE) -
+			 gm_act_layer_saved(&l, &d, GM_CKPT_SELECTIVE);
+	lg = c->last ? tok * logits_per_token(c) : 0;
+	held = c->last ? lg * c->full.compute / (c->full.compute + 12) : 0;
+	T->logits = lg;
+
+	/* The autocast weight cache: a 16-bit copy of every matmul weight,
+	 * saved by the linears until their backward (torch.autocast
+	 * cache_enabled; planners.md 7.11). */
+	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
+	if (zero >= 3)
+		cache /= c->d; /* only the gathered unit is cast */
+
+	/* Data-parallel buffers: DDP keeps bucket copies of all gradients
+	 * (gradient_as_bucket_view=False, the default); ZeRO-2 reduces one
+	 * unit's gradients at a time; ZeRO-3 (FSDP) gathers the current
+	 * and the prefetched unit and reduce-scatters one (fsdp.rst). */
+	if (c->d > 1 && zero <= 1)
+		comm = P * c->full.gradients;
+	else if (c->d > 1 && zero == 2)
+		comm = largest_unit(c) * c->full.gradients;
+	else if (c->d > 1)
+		comm = largest_unit(c) * (2 * c->full.weights +
+					  c->full.gradients);
+	T->communication = comm;
+	ws = c->ws;
+	T->workspace = ws;
+
+	/* Optimizer temporaries: foreach Adam(W) builds sqrt(exp_avg_sq)
+	 * as a new tensor list, one state-sized copy (_multi_tensor_adamw;
+	 * torch/optim/optimizer.py _foreach_doc); SGD and 8-bit Adam work
+	 * in place; Adafactor's loop holds about 3 fp32 copies of the
+	 * largest tensor (update, grad^2, approximated moment). */
+	if (sp->training.optimizer == GM_OPT_ADAM ||
+	    sp->training.optimizer == GM_OPT_ADAMW)
+		opt_tmp = P * c->full.weights / (zero >= 1 ? c->d : 1);
+	else if (sp->training.optimizer == GM_OPT_ADAFACTOR) {
+		double big = 0;
+		for (int i = 0; i < c->pl->n; i++) {
+			double e = (double)c->pl->t[i].rows *
+				   c->pl->t[i].cols / c->t;
+			big = e > big ? e : big;
+		}
+		opt_tmp = 3 * big * 4;
+	} else
+		opt_tmp = 0;
+
+	grads_fb = c->ga > 1 ? T->gradients : 0;
+	if (c->ga <= 1 && c->last) {
+		/* the head's weight gradient appears at the loss */
+		for (int i = 0; i < c->pl->n; i++)
+			if (c->pl->t[i].flags & GM_PT_HEAD &&
+			    c->pl->t[i].flags & GM_PT_MATMUL)
+				grads_fb += (double)c->pl->t[i].rows *
+					    c->pl->t[i].cols / c->t *
+					    c->sb.gradients;
+	}
+
+	/* Blocks of each phase for the reserve (reserve.h). */
+	for (int k = 0; k < 2; k++) {
+		struct gm_blocks *bs = both[k];
+		add_param_blocks(c, bs, c->sb.weights, 1, false, false);
+		if (T->optimizer_states > 0)
+			gm_blocks_add(bs, T->optimizer_states /
+				      (double)(c->layers + 1),
+				      (double)c->layers + 1, false);
+		if (comm > 0)
+			gm_blocks_add(bs, (double)c->o->ddp_bucket_bytes,
+				      ceil(comm / c->o->ddp_bucket_bytes),
+				      false);
+		gm_blocks_add(bs, ws, 1, false);
+	}
+	if (grads_fb > 0)
+		gm_blocks_add(&fb, grads_fb / (double)(c->layers + 1),
+			      (double)c->layers + 1, c->ga <= 1);
+	if (sp->training.activation_checkpointing == GM_CKPT_FULL)
+		gm_blocks_add(&fb, layer_saved,
+			      (double)c->layers * T->in_flight, true);
+	else
+		for (int i = 0; i < l.n; i++)
+			if (sp->training.activation_checkpointing ==
+			    GM_CKPT_NONE || !(l.t[i].flags & GM_AT_CORE))
+				gm_blocks_add(&fb, gm_act_tensor_bytes(
+					&l.t[i], &d), (double)c->layers *
+					T->in_flight, true);
+	gm_blocks_add(&fb, emb + head_saved, T->in_flight, true);
+	if (cache > 0)
+		add_param_blocks(c, &fb, c->full.compute / (zero >= 3 ?
+			c->d : 1), 1, true, true);
+	if (lg > trans + held)
+		gm_blocks_add(&fb, lg / 4, 4, true);
+	else
+		gm_blocks_add(&fb, trans + held, 1, true);
+	add_param_blocks(c, &op, c->sb.gradients, 1, false, false);
+	if (opt_tmp > 0)
+		gm_blocks_add(&op, opt_tmp / (double)(c->layers + 1),
+			      (double)c->layers + 1, true);
+
+	T->phase_allocated[0] = T->weights + T->optimizer_states + comm +
+				ws + act + grads_fb + cache +
+				(lg > trans + held ? lg : trans + held);
+	T->phase_allocated[1] = T->weights + T->optimizer_states + comm +
+				ws + T->gradients + opt_tmp;
+	T->temporary = cache + (trans > opt_tmp ? trans : opt_tmp);
+	T->at_peak = (struct gm_parts){
+		.weights = T->weights, .optimizer_states = T->optimizer_states,
+		.communication = comm, .workspace = ws};
+	if (T->phase_allocated[0] >= T->phase_allocated[1]) {
+		T->peak_phase = GM_PHASE_FWD_BWD;
+		T->peak_allocated = T->phase_allocated[0];
+		T->at_peak.gradients = grads_fb;
+		T->at_peak.activations = act;
+		T->at_peak.logits = lg > trans + held ? lg : held;
+		T->at_peak.temporary = cache + (lg > trans + held ? 0 : trans);
+	} else {
+		T->peak_phase = GM_PHASE_OPTIMIZER;
+		T->peak_allocated = T->phase_allocated[1];
+		T->at_peak.gradients = T->gradients;
+		T->at_peak.temporary = opt_tmp;
+	}
+	{
+		double r0 = gm_reserved_from_allocated(&fb);
+		double r1 = gm_reserved_from_allocated(&op);
+		T->peak_reserved = r0 > r1 ? r0 : r1;
+		if (T->peak_reserved < T->peak_allocated)
+			T->peak_reserved = T->peak_allocated;
+	}
+}
+
+static double kv_bytes(enum gm_kv_dtype k)
+{
+	switch (k) {
+	case GM_KV_FP32:
+		return 4;
+	case GM_KV_FP8:
+	case GM_KV_INT8:
+		return 1;
+	default:
+		return 2;
+	}
+}
+
+/* Inference: weights, the KV cache (transformers' DynamicCache: K and V
+ * per layer, batch x (prompt + generated) x kv width; torch.cat grows it,
+ * so one layer's K is transiently doubled), one block's forward transient
+ * over the prompt, and the logits: the last position only while
+ * generating (logits_to_keep=1, then an fp32 copy in generate()), every
+ * position for a plain forward pass. */
+static void infer_stage(const struct ctx *c, struct gm_terms *T)
+{
+	const struct gm_spec_inference *in = &c->spec->inference;
+	const struct gm_spec_model *m = &c->spec->model;
+	double P = 0, cnt, b = (double)in->batch_size;
+	double s = (double)in->prompt_length, tot = s + in->generate_length;
+	struct gm_act_layer l;
+	struct gm_act_dims d;
+	struct gm_blocks bs = {0};
+	double kv, trans, lg, ws, cache;
+
+	for (int i = 0; i < c->pl->n; i++)
+		P += stage_elems(c, &c->pl->t[i], &cnt);
+	T->parameters = (uint64_t)llround(P);
+	T->layers = c->layers;
+	T->in_flight = 1;
+	T->weights = P * c->sb.weights;
+	layer_dims(c, &d, s, b);
+	kv = 2 * (double)c->layers * b * tot * d.kv / c->t *
+	     kv_bytes(in->kv_cache_dtype);
+	T->kv_cache = kv;
+	layer_list(c, &l, false);
+	/* No autograd: the widest live set of one block is about its
+	 * saved list at once (a bound: tensors die as they are used). */
+	trans = gm_act_layer_saved(&l, &d, GM_CKPT_NONE) +
+		(c->layers ? kv / (2 * (double)c->layers) : 0);
+	lg = 0;
+	if (c->last && m->head != GM_HEAD_CLASSIFICATION)
+		lg = in->generate_length ? b * m->vocab_size *
+			(c->full.compute + 4) / c->t
+			: b * s * m->vocab_size * c->full.compute / c->t;
+	T->logits = lg;
+	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
+	T->temporary = trans + cache;
+	ws = c->ws;
+	T->workspace = ws;
+	add_param_blocks(c, &bs, c->sb.weights, 1, false, false);
+	gm_blocks_add(&bs, kv / (2 * (double)(c->layers ? c->layers : 1)),
+		      2 * (double)c->layers, false);
+	gm_blocks_add(&bs, trans, 1, true);
+	gm_blocks_add(&bs, lg, 1, true);
+	gm_blocks_add(&bs, ws, 1, false);
+	if (cache > 0)
+		add_param_blocks(c, &bs, c->full.compute, 1, true, true);
+	T->peak_phase = GM_PHASE_INFERENCE;
+	T->at_peak = (struct gm_parts){
+		.weights = T->weights, .kv_cache = kv, .logits = lg,
+		.temporary = trans + cache, .workspace = ws};
+	T->peak_allocated = T->weights + kv + trans + lg + ws + cache;
+	T->peak_reserved = gm_reserved_from_allocated(&bs);
+	if (T->peak_reserved < T->peak_allocated)
+		T->peak_reserved = T->peak_allocated;
+}
+
+int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+	    const struct gm_model_opts *opts, struct gm_plan *out,
+	    struct gm_diag *diag)
+{
+	struct gm_model_opts def;
+	struct gm_param_layout pl;
+	const struct gm_spec_parallel *par = &spec->parallelism;
+	struct ctx c = {0};
+	enum gm_precision prec;
+	unsigned best = 0;
+	int rc;
+
+	if (!opts) {
+		gm_model_opts_default(&def);
+		opts = &def;
+	}
+	memset(out, 0, sizeof(*out));
+	rc = gm_params_layout(&spec->model, &pl, diag);
+	if (rc)
+		return rc;
+	snprintf(out->name, sizeof(out->name), "%s", spec->name);
+	out->gpu = *gpu;
+	out->parameters = pl.from_shape ? pl.total :
+			  (uint64_t)llround(spec->model.parameters);
+	out->parameters_mismatch = gm_params_mismatch(&spec->model, &pl);
+
+	c.spec = spec;
+	c.pl = &pl;
+	c.o = opts;
+	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;
+	c.d = par->data_parallel ? (double)par->data_parallel : 1;
+	c.p = par->pipeline_parallel ? (unsigned)par->pipeline_parallel : 1;
+	if (c.p > GM_STAGES_MAX || c.p > pl.layers)
+		return gm_diag_set(diag, GM_EINVAL,
+				   "parallelism.pipeline_parallel: %u stages "
+				   "for %llu layers", c.p,
+				   (unsigned long long)pl.layers);
+	prec = spec->task == GM_TASK_TRAIN ? spec->training.precision
+					   : spec->inference.precision;
+	c.full = gm_state_bytes(opts->recipe, prec,
+				spec->task == GM_TASK_TRAIN ?
+				spec->training.optimizer : GM_OPT_SGD);
+	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
+			      par->zero_stage : 0, (unsigned long)c.d);
+	c.ws = (double)gm_cublas_workspace_bytes(gpu->sm_major);
+	c.ga = 1;
+	if (spec->task == GM_TASK_TRAIN && spec->training.global_batch_size) {
+		uint64_t per = spec->training.micro_batch_size * (uint64_t)c.d;
+		c.ga = per ? (spec->training.global_batch_size + per - 1) / per
+			   : 1;
+		if (!c.ga)
+			c.ga = 1;
+	}
+	out->gradient_accumulation_steps = c.ga;
+	out->n_stages = c.p;
+	for (c.r = 0; c.r < c.p; c.r++) {
+		struct gm_terms *T = &out->stages[c.r];
+		unsigned comms = (c.d > 1) + (c.t > 1) + (c.p > 1);
+
+		c.layers = stage_layers(pl.layers, c.p, c.r);
+		c.first = c.r == 0;
+		c.last = c.r + 1 == c.p;
+		if (spec->task == GM_TASK_TRAIN)
+			train_stage(&c, T);
+		else
+			infer_stage(&c, T);
+		T->nccl = comms * (double)opts->nccl_comm_bytes;
+		T->cuda_context = (double)gpu->context_bytes + T->nccl;
+		T->device_used = T->peak_reserved + T->cuda_context;
+		if (T->device_used > out->stages[best].device_used)
+			best = c.r;
+	}
+	out->per_gpu = out->stages[best];
+	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
+	out->headroom_bytes = (int64_t)gpu->capacity_bytes -
+			      (int64_t)llround(out->per_gpu.device_used);
+	return 0;
+}

@@ -1,0 +1,111 @@
+/*
+ * model.h - the memory model: spec + GPU -> per-GPU bytes (model.c).
+ *
+ * Per GPU means the most loaded rank: data-parallel ranks are alike;
+ * tensor-parallel ranks are alike; pipeline stages differ and each gets
+ * its own figures (stages[]), the largest device_used wins per_gpu.
+ *
+ * Phases of a training step (peak_allocated is their max, not a sum):
+ *  - forward-backward: weights + optimizer states + buffers + saved
+ *    activations of every in-flight micro-batch + (all gradients when
+ *    gradient accumulation > 1, else the head's gradient) + the autocast
+ *    weight cache + max(logits and loss, one block's transient);
+ *  - optimizer-step: weights + states + buffers + all gradients + the
+ *    optimizer's temporaries (foreach: one state-sized tensor list).
+ * Inference: weights + KV cache + one block's transient + logits.
+ * Outside the allocator: CUDA context and libraries (per GPU, from the
+ * catalog) and NCCL buffers per communicator.
+ *
+ * All sizes are bytes. Errors: 0 or GM_EINVAL (diag says why).
+ */
+#ifndef GM_MODEL_H
+#define GM_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "params.h"
+#include "spec.h"
+#include "states.h"
+
+struct gm_diag;
+
+/* What the model needs to know of a GPU (the CLI fills it from the
+ * catalog). */
+struct gm_plan_gpu {
+	char name[128];
+	uint64_t capacity_bytes;   /* total memory as nvidia-smi reports */
+	uint64_t context_bytes;    /* CUDA context + libraries outside the
+				    * framework's allocator */
+	int sm_major;              /* compute capability major (9 = Hopper) */
+	double bandwidth_gbps;     /* GB/s, for reports */
+	double bf16_tflops;        /* dense, for reports */
+};
+
+/* Knobs with physical meaning; gm_model_opts_default() sets them. */
+struct gm_model_opts {
+	enum gm_recipe recipe;     /* framework conventions (states.h) */
+	bool paper;                /* Korthikanti's block (activations.h) */
+	uint64_t nccl_comm_bytes;  /* NCCL buffers per communicator */
+	uint64_t ddp_bucket_bytes; /* DDP bucket_cap_mb */
+};
+
+void gm_model_opts_default(struct gm_model_opts *o);
+
+enum gm_phase { GM_PHASE_FWD_BWD, GM_PHASE_OPTIMIZER, GM_PHASE_INFERENCE };
+
+const char *gm_phase_name(enum gm_phase p);
+
+/* Terms live at one moment; at the peak phase they sum to
+ * peak_allocated. */
+struct gm_parts {
+	double weights, gradients, optimizer_states, activations, logits,
+	       temporary, kv_cache, communication, workspace;
+};
+
+/* Each term is its largest size over the step (activations at the end
+ * of forward, gradients after backward, ...); at_peak splits
+ * peak_allocated itself. */
+struct gm_terms {
+	double weights, gradients, optimizer_states, activations, logits,
+	       temporary, kv_cache, communication, workspace;
+	double phase_allocated[2]; /* forward-backward, optimizer-step */
+	enum gm_phase peak_phase;
+	struct gm_parts at_peak;
+	double peak_allocated, peak_reserved, cuda_context, nccl,
+	       device_used;
+	uint64_t layers;           /* blocks on this stage */
+	uint64_t parameters;       /* parameters on this rank */
+	uint64_t in_flight;        /* micro-batches in flight (1F1B) */
+};
+
+#define GM_STAGES_MAX 128
+
+struct gm_plan {
+	char name[128];
+	struct gm_plan_gpu gpu;
+	uint64_t parameters;       /* the whole model */
+	double parameters_mismatch; /* vs `parameters:` (params.h) */
+	struct gm_terms per_gpu;   /* the most loaded stage */
+	unsigned n_stages;
+	struct gm_terms stages[GM_STAGES_MAX];
+	bool fits;
+	int64_t headroom_bytes;    /* capacity - device_used */
+	uint64_t gradient_accumulation_steps;
+};
+
+/*
+ * Plan spec on gpu. opts may be NULL (defaults). Returns 0 or GM_EINVAL
+ * (a spec the model cannot lay out, or more pipeline stages than
+ * layers).
+ */
+int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+	    const struct gm_model_opts *opts, struct gm_plan *out,
+	    struct gm_diag *diag);
+
+/* cuBLAS workspace PyTorch allocates per (handle, stream), bytes:
+ * CUBLAS_WORKSPACE_CONFIG ":4096:8" = 32 MiB on sm90, else ":4096:2:16:8"
+ * = 8.125 MiB (aten/src/ATen/cuda/CublasHandlePool.cpp). */
+uint64_t gm_cublas_workspace_bytes(int sm_major);
+
+#endif

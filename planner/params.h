@@ -1,0 +1,75 @@
+/*
+ * params.h - parameter tensors of a model, from its shape (params.c).
+ *
+ * Owns the exact Hugging Face layouts: LlamaForCausalLM, GPT2LMHeadModel,
+ * BertForMaskedLM and BertForSequenceClassification. The layout is a short
+ * list of tensor groups (a group = `count` tensors of rows x cols
+ * elements), so later stages can size per-tensor allocations, tensor-
+ * parallel shards, FSDP units and Adafactor's factored states. Counts are
+ * elements (not bytes).
+ *
+ * Errors: 0, or GM_EINVAL with a message in diag (a shape that has no
+ * layout, e.g. a custom model without `parameters`).
+ */
+#ifndef GM_PARAMS_H
+#define GM_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spec.h"
+
+struct gm_diag;
+
+enum {
+	GM_PT_LAYER = 1 << 0,   /* inside a transformer block (x layers) */
+	GM_PT_MATMUL = 1 << 1,  /* a matmul weight: autocast casts it */
+	GM_PT_TP = 1 << 2,      /* split by tensor parallelism */
+	GM_PT_EMBED = 1 << 3,   /* embedding tables (first pipeline stage) */
+	GM_PT_HEAD = 1 << 4,    /* final norm, LM/classifier head (last) */
+	GM_PT_TIED = 1 << 5,    /* shares storage with the input embedding */
+};
+
+struct gm_ptensor {
+	const char *name;       /* HF module path, "layers.*.mlp.up_proj" */
+	uint64_t rows, cols;    /* a vector is rows x 1 */
+	unsigned flags;         /* GM_PT_* */
+};
+
+#define GM_PARAMS_MAX 32
+
+struct gm_param_layout {
+	struct gm_ptensor t[GM_PARAMS_MAX];
+	int n;
+	uint64_t layers;        /* the transformer blocks */
+	uint64_t per_layer;     /* elements in one block */
+	uint64_t embed;         /* elements of GM_PT_EMBED tensors */
+	uint64_t head;          /* elements of GM_PT_HEAD tensors, not tied */
+	uint64_t total;         /* what sum(p.numel()) prints, tied once */
+	bool from_shape;        /* false: custom, total from `parameters` */
+};
+
+/*
+ * Build the layout of spec model m. Custom models (no layout) get one
+ * pseudo-tensor of `parameters` elements treated as a matmul weight that
+ * tensor parallelism splits, spread evenly over `layers` when given.
+ * Returns 0 or GM_EINVAL.
+ */
+int gm_params_layout(const struct gm_spec_model *m,
+		     struct gm_param_layout *out, struct gm_diag *diag);
+
+/* Elements of tensor group pt across the whole model (x layers if LAYER). */
+uint64_t gm_ptensor_elems(const struct gm_param_layout *l,
+			  const struct gm_ptensor *pt);
+
+/*
+ * Relative difference |given - counted| / counted of a `parameters:`
+ * cross-check (0 when not given or custom). The planner warns above
+ * GM_PARAMS_TOLERANCE: published counts are rounded ("7B"), so only a
+ * gross mismatch, i.e. a wrong shape, is worth a message.
+ */
+#define GM_PARAMS_TOLERANCE 0.01
+double gm_params_mismatch(const struct gm_spec_model *m,
+			  const struct gm_param_layout *l);
+
+#endif

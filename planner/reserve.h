@@ -1,0 +1,64 @@
+/*
+ * reserve.h - from allocated bytes to the caching allocator's reserve
+ * (reserve.c): the one seam through which the planner predicts
+ * torch.cuda.max_memory_reserved().
+ *
+ * The model hands over the live allocations of its peak phase as a short
+ * list of blocks (size in bytes x count, persistent or churning). Today a
+ * documented model of PyTorch's CUDACachingAllocator turns them into
+ * reserved bytes; the allocator core's simulated backend (allocator/core,
+ * ARCHITECTURE.md) can later replace gm_reserved_from_allocated() without
+ * touching the model. Bytes; no errors.
+ */
+#ifndef GM_RESERVE_H
+#define GM_RESERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gm_block {
+	double bytes;       /* one allocation, as requested */
+	double count;       /* how many alike */
+	bool churn;         /* freed and re-allocated every step
+			     * (activations, temporaries) */
+};
+
+#define GM_BLOCKS_MAX 160
+
+struct gm_blocks {
+	struct gm_block b[GM_BLOCKS_MAX];
+	int n;
+	double allocated;   /* sum of rounded sizes (what
+			     * max_memory_allocated counts) */
+};
+
+/* Append count blocks of bytes each (ignored when bytes or count is 0). */
+void gm_blocks_add(struct gm_blocks *bs, double bytes, double count,
+		   bool churn);
+
+/*
+ * PyTorch's rounding of one request (CUDACachingAllocator round_size):
+ * up to a multiple of 512 B (kMinBlockSize), at least 512 B.
+ */
+uint64_t gm_alloc_round(double bytes);
+
+/*
+ * Fraction of the churning bytes that fragmentation adds on top of their
+ * segments. PyTorch issue #40989 shows reserved = 1.11-1.12 x allocated
+ * for training loops (16,726 / 15,006 MB and 19,354 / 17,402 MB); we
+ * charge it to the churning part only, since weights and optimizer
+ * states are allocated once into fresh segments. To be calibrated by
+ * measurement (issue 6).
+ */
+#define GM_FRAGMENTATION 0.11
+
+/*
+ * Reserved bytes for blocks live at once: every block rounded to 512 B;
+ * blocks <= 1 MiB packed into 2 MiB segments (kSmallBuffer), 1-10 MiB
+ * blocks into 20 MiB segments (kLargeBuffer), larger ones in their own
+ * segment rounded up to 2 MiB (kRoundLarge) (allocators.md 1.1-1.3); plus
+ * GM_FRAGMENTATION of the churning bytes.
+ */
+double gm_reserved_from_allocated(const struct gm_blocks *bs);
+
+#endif

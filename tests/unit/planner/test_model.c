@@ -1,0 +1,200 @@
+/* Unit tests for planner/model.c and fit.c: the phases and how each
+ * setting moves the figures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "error.h"
+#include "fit.h"
+#include "model.h"
+#include "specs.h"
+#include "units.h"
+
+static const struct gm_plan_gpu h200 = {
+	.name = "NVIDIA H200", .capacity_bytes = 143771ULL * 1024 * 1024,
+	.context_bytes = 760ULL * 1024 * 1024, .sm_major = 9};
+static const struct gm_plan_gpu a100 = {
+	.name = "NVIDIA A100-SXM4-40GB", .capacity_bytes = 40960ULL << 20,
+	.context_bytes = 500ULL << 20, .sm_major = 8};
+
+static struct gm_plan plan(struct gm_spec s, const struct gm_plan_gpu *g)
+{
+	struct gm_plan p;
+	struct gm_diag d;
+
+	assert_int_equal(gm_plan(&s, g, NULL, &p, &d), 0);
+	return p;
+}
+
+static struct gm_spec l7b(void)
+{
+	return spec_llama(32, 4096, 11008, 32, 32, 32000);
+}
+
+static void at_peak_sums_to_peak(void **state)
+{
+	struct gm_plan p = plan(l7b(), &h200);
+	const struct gm_parts *a = &p.per_gpu.at_peak;
+	double sum = a->weights + a->gradients + a->optimizer_states +
+		     a->activations + a->logits + a->temporary + a->kv_cache +
+		     a->communication + a->workspace;
+
+	(void)state;
+	assert_true(fabs(sum - p.per_gpu.peak_allocated) < 1);
+	assert_true(p.per_gpu.peak_reserved >= p.per_gpu.peak_allocated);
+	assert_true(p.per_gpu.device_used == p.per_gpu.peak_reserved +
+		    p.per_gpu.cuda_context);
+	/* 7B bf16-mixed AdamW: 4 + 4 + 8 bytes per parameter */
+	assert_true(p.per_gpu.weights == 4.0 * 6738415616ULL);
+	assert_true(p.per_gpu.optimizer_states == 8.0 * 6738415616ULL);
+	assert_true(p.per_gpu.workspace == 32.0 * GM_MiB);
+	assert_true(plan(l7b(), &a100).per_gpu.workspace ==
+		    8.0 * GM_MiB + 128 * GM_KiB);
+}
+
+static void phases(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan p;
+
+	(void)state;
+	/* tiny batch: the optimizer step (grads + foreach temp) peaks */
+	s.training.sequence_length = 128;
+	p = plan(s, &h200);
+	assert_int_equal(p.per_gpu.peak_phase, GM_PHASE_OPTIMIZER);
+	/* long sequence: forward-backward peaks */
+	s.training.sequence_length = 8192;
+	p = plan(s, &h200);
+	assert_int_equal(p.per_gpu.peak_phase, GM_PHASE_FWD_BWD);
+	/* gradient accumulation keeps gradients alive during forward */
+	s.training.global_batch_size = 4;
+	assert_true(plan(s, &h200).per_gpu.phase_allocated[0] >
+		    p.per_gpu.phase_allocated[0] + 0.9 * p.per_gpu.gradients);
+	assert_int_equal(plan(s, &h200).gradient_accumulation_steps, 4);
+}
+
+static void settings_move_the_right_way(void **state)
+{
+	struct gm_spec s = l7b(), t;
+	double base = plan(s, &h200).per_gpu.activations;
+
+	(void)state;
+	t = s;
+	t.training.attention = GM_ATTN_EAGER;
+	assert_true(plan(t, &h200).per_gpu.activations > base);
+	t = s;
+	t.training.activation_checkpointing = GM_CKPT_FULL;
+	/* full: the fp32 block input per layer (4 B x s x h), plus the
+	 * final norm/lm_head inputs (4 + 2 B) and token ids/labels */
+	assert_true(fabs(plan(t, &h200).per_gpu.activations -
+			 (32 * 4.0 * 4096 * 4096 + 4096 * 4096 * 6.0 +
+			  16 * 4096.0)) < 1);
+	t = s;
+	t.training.micro_batch_size = 2;
+	assert_true(fabs(plan(t, &h200).per_gpu.activations - 2 * base) <
+		    1);
+	t = s;
+	t.parallelism.tensor_parallel = 4;
+	assert_true(plan(t, &h200).per_gpu.activations < base);
+	assert_true(plan(t, &h200).per_gpu.weights <
+		    plan(s, &h200).per_gpu.weights / 3.9);
+	t.parallelism.sequence_parallel = true;
+	assert_true(fabs(plan(t, &h200).per_gpu.activations -
+			 base / 4) < base * 0.01);
+	t = s;
+	t.parallelism.data_parallel = 8;
+	t.parallelism.zero_stage = 3;
+	assert_true(plan(t, &h200).per_gpu.weights ==
+		    plan(s, &h200).per_gpu.weights / 8);
+}
+
+static void pipeline_stages(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan p;
+
+	(void)state;
+	s.parallelism.pipeline_parallel = 4;
+	s.training.global_batch_size = 16;
+	p = plan(s, &h200);
+	assert_int_equal(p.n_stages, 4);
+	assert_int_equal(p.stages[0].in_flight, 4);
+	assert_int_equal(p.stages[3].in_flight, 1);
+	assert_int_equal(p.stages[1].layers, 8);
+	assert_true(p.stages[0].logits == 0 && p.stages[3].logits > 0);
+	/* 8 layers x 4 micro-batches on stage 0 = a whole model's worth */
+	assert_true(p.stages[0].activations >
+		    0.95 * plan(l7b(), &h200).per_gpu.activations -
+		    plan(l7b(), &h200).per_gpu.logits);
+	s.parallelism.pipeline_parallel = 33;
+	{
+		struct gm_plan q;
+		struct gm_diag d;
+		assert_int_equal(gm_plan(&s, &h200, NULL, &q, &d), GM_EINVAL);
+	}
+}
+
+static void inference_kv_cache(void **state)
+{
+	struct gm_spec s = spec_llama(32, 4096, 14336, 32, 8, 128256);
+	struct gm_plan p;
+
+	(void)state;
+	s.task = GM_TASK_INFERENCE;
+	s.inference = (struct gm_spec_inference){
+		.precision = GM_PREC_BF16_TRUE, .batch_size = 8,
+		.prompt_length = 2048, .generate_length = 256,
+		.kv_cache_dtype = GM_KV_BF16};
+	p = plan(s, &h200);
+	/* K and V x 32 layers x 8 x 2304 tokens x 1024 wide x 2 B */
+	assert_true(p.per_gpu.kv_cache == 2.0 * 32 * 8 * 2304 * 1024 * 2);
+	assert_true(p.per_gpu.weights == 2.0 * 8030261248ULL);
+	assert_true(p.per_gpu.gradients == 0 &&
+		    p.per_gpu.optimizer_states == 0);
+	assert_true(p.fits);
+}
+
+static void fits_and_fit_search(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_fit f;
+	struct gm_diag d;
+
+	(void)state;
+	assert_int_equal(gm_fit(&s, &h200, NULL, 0, &f, &d), 0);
+	assert_true(f.max_micro_batch >= 1);
+	s.training.micro_batch_size = f.max_micro_batch;
+	assert_true(plan(s, &h200).fits);
+	s.training.micro_batch_size = f.max_micro_batch + 1;
+	assert_false(plan(s, &h200).fits);
+	assert_true(plan(s, &h200).headroom_bytes < 0);
+	/* 40 GB: 7B with AdamW needs ZeRO over several GPUs */
+	s = l7b();
+	s.parallelism.zero_stage = 3;
+	assert_int_equal(gm_fit(&s, &a100, NULL, 0, &f, &d), 0);
+	assert_true(f.min_gpus > 1);
+	s.parallelism.data_parallel = f.min_data_parallel;
+	assert_true(plan(s, &a100).fits);
+	s.parallelism.data_parallel = f.min_data_parallel - 1;
+	assert_false(plan(s, &a100).fits);
+	/* without ZeRO no number of replicas helps */
+	s.parallelism.zero_stage = 0;
+	assert_int_equal(gm_fit(&s, &a100, NULL, 0, &f, &d), 0);
+	assert_int_equal(f.min_gpus, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(at_peak_sums_to_peak),
+		cmocka_unit_test(phases),
+		cmocka_unit_test(settings_move_the_right_way),
+		cmocka_unit_test(pipeline_stages),
+		cmocka_unit_test(inference_kv_cache),
+		cmocka_unit_test(fits_and_fit_search),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,86 @@
+/* Unit tests for planner/params.c: exact Hugging Face parameter counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "error.h"
+#include "params.h"
+#include "specs.h"
+
+static uint64_t count(struct gm_spec s)
+{
+	struct gm_param_layout l;
+	struct gm_diag d;
+
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	return l.total;
+}
+
+static void llama_family(void **state)
+{
+	(void)state;
+	/* Llama-2-7B, Llama-2-13B, Llama-3-8B (GQA 8 KV heads). */
+	assert_true(count(spec_llama(32, 4096, 11008, 32, 32, 32000)) ==
+		    6738415616ULL);
+	assert_true(count(spec_llama(40, 5120, 13824, 40, 40, 32000)) ==
+		    13015864320ULL);
+	assert_true(count(spec_llama(32, 4096, 14336, 32, 8, 128256)) ==
+		    8030261248ULL);
+}
+
+static void llama_tied_drops_lm_head(void **state)
+{
+	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
+
+	(void)state;
+	s.model.tied_embeddings = true;
+	assert_true(count(s) == 6738415616ULL - 32000ULL * 4096);
+}
+
+static void gpt2_small(void **state)
+{
+	(void)state;
+	assert_true(count(spec_gpt2()) == 124439808ULL);
+}
+
+static void bert_heads(void **state)
+{
+	(void)state;
+	/* BertForMaskedLM bert-base-uncased: 109,514,298. */
+	assert_true(count(spec_bert(GM_HEAD_MASKED_LM)) == 109514298ULL);
+	/* BertForSequenceClassification, 2 labels: BertModel with pooler
+	 * 109,482,240 + classifier 768*2+2. */
+	assert_true(count(spec_bert(GM_HEAD_CLASSIFICATION)) ==
+		    109482240ULL + 1538);
+}
+
+static void mismatch_and_custom(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_param_layout l;
+	struct gm_diag d;
+
+	(void)state;
+	s.model.parameters = 124e6;
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(gm_params_mismatch(&s.model, &l) < GM_PARAMS_TOLERANCE);
+	s.model.parameters = 350e6;
+	assert_true(gm_params_mismatch(&s.model, &l) > GM_PARAMS_TOLERANCE);
+	s.model.architecture = GM_ARCH_CUSTOM;
+	s.model.parameters = 0;
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), GM_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(llama_family),
+		cmocka_unit_test(llama_tied_drops_lm_head),
+		cmocka_unit_test(gpt2_small),
+		cmocka_unit_test(bert_heads),
+		cmocka_unit_test(mismatch_and_custom),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
