@@ -14,6 +14,7 @@
 #include "spec.h"
 #include "spec_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -953,13 +954,46 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 }
 
 /*
+ * How many of word's alphanumeric tokens ("a100", "80gb" in "A100-80GB")
+ * occur in name, case-insensitive: GPU names share model numbers more
+ * reliably than spellings.
+ */
+static unsigned shared_tokens(const char *word, const char *name)
+{
+	char tok[64];
+	unsigned n = 0;
+	size_t len;
+
+	while (*word) {
+		len = 0;
+		while (*word && !isalnum((unsigned char)*word))
+			word++;
+		while (isalnum((unsigned char)*word) && len < sizeof(tok) - 1)
+			tok[len++] = *word++;
+		while (isalnum((unsigned char)*word))
+			word++;
+		tok[len] = '\0';
+		if (len >= 2 && strcasestr(name, tok))
+			n++;
+	}
+	return n;
+}
+
+/* Lower is closer: more shared tokens first, then edit distance. */
+static unsigned gpu_score(const char *word, const char *name)
+{
+	return (16 - shared_tokens(word, name)) * 256 +
+	       gm_text_distance(word, name);
+}
+
+/*
  * Keep the (at most) three names closest to word in best[] (indexes into
  * names, nearest first), skipping spellings that differ only in case.
  */
 static void keep_closest(const char *word, const char *const *names,
 			 size_t i, size_t *best, unsigned *dist, size_t *nb)
 {
-	unsigned d = gm_text_distance(word, names[i]);
+	unsigned d = gpu_score(word, names[i]);
 	size_t j;
 
 	for (j = 0; j < *nb; j++) {
