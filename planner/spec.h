@@ -14,6 +14,7 @@
 #define GM_SPEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct gm_diag;
@@ -66,6 +67,8 @@ struct gm_spec_model {
 	uint64_t num_labels;        /* head: classification */
 	double parameters;          /* optional cross-check; 0 = not given */
 	double activation_bytes_per_token; /* custom models; 0 = not given */
+	bool qkv_bias;              /* llama: q/k/v projections have biases
+				     * (Qwen2); gpt2 and bert always do */
 };
 
 struct gm_spec_training {
@@ -94,6 +97,23 @@ struct gm_spec_parallel {
 	unsigned zero_stage;        /* 0..3; FSDP full shard = 3 */
 };
 
+/*
+ * Where a key's value came from, for messages that blame it later (e.g.
+ * the planner's parameter cross-check). line/column are 1-based.
+ */
+enum gm_spec_origin {
+	GM_SPEC_DEFAULT = 0, /* not given: the documented default */
+	GM_SPEC_FILE,        /* the YAML file, at line:column */
+	GM_SPEC_SET,         /* a --set option */
+};
+
+struct gm_spec_where {
+	enum gm_spec_origin origin;
+	unsigned line, column;
+};
+
+#define GM_SPEC_MAX_KEYS 64
+
 struct gm_spec {
 	char name[128];
 	char path[1024];            /* the file it came from */
@@ -102,7 +122,11 @@ struct gm_spec {
 	struct gm_spec_training training;
 	struct gm_spec_inference inference;
 	struct gm_spec_parallel parallelism;
-	char gpu[128];              /* hardware.gpu: a catalog name or alias */
+	char gpu[128];              /* hardware.gpu: a catalog name or alias;
+				     * "" = not given */
+	/* Per key of the schema (by its index in spec.c's table); use
+	 * gm_spec_given() and gm_spec_where() rather than reading it. */
+	struct gm_spec_where where[GM_SPEC_MAX_KEYS];
 };
 
 /*
@@ -115,11 +139,37 @@ struct gm_spec {
 int gm_spec_load(struct gm_spec *spec, const char *path,
 		 const char *const *sets, int n_sets, struct gm_diag *diag);
 
+/*
+ * Whether a dotted key ("model.parameters") was given in the file or by
+ * --set (false for defaults and for unknown keys).
+ */
+bool gm_spec_given(const struct gm_spec *spec, const char *key);
+
+/*
+ * Format where a dotted key's value came from into buf: "file:line:column"
+ * or "--set KEY", or the file name alone for a default. Returns buf.
+ */
+char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
+		    size_t len);
+
+/*
+ * Check hardware.gpu against a catalog: names[0..n) are every accepted
+ * spelling (names and aliases). Returns 0 when the spec names no GPU or
+ * one of names (case-insensitive), else GM_EINVAL with "file:line:column:
+ * hardware.gpu: unknown GPU 'X'; closest: A, B, C". gm_spec_load() does
+ * not call it: the catalog lives elsewhere (see models/README.md).
+ */
+int gm_spec_check_gpu(const struct gm_spec *spec, const char *const *names,
+		      size_t n, struct gm_diag *diag);
+
 /* Names of the enums as spelled in YAML ("bf16-mixed", "adamw", ...). */
 const char *gm_precision_name(enum gm_precision p);
 const char *gm_optimizer_name(enum gm_optimizer o);
 const char *gm_ckpt_name(enum gm_ckpt c);
 const char *gm_attn_name(enum gm_attn a);
 const char *gm_arch_name(enum gm_arch a);
+const char *gm_task_name(enum gm_task t);
+const char *gm_head_name(enum gm_head h);
+const char *gm_kv_dtype_name(enum gm_kv_dtype k);
 
 #endif

@@ -1,0 +1,286 @@
+/*
+ * spec_rules.c - the defaults of a model spec and the rules that tie its
+ * keys together (heads divide the hidden size, parallel degrees divide
+ * what they split, ...). Every default and rule is listed, with its
+ * reason, in models/README.md.
+ *
+ * Errors: gm__spec_validate() returns 0 or GM_EINVAL with a message that
+ * blames the key (its file position, or the --set that gave it).
+ */
+#include "spec_int.h"
+
+#include "error.h"
+
+/* Was key id given (file or --set)? */
+static bool given(const struct gm_spec *s, int id)
+{
+	return s->where[id].origin != GM_SPEC_DEFAULT;
+}
+
+/*
+ * Llama's FFN width when not given: Meta's llama model.py rounds 2/3 of
+ * 4 * hidden up to a multiple of 256 (multiple_of = 256), which gives
+ * 11008 for hidden 4096 (Llama-2-7B) and 13824 for 5120 (Llama-2-13B).
+ */
+static uint64_t llama_ffn(uint64_t hidden)
+{
+	uint64_t f = 2 * (4 * hidden) / 3;
+
+	return (f + 255) / 256 * 256;
+}
+
+/* Architecture-dependent model defaults (Hugging Face's configs). */
+static void model_defaults(struct gm_spec *s)
+{
+	struct gm_spec_model *m = &s->model;
+	bool gpt2 = m->architecture == GM_ARCH_GPT2;
+	bool bert = m->architecture == GM_ARCH_BERT;
+	bool llama = m->architecture == GM_ARCH_LLAMA;
+
+	if (!given(s, GM_K_FFN))
+		m->ffn_hidden_size = llama ? llama_ffn(m->hidden_size)
+					   : 4 * m->hidden_size;
+	if (!given(s, GM_K_KV_HEADS))
+		m->kv_heads = m->attention_heads;
+	if (!given(s, GM_K_VOCAB))
+		m->vocab_size = gpt2 ? 50257 : bert ? 30522 : llama ? 32000 : 0;
+	if (!given(s, GM_K_MAX_POS))
+		m->max_position_embeddings = gpt2 ? 1024 : bert ? 512 : 0;
+	if (!given(s, GM_K_TYPE_VOCAB))
+		m->type_vocab_size = bert ? 2 : 0;
+	if (!given(s, GM_K_TIED))
+		m->tied_embeddings = gpt2 || bert;
+	if (!given(s, GM_K_HEAD))
+		m->head = bert ? GM_HEAD_MASKED_LM : GM_HEAD_CAUSAL_LM;
+	if (!given(s, GM_K_NUM_LABELS))
+		m->num_labels = 2;
+}
+
+/* The KV-cache dtype that matches the weights' precision. */
+static enum gm_kv_dtype kv_of(enum gm_precision p)
+{
+	switch (p) {
+	case GM_PREC_FP16_MIXED:
+	case GM_PREC_FP16_TRUE: return GM_KV_FP16;
+	case GM_PREC_BF16_MIXED:
+	case GM_PREC_BF16_TRUE: return GM_KV_BF16;
+	case GM_PREC_FP32: break;
+	}
+	return GM_KV_FP32;
+}
+
+void gm__spec_defaults(struct gm_spec *s)
+{
+	uint64_t seq;
+
+	/* task (train) and architecture (llama) are 0 already. */
+	model_defaults(s);
+	seq = s->model.max_position_embeddings ? s->model.max_position_embeddings
+					      : 2048;
+	if (!given(s, GM_K_MICRO_BATCH))
+		s->training.micro_batch_size = 1;
+	if (!given(s, GM_K_SEQ_LEN))
+		s->training.sequence_length = seq;
+	if (!given(s, GM_K_PRECISION))
+		s->training.precision = GM_PREC_BF16_MIXED;
+	if (!given(s, GM_K_ATTENTION))
+		s->training.attention = GM_ATTN_SDPA;
+	if (!given(s, GM_K_INF_PRECISION))
+		s->inference.precision = GM_PREC_BF16_TRUE;
+	if (!given(s, GM_K_BATCH))
+		s->inference.batch_size = 1;
+	if (!given(s, GM_K_PROMPT))
+		s->inference.prompt_length = seq;
+	if (!given(s, GM_K_KV_DTYPE))
+		s->inference.kv_cache_dtype = kv_of(s->inference.precision);
+	if (!given(s, GM_K_DP))
+		s->parallelism.data_parallel = 1;
+	if (!given(s, GM_K_TP))
+		s->parallelism.tensor_parallel = 1;
+	if (!given(s, GM_K_PP))
+		s->parallelism.pipeline_parallel = 1;
+}
+
+/* The shape keys every non-custom architecture must give. */
+static int check_required(struct gm__spec_ctx *c)
+{
+	static const int need[] = {GM_K_LAYERS, GM_K_HIDDEN, GM_K_HEADS};
+	const struct gm_spec *s = c->spec;
+
+	if (!given(s, GM_K_MODEL))
+		return gm_diag_set(c->diag, GM_EINVAL,
+				   "%s:%u:%u: missing the 'model' section",
+				   c->path, c->root_line, c->root_col);
+	if (s->model.architecture == GM_ARCH_CUSTOM) {
+		if (!given(s, GM_K_PARAMETERS))
+			return gm__spec_blame(c, GM_K_ARCH,
+					      "'custom' needs model.parameters "
+					      "(the parameter count)");
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		if (!given(s, need[i]))
+			return gm__spec_blame(c, GM_K_MODEL,
+					      "missing '%s' (required for "
+					      "architecture '%s')",
+					      gm__spec_keys[need[i]].name,
+					      gm_arch_name(s->model.architecture));
+	}
+	return 0;
+}
+
+/* Keys that mean something for one architecture only. */
+static int check_arch_keys(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	enum gm_arch a = s->model.architecture;
+
+	if (given(s, GM_K_TYPE_VOCAB) && a != GM_ARCH_BERT)
+		return gm__spec_blame(c, GM_K_TYPE_VOCAB, "applies to "
+				      "architecture 'bert' only");
+	if (given(s, GM_K_QKV_BIAS) && a != GM_ARCH_LLAMA)
+		return gm__spec_blame(c, GM_K_QKV_BIAS, "applies to "
+				      "architecture 'llama' only (gpt2 and "
+				      "bert always have biases)");
+	if (given(s, GM_K_ACT_PER_TOKEN) && a != GM_ARCH_CUSTOM)
+		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
+				      "architecture 'custom' only");
+	if (s->model.head == GM_HEAD_MASKED_LM && a != GM_ARCH_BERT &&
+	    a != GM_ARCH_CUSTOM)
+		return gm__spec_blame(c, GM_K_HEAD, "masked-lm needs "
+				      "architecture 'bert'");
+	return 0;
+}
+
+/* Attention heads split the hidden size; kv heads group the heads. */
+static int check_heads(struct gm__spec_ctx *c)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+
+	if (m->architecture == GM_ARCH_CUSTOM && !m->attention_heads)
+		return 0;
+	if (m->hidden_size % m->attention_heads)
+		return gm__spec_blame(c, GM_K_HEADS, "%llu does not divide "
+				      "hidden_size %llu",
+				      (unsigned long long)m->attention_heads,
+				      (unsigned long long)m->hidden_size);
+	if (m->attention_heads % m->kv_heads)
+		return gm__spec_blame(c, GM_K_KV_HEADS, "%llu does not divide "
+				      "attention_heads %llu",
+				      (unsigned long long)m->kv_heads,
+				      (unsigned long long)m->attention_heads);
+	return 0;
+}
+
+/*
+ * Tensor parallel splits heads, kv heads and the FFN across ranks
+ * (Megatron-LM's column/row parallel layers), so it must divide each.
+ */
+static int check_tensor_parallel(struct gm__spec_ctx *c)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	uint64_t tp = c->spec->parallelism.tensor_parallel;
+	const struct {
+		uint64_t v;
+		const char *what;
+	} split[] = {
+		{m->attention_heads, "model.attention_heads"},
+		{m->kv_heads, "model.kv_heads"},
+		{m->ffn_hidden_size, "model.ffn_hidden_size"},
+	};
+
+	if (m->architecture == GM_ARCH_CUSTOM)
+		return 0;
+	for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+		if (split[i].v % tp)
+			return gm__spec_blame(c, GM_K_TP, "%llu does not divide "
+					      "%s %llu", (unsigned long long)tp,
+					      split[i].what,
+					      (unsigned long long)split[i].v);
+	}
+	return 0;
+}
+
+static int check_parallel(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	uint64_t dp = s->parallelism.data_parallel;
+	uint64_t pp = s->parallelism.pipeline_parallel;
+	int rc = check_tensor_parallel(c);
+
+	if (rc)
+		return rc;
+	if (s->model.layers && pp > s->model.layers)
+		return gm__spec_blame(c, GM_K_PP, "%llu stages for %llu layers; "
+				      "must be at most model.layers",
+				      (unsigned long long)pp,
+				      (unsigned long long)s->model.layers);
+	if (s->task == GM_TASK_TRAIN && t->global_batch_size &&
+	    t->global_batch_size % (t->micro_batch_size * dp))
+		return gm__spec_blame(c, GM_K_GLOBAL_BATCH, "%llu is not a "
+				      "multiple of micro_batch_size %llu * "
+				      "data_parallel %llu = %llu",
+				      (unsigned long long)t->global_batch_size,
+				      (unsigned long long)t->micro_batch_size,
+				      (unsigned long long)dp,
+				      (unsigned long long)(t->micro_batch_size *
+							   dp));
+	return 0;
+}
+
+/* gpt2 and bert learn one position embedding per token position. */
+static int check_lengths(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	uint64_t max = s->model.max_position_embeddings;
+	uint64_t total = s->inference.prompt_length + s->inference.generate_length;
+
+	if (s->model.architecture != GM_ARCH_GPT2 &&
+	    s->model.architecture != GM_ARCH_BERT)
+		return 0;
+	if (s->task == GM_TASK_TRAIN && s->training.sequence_length > max)
+		return gm__spec_blame(c, GM_K_SEQ_LEN, "%llu is more than "
+				      "model.max_position_embeddings %llu",
+				      (unsigned long long)
+					      s->training.sequence_length,
+				      (unsigned long long)max);
+	if (s->task == GM_TASK_INFERENCE && total > max)
+		return gm__spec_blame(c, given(s, GM_K_GENERATE) ? GM_K_GENERATE
+								 : GM_K_PROMPT,
+				      "prompt_length + generate_length = %llu "
+				      "is more than "
+				      "model.max_position_embeddings %llu",
+				      (unsigned long long)total,
+				      (unsigned long long)max);
+	return 0;
+}
+
+/* Inference keeps the weights in one dtype: no *-mixed. */
+static int check_inference(struct gm__spec_ctx *c)
+{
+	enum gm_precision p = c->spec->inference.precision;
+
+	if (p == GM_PREC_FP16_MIXED || p == GM_PREC_BF16_MIXED)
+		return gm__spec_blame(c, GM_K_INF_PRECISION, "'%s' is a "
+				      "training precision; use fp32, "
+				      "fp16-true or bf16-true",
+				      gm_precision_name(p));
+	return 0;
+}
+
+int gm__spec_validate(struct gm__spec_ctx *c)
+{
+	int (*const rules[])(struct gm__spec_ctx *) = {
+		check_required, check_arch_keys, check_heads, check_parallel,
+		check_lengths,  check_inference,
+	};
+	int rc;
+
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		rc = rules[i](c);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

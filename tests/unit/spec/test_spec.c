@@ -1,0 +1,294 @@
+/* Unit tests for planner/spec.c and spec_rules.c: defaults, --set, enums. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "spec.h"
+
+static char dir[64];
+static struct gm_spec spec;
+static struct gm_diag diag;
+
+/* Write text to DIR/file and load it with sets; returns gm_spec_load's. */
+static int load(const char *file, const char *text, const char *const *sets,
+		int n)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	memset(&diag, 0, sizeof(diag));
+	return gm_spec_load(&spec, path, sets, n, &diag);
+}
+
+#define LLAMA                                                              \
+	"model:\n  layers: 32\n  hidden_size: 4096\n  attention_heads: 32\n"
+
+static void defaults_llama(void **state)
+{
+	(void)state;
+	assert_int_equal(load("tiny.yaml", LLAMA, NULL, 0), 0);
+	assert_string_equal(spec.name, "tiny");
+	assert_int_equal(spec.task, GM_TASK_TRAIN);
+	assert_int_equal(spec.model.architecture, GM_ARCH_LLAMA);
+	assert_int_equal(spec.model.ffn_hidden_size, 11008);
+	assert_int_equal(spec.model.kv_heads, 32);
+	assert_int_equal(spec.model.vocab_size, 32000);
+	assert_int_equal(spec.model.max_position_embeddings, 0);
+	assert_int_equal(spec.model.type_vocab_size, 0);
+	assert_false(spec.model.tied_embeddings);
+	assert_false(spec.model.qkv_bias);
+	assert_int_equal(spec.model.head, GM_HEAD_CAUSAL_LM);
+	assert_int_equal(spec.model.num_labels, 2);
+	assert_true(spec.model.parameters == 0);
+	assert_int_equal(spec.training.micro_batch_size, 1);
+	assert_int_equal(spec.training.global_batch_size, 0);
+	assert_int_equal(spec.training.sequence_length, 2048);
+	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
+	assert_int_equal(spec.training.optimizer, GM_OPT_ADAMW);
+	assert_int_equal(spec.training.activation_checkpointing, GM_CKPT_NONE);
+	assert_int_equal(spec.training.attention, GM_ATTN_SDPA);
+	assert_int_equal(spec.inference.precision, GM_PREC_BF16_TRUE);
+	assert_int_equal(spec.inference.batch_size, 1);
+	assert_int_equal(spec.inference.prompt_length, 2048);
+	assert_int_equal(spec.inference.generate_length, 0);
+	assert_int_equal(spec.inference.kv_cache_dtype, GM_KV_BF16);
+	assert_int_equal(spec.parallelism.data_parallel, 1);
+	assert_int_equal(spec.parallelism.tensor_parallel, 1);
+	assert_int_equal(spec.parallelism.pipeline_parallel, 1);
+	assert_false(spec.parallelism.sequence_parallel);
+	assert_int_equal(spec.parallelism.zero_stage, 0);
+	assert_string_equal(spec.gpu, "");
+	assert_false(gm_spec_given(&spec, "model.kv_heads"));
+	assert_true(gm_spec_given(&spec, "model.layers"));
+}
+
+/* Meta's rule: 2/3 of 4h, rounded up to a multiple of 256. */
+static void llama_ffn_rule(void **state)
+{
+	(void)state;
+	assert_int_equal(load("a.yml", "model:\n  layers: 40\n  hidden_size: "
+			      "5120\n  attention_heads: 40\n", NULL, 0), 0);
+	assert_string_equal(spec.name, "a");
+	assert_int_equal(spec.model.ffn_hidden_size, 13824);
+}
+
+static void defaults_gpt2(void **state)
+{
+	(void)state;
+	assert_int_equal(load("g.yaml", "model:\n  architecture: gpt2\n  layers: "
+			      "12\n  hidden_size: 768\n  attention_heads: 12\n",
+			      NULL, 0), 0);
+	assert_int_equal(spec.model.ffn_hidden_size, 3072);
+	assert_int_equal(spec.model.vocab_size, 50257);
+	assert_int_equal(spec.model.max_position_embeddings, 1024);
+	assert_int_equal(spec.training.sequence_length, 1024);
+	assert_true(spec.model.tied_embeddings);
+	assert_int_equal(spec.model.head, GM_HEAD_CAUSAL_LM);
+}
+
+static void defaults_bert(void **state)
+{
+	(void)state;
+	assert_int_equal(load("b.yaml", "model:\n  architecture: bert\n  layers: "
+			      "24\n  hidden_size: 1024\n  attention_heads: 16\n",
+			      NULL, 0), 0);
+	assert_int_equal(spec.model.ffn_hidden_size, 4096);
+	assert_int_equal(spec.model.vocab_size, 30522);
+	assert_int_equal(spec.model.max_position_embeddings, 512);
+	assert_int_equal(spec.model.type_vocab_size, 2);
+	assert_int_equal(spec.training.sequence_length, 512);
+	assert_true(spec.model.tied_embeddings);
+	assert_int_equal(spec.model.head, GM_HEAD_MASKED_LM);
+}
+
+static void overrides(void **state)
+{
+	const char *sets[] = {
+		"training.micro_batch_size=4", "hardware.gpu=h100",
+		"model.tied_embeddings=yes", "parallelism.zero_stage=3",
+		"training.micro_batch_size=8", "name=renamed",
+	};
+	char where[256];
+
+	(void)state;
+	assert_int_equal(load("o.yaml", "name: o\n" LLAMA "training:\n  "
+			      "micro_batch_size: 2\n", sets, 6), 0);
+	assert_int_equal(spec.training.micro_batch_size, 8); /* last wins */
+	assert_string_equal(spec.gpu, "h100");
+	assert_true(spec.model.tied_embeddings);
+	assert_int_equal(spec.parallelism.zero_stage, 3);
+	assert_string_equal(spec.name, "renamed");
+	gm_spec_where(&spec, "training.micro_batch_size", where,
+		      sizeof(where));
+	assert_string_equal(where, "--set training.micro_batch_size");
+	gm_spec_where(&spec, "model.hidden_size", where, sizeof(where));
+	assert_non_null(strstr(where, "/o.yaml:4:16"));
+	assert_true(gm_spec_given(&spec, "hardware.gpu"));
+}
+
+/* --set is checked like the file, and named in the message. */
+static void override_errors(void **state)
+{
+	const char *bad[] = {"parallelism.data_parallel=0"};
+
+	(void)state;
+	assert_int_equal(load("e.yaml", LLAMA, bad, 1), GM_EINVAL);
+	assert_string_equal(diag.msg, "--set parallelism.data_parallel: must "
+			    "be a positive integer, got 0");
+}
+
+/* Every name of every enum loads to its value and prints back. */
+static void enums(void **state)
+{
+	static const char *const prec[] = {"fp32", "fp16-mixed", "bf16-mixed",
+					   "fp16-true", "bf16-true"};
+	static const char *const opt[] = {"adamw", "adam", "sgd",
+					  "sgd-momentum", "adamw-8bit",
+					  "adafactor"};
+	static const char *const ckpt[] = {"none", "full", "selective"};
+	static const char *const attn[] = {"flash", "sdpa", "eager"};
+	char a[64], b[64], c2[64], d[64];
+	const char *sets[4] = {a, b, c2, d};
+
+	(void)state;
+	for (int i = 0; i < 6; i++) {
+		snprintf(a, sizeof(a), "training.precision=%s", prec[i % 5]);
+		snprintf(b, sizeof(b), "training.optimizer=%s", opt[i]);
+		snprintf(c2, sizeof(c2), "training.activation_checkpointing=%s",
+			 ckpt[i % 3]);
+		snprintf(d, sizeof(d), "training.attention=%s", attn[i % 3]);
+		assert_int_equal(load("n.yaml", LLAMA, sets, 4), 0);
+		assert_int_equal(spec.training.precision, i % 5);
+		assert_string_equal(gm_precision_name(spec.training.precision),
+				    prec[i % 5]);
+		assert_string_equal(gm_optimizer_name(spec.training.optimizer),
+				    opt[i]);
+		assert_string_equal(
+			gm_ckpt_name(spec.training.activation_checkpointing),
+			ckpt[i % 3]);
+		assert_string_equal(gm_attn_name(spec.training.attention),
+				    attn[i % 3]);
+	}
+	assert_string_equal(gm_arch_name(GM_ARCH_CUSTOM), "custom");
+	assert_string_equal(gm_head_name(GM_HEAD_CLASSIFICATION),
+			    "classification");
+	assert_string_equal(gm_kv_dtype_name(GM_KV_FP8), "fp8");
+	assert_string_equal(gm_task_name(GM_TASK_INFERENCE), "inference");
+}
+
+/* Two close names for a prefix: both offered. */
+static void enum_prefix_hint(void **state)
+{
+	const char *sets[] = {"training.precision=bf16"};
+
+	(void)state;
+	assert_int_equal(load("p.yaml", LLAMA, sets, 1), GM_EINVAL);
+	assert_string_equal(diag.msg, "--set training.precision: unknown value "
+			    "'bf16'; did you mean 'bf16-mixed' or "
+			    "'bf16-true'?");
+}
+
+static void numbers(void **state)
+{
+	(void)state;
+	assert_int_equal(load("c.yaml", "model:\n  architecture: custom\n  "
+			      "parameters: 13.0e9\n", NULL, 0), 0);
+	assert_true(spec.model.parameters == 13e9);
+	assert_int_equal(load("c.yaml", "model:\n  architecture: custom\n  "
+			      "parameters: 7e9\n  activation_bytes_per_token: "
+			      "1.5e6\n", NULL, 0), 0);
+	assert_true(spec.model.parameters == 7e9);
+	assert_true(spec.model.activation_bytes_per_token == 1.5e6);
+	assert_int_equal(load("c.yaml", LLAMA "  parameters: 6738415616\n",
+			      NULL, 0), 0);
+	assert_true(spec.model.parameters == 6738415616.0);
+}
+
+static void inference_kv_default(void **state)
+{
+	(void)state;
+	assert_int_equal(load("i.yaml", "task: inference\n" LLAMA
+			      "inference:\n  precision: fp16-true\n  "
+			      "generate_length: 0\n", NULL, 0), 0);
+	assert_int_equal(spec.task, GM_TASK_INFERENCE);
+	assert_int_equal(spec.inference.kv_cache_dtype, GM_KV_FP16);
+	assert_int_equal(spec.inference.generate_length, 0);
+}
+
+static void missing_file(void **state)
+{
+	(void)state;
+	memset(&diag, 0, sizeof(diag));
+	assert_int_equal(gm_spec_load(&spec, "/nonexistent/x.yaml", NULL, 0,
+				      &diag), GM_EIO);
+	assert_non_null(strstr(diag.msg, "/nonexistent/x.yaml: cannot open"));
+}
+
+static void gpu_check(void **state)
+{
+	static const char *const names[] = {
+		"NVIDIA A100-SXM4-80GB", "a100-80gb", "NVIDIA A100-SXM4-40GB",
+		"NVIDIA H100 80GB HBM3", "h100", "Tesla V100-SXM2-32GB",
+	};
+	const char *sets[] = {"hardware.gpu=A100-90GB"};
+
+	(void)state;
+	assert_int_equal(load("h.yaml", LLAMA "hardware:\n  gpu: H100\n",
+			      NULL, 0), 0);
+	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), 0);
+	assert_int_equal(load("h.yaml", LLAMA "hardware:\n  gpu: A100-90GB\n",
+			      NULL, 0), 0);
+	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "/h.yaml:6:8: hardware.gpu: unknown "
+			       "GPU 'A100-90GB'; closest: a100-80gb, "));
+	assert_int_equal(load("h.yaml", LLAMA, sets, 1), 0);
+	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), GM_EINVAL);
+	assert_string_equal(diag.msg, "--set hardware.gpu: unknown GPU "
+			    "'A100-90GB'; closest: a100-80gb, "
+			    "NVIDIA A100-SXM4-80GB, NVIDIA A100-SXM4-40GB");
+	assert_int_equal(load("h.yaml", LLAMA, NULL, 0), 0);
+	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(defaults_llama),
+		cmocka_unit_test(llama_ffn_rule),
+		cmocka_unit_test(defaults_gpt2),
+		cmocka_unit_test(defaults_bert),
+		cmocka_unit_test(overrides),
+		cmocka_unit_test(override_errors),
+		cmocka_unit_test(enums),
+		cmocka_unit_test(enum_prefix_hint),
+		cmocka_unit_test(numbers),
+		cmocka_unit_test(inference_kv_default),
+		cmocka_unit_test(missing_file),
+		cmocka_unit_test(gpu_check),
+	};
+	int rc;
+
+	snprintf(dir, sizeof(dir), "/tmp/gm-spec-XXXXXX");
+	if (!mkdtemp(dir))
+		return 1;
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	{
+		char cmd[96];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0 && rc == 0)
+			rc = 1;
+	}
+	return rc;
+}
