@@ -55,6 +55,9 @@ struct gm_gpu {
 	 * NVML reserved, as measured on some driver; 0 when not known. The
 	 * reserved part grows slowly with the driver version. */
 	uint64_t cuda_total_bytes;
+	/* true when total_bytes was not seen on a real board but assumed
+	 * (e.g. from a sibling SKU); checks should only warn then. */
+	bool total_estimate;
 	/* Default ECC state of the board. */
 	bool ecc_default_on;
 
