@@ -157,15 +157,15 @@ const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
 /* How one GPU ranks as a suggestion: lower is better. */
 struct rank {
 	const char *text; /* its best-matching name or alias */
-	unsigned contains; /* 0 when it contains the word, else 1 */
+	unsigned misses; /* 0 when it contains the word, else 1 */
 	unsigned distance;
 	size_t index;
 };
 
 static bool rank_before(const struct rank *a, const struct rank *b)
 {
-	if (a->contains != b->contains)
-		return a->contains < b->contains;
+	if (a->misses != b->misses)
+		return a->misses < b->misses;
 	if (a->distance != b->distance)
 		return a->distance < b->distance;
 	return a->index < b->index;
@@ -183,7 +183,7 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
 		struct rank c = {candidate(g, j), 1, 0, index};
 
 		gm__catalog_normalize(have, sizeof(have), c.text);
-		c.contains = strstr(have, want) ? 0 : 1;
+		c.misses = strstr(have, want) ? 0 : 1;
 		c.distance = gm_text_distance(want, have);
 		if (!r->text || rank_before(&c, r))
 			*r = c;
@@ -191,9 +191,10 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
 }
 
 /*
- * Suggestions: GPUs whose best name contains the normalized word, or is
- * within max(3, len / 2) edits of it (gm_text_distance, Levenshtein),
- * ordered by (contains, distance, catalog order); insertion into out.
+ * Suggestions: the GPUs with a name containing the normalized word when
+ * there are any ("a100" lists every A100), else those within
+ * max(2, len / 3) edits of it (gm_text_distance, Levenshtein; the bound
+ * of gm_text_suggest), ordered by (distance, catalog order).
  */
 size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 			  const char **out, size_t max)
@@ -210,16 +211,21 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 	gm__catalog_normalize(want, sizeof(want), name);
 	if (!*want)
 		return 0;
-	limit = strlen(want) / 2;
-	if (limit < 3)
-		limit = 3;
+	limit = strlen(want) / 3;
+	if (limit < 2)
+		limit = 2;
 	for (size_t i = 0; i < cat->n; i++) {
 		struct rank r;
 		size_t at;
 
 		rank_gpu(&cat->gpus[i], i, want, &r);
-		if (r.contains && r.distance > limit)
+		if (r.misses && r.distance > limit)
 			continue;
+		/* Containing matches push out the merely close ones. */
+		if (r.misses && n > 0 && !best[0].misses)
+			continue;
+		if (!r.misses && n > 0 && best[0].misses)
+			n = 0;
 		for (at = n; at > 0 && rank_before(&r, &best[at - 1]); at--)
 			;
 		if (at >= max)

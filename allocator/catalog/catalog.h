@@ -126,9 +126,10 @@ const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
 /*
  * The names closest to an unknown name, best first, for "did you mean"
  * messages: at most max of them into out (pointers into the catalog),
- * one per GPU (its best-matching name or alias). Candidates are those
- * within an edit distance of max(3, strlen(name) / 2) of the name (both
- * normalized) or containing it. Returns how many were written.
+ * one per GPU (its best-matching name or alias; the nvidia-smi name on a
+ * tie). Candidates are the GPUs with a name or alias containing the
+ * (normalized) name, or when there are none, those within an edit
+ * distance of max(2, strlen / 3) of it. Returns how many were written.
  */
 size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 			  const char **out, size_t max);
@@ -141,6 +142,19 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
  * below it means an undersized card, a MIG/vGPU slice or a memory cap.
  */
 uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
+
+/*
+ * The catalog as an output tree (emit.h): an array with one object per
+ * GPU, capacities as *_bytes keys, unknown values as null. brief keeps
+ * only the columns a table has room for (name, capacities, memory type,
+ * bandwidth, TFLOP/s, architecture, context); the full form adds
+ * aliases (one string, comma-separated), PCI id, ECC and driver-era
+ * totals, tolerance and sources.
+ * NULL when out of host memory. Free with gm_val_free().
+ */
+struct gm_val;
+struct gm_val *gm_catalog_report(const struct gm_catalog *cat, bool brief);
+struct gm_val *gm_gpu_report(const struct gm_gpu *gpu, bool brief);
 
 /*
  * Read a catalog file (the schema of models/gpus.yaml) into cat.

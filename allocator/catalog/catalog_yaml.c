@@ -33,6 +33,7 @@ struct arch {
 
 struct ctx {
 	const char *path;
+	FILE *fp;
 	yaml_document_t *doc;
 	struct gm_diag *diag;
 	struct gm_catalog *cat;
@@ -322,8 +323,9 @@ static int get_mib(struct ctx *c, yaml_node_t *n, const char *key,
 	if (n)
 		rc = get_uint(c, n, key, MIB_MAX, &mib);
 	if (!rc && n && mib == 0)
-		rc = fail(c, n, "'%s' must be more than 0 (leave it out "
-			  "when not known)", key);
+		rc = fail(c, n, "'%s' must be more than 0%s", key,
+			  strcmp(key, "total_mib") == 0 ? ""
+			  : " (leave it out when not known)");
 	*bytes = mib << 20;
 	return rc;
 }
@@ -633,17 +635,46 @@ static int load_gpus(struct ctx *c, yaml_node_t *seq)
 
 /* ==== The file ==== */
 
+/*
+ * 1-based line and column (in bytes) of byte offset off of fp: libyaml
+ * gives only an offset for encoding errors.
+ */
+static void offset_position(FILE *fp, size_t off, size_t *line,
+			    size_t *col)
+{
+	int ch;
+
+	*line = 1;
+	*col = 1;
+	rewind(fp);
+	for (size_t i = 0; i < off && (ch = getc(fp)) != EOF; i++) {
+		if (ch == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
 static int parse_error(struct ctx *c, const yaml_parser_t *p)
 {
 	const yaml_mark_t *m = &p->problem_mark;
 
 	if (p->error == YAML_MEMORY_ERROR)
 		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
-	if (p->error == YAML_READER_ERROR)
+	if (p->error == YAML_READER_ERROR && ferror(c->fp))
+		return gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
+				   c->path, strerror(errno));
+	if (p->error == YAML_READER_ERROR) {
+		size_t line, col;
+
+		offset_position(c->fp, p->problem_offset, &line, &col);
 		return gm_diag_set(c->diag, GM_EINVAL,
-				   "%s: byte %zu: not UTF-8 text (%s)",
-				   c->path, (size_t)p->problem_offset,
+				   "%s:%zu:%zu: not UTF-8 text (%s)",
+				   c->path, line, col,
 				   p->problem ? p->problem : "bad bytes");
+	}
 	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: YAML syntax "
 			   "error: %s%s%s", c->path, m->line + 1,
 			   m->column + 1, p->problem ? p->problem : "",
@@ -697,6 +728,7 @@ int gm_catalog_load(struct gm_catalog *cat, const char *path,
 		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
 	}
 	yaml_parser_set_input_file(&parser, fp);
+	c.fp = fp;
 	if (!yaml_parser_load(&parser, &doc)) {
 		rc = parse_error(&c, &parser);
 		goto out_parser;
