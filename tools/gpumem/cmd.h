@@ -27,5 +27,7 @@ extern const struct gm_cmd gm_cmds[];
 int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+int gm_cmd_gpus(int argc, char **argv);
+
 
 #endif

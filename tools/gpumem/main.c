@@ -16,6 +16,7 @@
 #endif
 
 const struct gm_cmd gm_cmds[] = {
+	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
 	{NULL, NULL, NULL},
 };
 

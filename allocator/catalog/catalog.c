@@ -1,0 +1,260 @@
+/*
+ * catalog.c - lookups in a GPU catalog (see catalog.h). No libyaml and no
+ * CUDA: linked into the preload library too. The built-in table and
+ * gm_catalog_builtin() are generated from models/gpus.yaml
+ * (gen_catalog.c); the YAML loader is catalog_yaml.c.
+ */
+#include "catalog_internal.h"
+
+#include "error.h"
+#include "text.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Storage of a loaded catalog: every block it allocated. */
+struct gm__catalog_store {
+	void **ptrs;
+	size_t len, cap;
+};
+
+int gm__catalog_keep(struct gm_catalog *cat, void *ptr)
+{
+	struct gm__catalog_store *s = cat->owned;
+
+	if (!ptr)
+		return GM_ENOMEM;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			goto fail;
+		cat->owned = s;
+	}
+	if (s->len == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		void **p = realloc(s->ptrs, cap * sizeof(*p));
+		if (!p)
+			goto fail;
+		s->ptrs = p;
+		s->cap = cap;
+	}
+	s->ptrs[s->len++] = ptr;
+	return 0;
+fail:
+	free(ptr);
+	return GM_ENOMEM;
+}
+
+void gm_catalog_free(struct gm_catalog *cat)
+{
+	struct gm__catalog_store *s;
+
+	if (!cat || !cat->owned)
+		return;
+	s = cat->owned;
+	for (size_t i = 0; i < s->len; i++)
+		free(s->ptrs[i]);
+	free(s->ptrs);
+	free(s);
+	cat->owned = NULL;
+	cat->gpus = NULL;
+	cat->n = 0;
+}
+
+/* Words that carry no information in a GPU name. */
+static bool noise_word(const char *w, size_t n)
+{
+	static const char *const words[] = {"nvidia", "tesla", "geforce"};
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strlen(words[i]) == n && strncasecmp(w, words[i], n) == 0)
+			return true;
+	return false;
+}
+
+char *gm__catalog_normalize(char *out, size_t len, const char *name)
+{
+	size_t o = 0;
+	const char *p = name;
+
+	if (len == 0)
+		return out;
+	while (*p) {
+		const char *w = p;
+		size_t n = 0;
+
+		while (*p && isalnum((unsigned char)*p)) {
+			p++;
+			n++;
+		}
+		if (n == 0) {
+			p++; /* a separator */
+			continue;
+		}
+		if (noise_word(w, n))
+			continue;
+		for (size_t i = 0; i < n && o + 1 < len; i++)
+			out[o++] = (char)tolower((unsigned char)w[i]);
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static const struct gm_catalog *cat_or_builtin(const struct gm_catalog *cat)
+{
+	return cat ? cat : gm_catalog_builtin();
+}
+
+/* Candidate j of gpu: 0 is the name, 1.. the aliases. */
+static const char *candidate(const struct gm_gpu *g, size_t j)
+{
+	return j == 0 ? g->name : g->aliases[j - 1];
+}
+
+const struct gm_gpu *gm_catalog_find(const struct gm_catalog *cat,
+				     const char *name)
+{
+	char want[GM__CATALOG_NORM_MAX], have[GM__CATALOG_NORM_MAX];
+
+	cat = cat_or_builtin(cat);
+	if (!name || !*name)
+		return NULL;
+	for (size_t i = 0; i < cat->n; i++)
+		if (strcmp(cat->gpus[i].name, name) == 0)
+			return &cat->gpus[i];
+	for (size_t i = 0; i < cat->n; i++)
+		for (size_t j = 0; j <= cat->gpus[i].n_aliases; j++)
+			if (strcasecmp(candidate(&cat->gpus[i], j), name) == 0)
+				return &cat->gpus[i];
+	gm__catalog_normalize(want, sizeof(want), name);
+	if (!*want)
+		return NULL;
+	for (size_t i = 0; i < cat->n; i++) {
+		for (size_t j = 0; j <= cat->gpus[i].n_aliases; j++) {
+			gm__catalog_normalize(have, sizeof(have),
+					      candidate(&cat->gpus[i], j));
+			if (strcmp(want, have) == 0)
+				return &cat->gpus[i];
+		}
+	}
+	return NULL;
+}
+
+const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
+					 uint32_t pci_device_id)
+{
+	cat = cat_or_builtin(cat);
+	if (pci_device_id == 0)
+		return NULL;
+	for (size_t i = 0; i < cat->n; i++)
+		if (cat->gpus[i].pci_device_id == pci_device_id)
+			return &cat->gpus[i];
+	return NULL;
+}
+
+/* How one GPU ranks as a suggestion: lower is better. */
+struct rank {
+	const char *text; /* its best-matching name or alias */
+	unsigned misses; /* 0 when it contains the word, else 1 */
+	unsigned distance;
+	size_t index;
+};
+
+static bool rank_before(const struct rank *a, const struct rank *b)
+{
+	if (a->misses != b->misses)
+		return a->misses < b->misses;
+	if (a->distance != b->distance)
+		return a->distance < b->distance;
+	return a->index < b->index;
+}
+
+/* The best candidate of one GPU for the normalized word, into r. */
+static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
+		     struct rank *r)
+{
+	char have[GM__CATALOG_NORM_MAX];
+
+	r->text = NULL;
+	r->index = index;
+	for (size_t j = 0; j <= g->n_aliases; j++) {
+		struct rank c = {candidate(g, j), 1, 0, index};
+
+		gm__catalog_normalize(have, sizeof(have), c.text);
+		c.misses = strstr(have, want) ? 0 : 1;
+		c.distance = gm_text_distance(want, have);
+		if (!r->text || rank_before(&c, r))
+			*r = c;
+	}
+}
+
+/*
+ * Suggestions: the GPUs with a name containing the normalized word when
+ * there are any ("a100" lists every A100), else those within
+ * max(2, len / 3) edits of it (gm_text_distance, Levenshtein; the bound
+ * of gm_text_suggest), ordered by (distance, catalog order).
+ */
+size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
+			  const char **out, size_t max)
+{
+	char want[GM__CATALOG_NORM_MAX];
+	struct rank best[16];
+	size_t n = 0, limit;
+
+	cat = cat_or_builtin(cat);
+	if (!name || max == 0)
+		return 0;
+	if (max > sizeof(best) / sizeof(best[0]))
+		max = sizeof(best) / sizeof(best[0]);
+	gm__catalog_normalize(want, sizeof(want), name);
+	if (!*want)
+		return 0;
+	limit = strlen(want) / 3;
+	if (limit < 2)
+		limit = 2;
+	for (size_t i = 0; i < cat->n; i++) {
+		struct rank r;
+		size_t at;
+
+		rank_gpu(&cat->gpus[i], i, want, &r);
+		if (r.misses && r.distance > limit)
+			continue;
+		/* Containing matches push out the merely close ones. */
+		if (r.misses && n > 0 && !best[0].misses)
+			continue;
+		if (!r.misses && n > 0 && best[0].misses)
+			n = 0;
+		for (at = n; at > 0 && rank_before(&r, &best[at - 1]); at--)
+			;
+		if (at >= max)
+			continue;
+		if (n < max)
+			n++;
+		memmove(&best[at + 1], &best[at], (n - 1 - at) * sizeof(r));
+		best[at] = r;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = best[i].text;
+	return n;
+}
+
+/*
+ * Smallest known genuine total (nvidia-smi in either ECC mode, R4xx
+ * drivers, CUDA's total), less tolerance: the floor of the undersized
+ * check. Research: vram.md section 5-6 (totals differ by ECC mode and
+ * driver era; CUDA total = NVML total - reserved).
+ */
+uint64_t gm_gpu_min_total(const struct gm_gpu *gpu)
+{
+	uint64_t m = gpu->total_bytes;
+	const uint64_t other[] = {gpu->total_other_ecc_bytes,
+				  gpu->total_legacy_bytes,
+				  gpu->cuda_total_bytes};
+
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		if (other[i] && other[i] < m)
+			m = other[i];
+	return (uint64_t)((double)m * (1.0 - gpu->tolerance));
+}

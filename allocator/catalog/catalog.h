@@ -1,0 +1,172 @@
+/*
+ * catalog.h - the GPU catalog: NVIDIA GPU models, their names, memory
+ * capacities, bandwidths and the CUDA context cost of their generation.
+ *
+ * The one source is models/gpus.yaml. At build time a generator
+ * (gen_catalog.c) reads it with the YAML loader below and writes a C
+ * table, compiled into gm_catalog_dep (catalog.c + the table; no libyaml,
+ * position-independent), so the planner, the preload library's start-up
+ * check and the verifier all see the same entries without parsing YAML at
+ * run time. gm_catalog_load() (in gm_catalog_yaml_dep, needs libyaml)
+ * reads a catalog file at run time, for `--catalog FILE`.
+ *
+ * Units: every capacity is in bytes (uint64_t); bandwidth in GB/s
+ * (10^9 bytes per second); compute in TFLOP/s (10^12).
+ * Errors: functions returning int give 0 or a negative GM_E* code and
+ * explain failures in a struct gm_diag ("file:line:column: message" for
+ * YAML). Lookups return NULL when nothing matches.
+ */
+#ifndef GM_CATALOG_H
+#define GM_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gm_diag;
+
+/*
+ * One GPU model (SKU). Strings are never NULL (empty when not known);
+ * numbers are 0 when not known, except where a field says otherwise.
+ */
+struct gm_gpu {
+	/* Exact name as nvidia-smi --query-gpu=name / NVML prints it,
+	 * e.g. "NVIDIA H200", "Tesla V100-SXM2-32GB". Unique. */
+	const char *name;
+	/* Short forms users type ("h200", "a100-80gb"); matched
+	 * case-insensitively. NULL-terminated array of n_aliases. */
+	const char *const *aliases;
+	size_t n_aliases;
+
+	/* Capacity as sold, as printed ("80 GB") and in bytes (GB = 10^9;
+	 * NVIDIA's "80 GB" means 80 GiB for most HBM parts, see below). */
+	const char *marketed;
+	uint64_t marketed_bytes;
+	/* nvidia-smi memory.total on R5xx+ drivers, in the card's default
+	 * ECC mode (MiB * 2^20). The number to compare NVML totals with. */
+	uint64_t total_bytes;
+	/* nvidia-smi memory.total in the other ECC mode (GDDR cards lose
+	 * 1/16 to ECC when it is on); 0 when ECC does not change it. */
+	uint64_t total_other_ecc_bytes;
+	/* memory.total on older (R4xx) drivers, which printed total minus
+	 * reserved; 0 when not known. */
+	uint64_t total_legacy_bytes;
+	/* CUDA's total (cudaMemGetInfo, totalGlobalMem) = NVML total minus
+	 * NVML reserved, as measured on some driver; 0 when not known. The
+	 * reserved part grows slowly with the driver version. */
+	uint64_t cuda_total_bytes;
+	/* true when total_bytes was not seen on a real board but assumed
+	 * (e.g. from a sibling SKU); checks should only warn then. */
+	bool total_estimate;
+	/* Default ECC state of the board. */
+	bool ecc_default_on;
+
+	/* "HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7". */
+	const char *memory_type;
+	/* Peak memory bandwidth, GB/s (10^9 B/s), from the datasheet. */
+	double bandwidth_gbps;
+	/* Dense tensor-core TFLOP/s without sparsity: bf16 (fp16 on cards
+	 * without bf16, Volta and Turing; see bf16_is_fp16). */
+	double bf16_tflops;
+	bool bf16_is_fp16;
+
+	/* "volta", "turing", "ampere", "ada", "hopper", "blackwell". */
+	const char *architecture;
+	unsigned cc_major, cc_minor; /* compute capability, e.g. 9.0 */
+	uint32_t pci_device_id;      /* e.g. 0x2335; 0 when not known */
+	const char *form_factor;     /* "SXM", "PCIe", ... */
+
+	/*
+	 * Memory a training process uses outside the framework's caching
+	 * allocator: CUDA context plus cuBLAS/cuDNN/NCCL modules (bytes).
+	 * Per generation; measured for Hopper, estimated for others (see
+	 * cuda_context_estimate and cuda_context_source).
+	 */
+	uint64_t cuda_context_bytes;
+	/* The same for an inference-only process (fewer libraries). */
+	uint64_t cuda_context_inference_bytes;
+	bool cuda_context_estimate;
+	const char *cuda_context_source;
+
+	/*
+	 * Fraction (e.g. 0.01) below the smallest genuine total that a
+	 * reading may fall before the card counts as undersized; covers
+	 * driver-era drift of the reserved memory. See gm_gpu_min_total().
+	 */
+	double tolerance;
+
+	const char *source; /* where the figures come from (URLs, docs) */
+	const char *notes;  /* caveats: same name with other capacity... */
+};
+
+/* A set of GPUs: the built-in table or one loaded from a file. */
+struct gm_catalog {
+	const struct gm_gpu *gpus;
+	size_t n;
+	void *owned; /* storage of a loaded catalog; NULL for the built-in */
+};
+
+/* The table generated from models/gpus.yaml at build time. Never NULL. */
+const struct gm_catalog *gm_catalog_builtin(void);
+
+/*
+ * Find a GPU by exact name, then by name or alias ignoring case, then by
+ * the normalized form of both (lowercase letters and digits only, with
+ * the words "nvidia", "tesla", "geforce" dropped): "NVIDIA A100-SXM4-80GB",
+ * "a100-sxm4-80gb" and "A100 SXM4 80GB" all find one entry. cat NULL
+ * means the built-in catalog. NULL when nothing matches.
+ */
+const struct gm_gpu *gm_catalog_find(const struct gm_catalog *cat,
+				     const char *name);
+
+/* The entry with this PCI device id (0x2335), or NULL. */
+const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
+					 uint32_t pci_device_id);
+
+/*
+ * The names closest to an unknown name, best first, for "did you mean"
+ * messages: at most max of them into out (pointers into the catalog),
+ * one per GPU (its best-matching name or alias; the nvidia-smi name on a
+ * tie). Candidates are the GPUs with a name or alias containing the
+ * (normalized) name, or when there are none, those within an edit
+ * distance of max(2, strlen / 3) of it. Returns how many were written.
+ */
+size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
+			  const char **out, size_t max);
+
+/*
+ * The smallest memory total a genuine card of this model may report,
+ * in bytes: the least of its known totals (nvidia-smi in either ECC
+ * mode, older drivers, CUDA's total) less the tolerance. Compare either
+ * an NVML/nvidia-smi total or a cudaMemGetInfo total with it; a reading
+ * below it means an undersized card, a MIG/vGPU slice or a memory cap.
+ */
+uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
+
+/*
+ * The catalog as an output tree (emit.h): an array with one object per
+ * GPU, capacities as *_bytes keys, unknown values as null. brief keeps
+ * only the columns a table has room for (name, capacities, memory type,
+ * bandwidth, TFLOP/s, architecture, context); the full form adds
+ * aliases (one string, comma-separated), PCI id, ECC and driver-era
+ * totals, tolerance and sources.
+ * NULL when out of host memory. Free with gm_val_free().
+ */
+struct gm_val;
+struct gm_val *gm_catalog_report(const struct gm_catalog *cat, bool brief);
+struct gm_val *gm_gpu_report(const struct gm_gpu *gpu, bool brief);
+
+/*
+ * Read a catalog file (the schema of models/gpus.yaml) into cat.
+ * Returns 0, GM_EIO (cannot read path), GM_EINVAL (bad entry; diag
+ * "path:line:column: message"), or GM_ENOMEM. On error cat is left
+ * empty. Free with gm_catalog_free(). Defined in gm_catalog_yaml_dep
+ * (needs libyaml); the preload library never calls it.
+ */
+int gm_catalog_load(struct gm_catalog *cat, const char *path,
+		    struct gm_diag *diag);
+
+/* Free a catalog filled by gm_catalog_load(); the built-in is ignored. */
+void gm_catalog_free(struct gm_catalog *cat);
+
+#endif

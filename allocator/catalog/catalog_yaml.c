@@ -1,0 +1,747 @@
+/*
+ * catalog_yaml.c - read a GPU catalog file (models/gpus.yaml schema) with
+ * libyaml: gm_catalog_load() (see catalog.h). The same loader serves the
+ * build-time generator (gen_catalog.c) and `--catalog FILE` at run time.
+ *
+ * Every entry is checked; the first fault is returned as GM_EINVAL with
+ * "path:line:column: message" (1-based, libyaml marks are 0-based).
+ * Units in the file: MiB for *_mib keys (as nvidia-smi prints them),
+ * GB/s, TFLOP/s, "80 GB" style for marketed; stored in bytes.
+ */
+#include "catalog_internal.h"
+
+#include "error.h"
+#include "text.h"
+#include "units.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+struct arch {
+	const char *name;
+	uint64_t context, inference;
+	const char *measured_on;
+	const char *source;
+	yaml_node_t *node;
+};
+
+struct ctx {
+	const char *path;
+	FILE *fp;
+	yaml_document_t *doc;
+	struct gm_diag *diag;
+	struct gm_catalog *cat;
+	struct arch *archs;
+	size_t n_archs;
+	/* where each GPU was declared, for duplicate messages */
+	yaml_node_t **gpu_nodes;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct ctx *c, const yaml_node_t *node, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: %s", c->path,
+			   node ? node->start_mark.line + 1 : 1,
+			   node ? node->start_mark.column + 1 : 1, msg);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+	return (const char *)n->data.scalar.value;
+}
+
+/* A copy of s owned by the catalog, or NULL when out of memory. */
+static const char *keep_str(struct ctx *c, const char *s)
+{
+	char *d = strdup(s);
+
+	return gm__catalog_keep(c->cat, d) == 0 ? d : NULL;
+}
+
+/* ==== Scalars ==== */
+
+static int want_scalar(struct ctx *c, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SCALAR_NODE)
+		return fail(c, n, "'%s' must be a single value", key);
+	return 0;
+}
+
+static int get_str(struct ctx *c, yaml_node_t *n, const char *key,
+		   bool empty_ok, const char **out)
+{
+	int rc = want_scalar(c, n, key);
+
+	if (rc)
+		return rc;
+	if (!empty_ok && scalar(n)[0] == '\0')
+		return fail(c, n, "'%s' must not be empty", key);
+	*out = keep_str(c, scalar(n));
+	return *out ? 0 : gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+}
+
+/* An unsigned integer, decimal or 0x-hex, at most max. */
+static int get_uint(struct ctx *c, yaml_node_t *n, const char *key,
+		    uint64_t max, uint64_t *out)
+{
+	const char *s;
+	char *end;
+	unsigned long long v;
+	int rc = want_scalar(c, n, key);
+
+	if (rc)
+		return rc;
+	s = scalar(n);
+	if (s[0] == '-')
+		return fail(c, n, "'%s' must not be negative, got '%s'", key,
+			    s);
+	if (!(s[0] >= '0' && s[0] <= '9'))
+		return fail(c, n, "'%s' must be a whole number, got '%s'",
+			    key, s);
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (*end != '\0')
+		return fail(c, n, "'%s' must be a whole number, got '%s'",
+			    key, s);
+	if (errno == ERANGE || v > max)
+		return fail(c, n, "'%s' is too large: %s (at most %llu)", key,
+			    s, (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+/* A finite number in [lo, hi]. */
+static int get_real(struct ctx *c, yaml_node_t *n, const char *key,
+		    double lo, double hi, double *out)
+{
+	const char *s;
+	char *end;
+	double v;
+	int rc = want_scalar(c, n, key);
+
+	if (rc)
+		return rc;
+	s = scalar(n);
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+		return fail(c, n, "'%s' must be a number, got '%s'", key, s);
+	if (v < lo || v > hi)
+		return fail(c, n, "'%s' must be between %g and %g, got %s",
+			    key, lo, hi, s);
+	*out = v;
+	return 0;
+}
+
+static int get_bool(struct ctx *c, yaml_node_t *n, const char *key,
+		    bool *out)
+{
+	int rc = want_scalar(c, n, key);
+
+	if (rc)
+		return rc;
+	if (strcmp(scalar(n), "true") == 0)
+		*out = true;
+	else if (strcmp(scalar(n), "false") == 0)
+		*out = false;
+	else
+		return fail(c, n, "'%s' must be true or false, got '%s'", key,
+			    scalar(n));
+	return 0;
+}
+
+/* ==== Mappings with known keys ==== */
+
+/*
+ * Check that n is a mapping whose keys are all scalars from keys[] and
+ * none repeats; vals[i] gets the value node of keys[i] (or NULL).
+ * what names the mapping in messages ("GPU entry").
+ */
+static int map_fields(struct ctx *c, yaml_node_t *n, const char *what,
+		      const char *const *keys, size_t nkeys,
+		      yaml_node_t **vals)
+{
+	memset(vals, 0, nkeys * sizeof(*vals));
+	if (n->type != YAML_MAPPING_NODE)
+		return fail(c, n, "%s must be a mapping of keys to values",
+			    what);
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+	     p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(c->doc, p->value);
+		size_t i;
+
+		if (k->type != YAML_SCALAR_NODE)
+			return fail(c, k, "%s: keys must be plain words",
+				    what);
+		for (i = 0; i < nkeys; i++)
+			if (strcmp(keys[i], scalar(k)) == 0)
+				break;
+		if (i == nkeys) {
+			const char *hint = gm_text_suggest(scalar(k), keys,
+							   nkeys);
+			if (hint)
+				return fail(c, k, "unknown key '%s' in %s "
+					    "(did you mean '%s'?)",
+					    scalar(k), what, hint);
+			return fail(c, k, "unknown key '%s' in %s",
+				    scalar(k), what);
+		}
+		if (vals[i])
+			return fail(c, k, "duplicate key '%s' (first at "
+				    "line %zu)", scalar(k),
+				    vals[i]->start_mark.line + 1);
+		vals[i] = v;
+	}
+	return 0;
+}
+
+static int require(struct ctx *c, yaml_node_t *map, const char *what,
+		   const char *const *keys, yaml_node_t **vals,
+		   const bool *required, size_t nkeys)
+{
+	for (size_t i = 0; i < nkeys; i++)
+		if (required[i] && !vals[i])
+			return fail(c, map, "%s is missing '%s'", what,
+				    keys[i]);
+	return 0;
+}
+
+/* ==== architectures: ==== */
+
+enum { A_NAME, A_CTX, A_INF, A_MEASURED, A_SOURCE, A_N };
+static const char *const arch_keys[A_N] = {
+	"name", "cuda_context_mib", "cuda_context_inference_mib",
+	"measured_on", "source"};
+static const bool arch_required[A_N] = {true, true, true, false, true};
+
+/* Largest MiB figure accepted (1 PiB): catches typos in bytes. */
+#define MIB_MAX ((uint64_t)1 << 30)
+
+static int load_arch(struct ctx *c, yaml_node_t *n, struct arch *a)
+{
+	yaml_node_t *v[A_N];
+	int rc;
+
+	rc = map_fields(c, n, "architecture entry", arch_keys, A_N, v);
+	if (!rc)
+		rc = require(c, n, "architecture entry", arch_keys, v,
+			     arch_required, A_N);
+	if (!rc)
+		rc = get_str(c, v[A_NAME], "name", false, &a->name);
+	for (size_t i = 0; !rc && i < c->n_archs; i++)
+		if (strcmp(c->archs[i].name, a->name) == 0)
+			rc = fail(c, v[A_NAME], "architecture '%s' is listed "
+				  "twice (first at line %zu)", a->name,
+				  c->archs[i].node->start_mark.line + 1);
+	if (!rc)
+		rc = get_uint(c, v[A_CTX], "cuda_context_mib", MIB_MAX,
+			      &a->context);
+	if (!rc)
+		rc = get_uint(c, v[A_INF], "cuda_context_inference_mib",
+			      MIB_MAX, &a->inference);
+	a->measured_on = "";
+	if (!rc && v[A_MEASURED])
+		rc = get_str(c, v[A_MEASURED], "measured_on", true,
+			     &a->measured_on);
+	if (!rc)
+		rc = get_str(c, v[A_SOURCE], "source", false, &a->source);
+	a->context <<= 20;
+	a->inference <<= 20;
+	a->node = n;
+	return rc;
+}
+
+static int load_archs(struct ctx *c, yaml_node_t *seq)
+{
+	size_t n;
+	int rc;
+
+	if (seq->type != YAML_SEQUENCE_NODE)
+		return fail(c, seq, "'architectures' must be a list");
+	n = (size_t)(seq->data.sequence.items.top -
+		     seq->data.sequence.items.start);
+	c->archs = calloc(n ? n : 1, sizeof(*c->archs));
+	if (!c->archs)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *it = yaml_document_get_node(
+			c->doc, seq->data.sequence.items.start[i]);
+		rc = load_arch(c, it, &c->archs[i]);
+		if (rc)
+			return rc;
+		c->n_archs++;
+	}
+	return 0;
+}
+
+/* ==== gpus: ==== */
+
+enum {
+	G_NAME, G_ALIASES, G_ARCH, G_CC, G_PCI, G_FORM, G_MARKETED,
+	G_TOTAL, G_OTHER_ECC, G_LEGACY, G_CUDA_TOTAL, G_TOTAL_EST, G_ECC,
+	G_MEMTYPE, G_BW, G_TFLOPS, G_FP16, G_CTX, G_INF, G_TOL, G_SOURCE,
+	G_NOTES, G_N
+};
+static const char *const gpu_keys[G_N] = {
+	"name", "aliases", "architecture", "compute_capability",
+	"pci_device_id", "form_factor", "marketed", "total_mib",
+	"total_other_ecc_mib", "total_legacy_mib", "cuda_total_mib",
+	"total_estimate", "ecc_default_on", "memory_type", "bandwidth_gbps",
+	"bf16_tflops", "bf16_is_fp16", "cuda_context_mib",
+	"cuda_context_inference_mib", "tolerance", "source", "notes"};
+static const bool gpu_required[G_N] = {
+	[G_NAME] = true, [G_ALIASES] = true, [G_ARCH] = true,
+	[G_CC] = true, [G_MARKETED] = true, [G_TOTAL] = true,
+	[G_ECC] = true, [G_MEMTYPE] = true, [G_BW] = true,
+	[G_TFLOPS] = true, [G_TOL] = true, [G_SOURCE] = true};
+
+static const char *const mem_types[] = {
+	"HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5", "GDDR5X",
+	"GDDR6", "GDDR6X", "GDDR7"};
+#define N_MEM_TYPES (sizeof(mem_types) / sizeof(mem_types[0]))
+
+static int get_mib(struct ctx *c, yaml_node_t *n, const char *key,
+		   uint64_t *bytes)
+{
+	uint64_t mib = 0;
+	int rc = 0;
+
+	*bytes = 0;
+	if (n)
+		rc = get_uint(c, n, key, MIB_MAX, &mib);
+	if (!rc && n && mib == 0)
+		rc = fail(c, n, "'%s' must be more than 0%s", key,
+			  strcmp(key, "total_mib") == 0 ? ""
+			  : " (leave it out when not known)");
+	*bytes = mib << 20;
+	return rc;
+}
+
+static int get_cc(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
+{
+	unsigned maj, min;
+	int used = 0;
+	int rc = want_scalar(c, n, "compute_capability");
+
+	if (rc)
+		return rc;
+	if (sscanf(scalar(n), "%u.%u%n", &maj, &min, &used) != 2 ||
+	    scalar(n)[used] != '\0' || maj == 0 || maj > 99 || min > 9)
+		return fail(c, n, "'compute_capability' must look like "
+			    "\"9.0\", got '%s'", scalar(n));
+	g->cc_major = maj;
+	g->cc_minor = min;
+	return 0;
+}
+
+static int get_memtype(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
+{
+	const char *hint;
+	int rc = want_scalar(c, n, "memory_type");
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < N_MEM_TYPES; i++) {
+		if (strcmp(scalar(n), mem_types[i]) == 0) {
+			g->memory_type = mem_types[i];
+			return 0;
+		}
+	}
+	hint = gm_text_suggest(scalar(n), mem_types, N_MEM_TYPES);
+	return fail(c, n, "unknown memory_type '%s'%s%s%s (one of HBM2, "
+		    "HBM2e, HBM3, HBM3e, GDDR5, GDDR5X, GDDR6, GDDR6X, "
+		    "GDDR7)", scalar(n), hint ? " (did you mean '" : "",
+		    hint ? hint : "", hint ? "'?)" : "");
+}
+
+static int get_marketed(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
+{
+	int rc = get_str(c, n, "marketed", false, &g->marketed);
+
+	if (rc)
+		return rc;
+	if (gm_size_parse(g->marketed, &g->marketed_bytes) != 0 ||
+	    g->marketed_bytes == 0)
+		return fail(c, n, "'marketed' must be a size such as "
+			    "\"80 GB\", got '%s'", g->marketed);
+	return 0;
+}
+
+static int get_arch(struct ctx *c, yaml_node_t *n, struct gm_gpu *g,
+		    const struct arch **out)
+{
+	const char *names[32];
+	size_t nn = 0;
+	const char *hint;
+	int rc = want_scalar(c, n, "architecture");
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < c->n_archs; i++) {
+		if (strcmp(c->archs[i].name, scalar(n)) == 0) {
+			*out = &c->archs[i];
+			g->architecture = c->archs[i].name;
+			return 0;
+		}
+		if (nn < 32)
+			names[nn++] = c->archs[i].name;
+	}
+	hint = gm_text_suggest(scalar(n), names, nn);
+	if (hint)
+		return fail(c, n, "unknown architecture '%s' (did you mean "
+			    "'%s'?); list it under 'architectures'",
+			    scalar(n), hint);
+	return fail(c, n, "unknown architecture '%s'; list it under "
+		    "'architectures'", scalar(n));
+}
+
+static int get_aliases(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
+{
+	const char **a;
+	size_t cnt;
+
+	if (n->type != YAML_SEQUENCE_NODE)
+		return fail(c, n, "'aliases' must be a list, e.g. [h200]");
+	cnt = (size_t)(n->data.sequence.items.top -
+		       n->data.sequence.items.start);
+	a = calloc(cnt + 1, sizeof(*a));
+	if (gm__catalog_keep(c->cat, a) != 0)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t i = 0; i < cnt; i++) {
+		yaml_node_t *it = yaml_document_get_node(
+			c->doc, n->data.sequence.items.start[i]);
+		char norm[GM__CATALOG_NORM_MAX];
+		int rc = get_str(c, it, "aliases", false, &a[i]);
+
+		if (rc)
+			return rc;
+		if (!*gm__catalog_normalize(norm, sizeof(norm), a[i]))
+			return fail(c, it, "alias '%s' has no letters or "
+				    "digits besides nvidia/tesla/geforce",
+				    a[i]);
+	}
+	g->aliases = a;
+	g->n_aliases = cnt;
+	return 0;
+}
+
+/* Fill the context fields from the architecture or the entry. */
+static int set_context(struct ctx *c, yaml_node_t **v, struct gm_gpu *g,
+		       const struct arch *a)
+{
+	int rc = 0;
+
+	g->cuda_context_bytes = a->context;
+	g->cuda_context_inference_bytes = a->inference;
+	g->cuda_context_source = a->source;
+	g->cuda_context_estimate = strcmp(a->measured_on, g->name) != 0;
+	if (v[G_CTX] || v[G_INF]) {
+		if (!v[G_CTX] || !v[G_INF])
+			return fail(c, v[G_CTX] ? v[G_CTX] : v[G_INF],
+				    "give both cuda_context_mib and "
+				    "cuda_context_inference_mib, or neither");
+		rc = get_mib(c, v[G_CTX], "cuda_context_mib",
+			     &g->cuda_context_bytes);
+		if (!rc)
+			rc = get_mib(c, v[G_INF], "cuda_context_inference_mib",
+				     &g->cuda_context_inference_bytes);
+		g->cuda_context_source = g->source;
+	}
+	return rc;
+}
+
+static int load_gpu(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
+{
+	yaml_node_t *v[G_N];
+	const struct arch *a = NULL;
+	uint64_t pci = 0;
+	int rc;
+
+	rc = map_fields(c, n, "GPU entry", gpu_keys, G_N, v);
+	if (!rc)
+		rc = require(c, n, "GPU entry", gpu_keys, v, gpu_required,
+			     G_N);
+	if (!rc)
+		rc = get_str(c, v[G_NAME], "name", false, &g->name);
+	if (!rc)
+		rc = get_aliases(c, v[G_ALIASES], g);
+	if (!rc)
+		rc = get_arch(c, v[G_ARCH], g, &a);
+	if (!rc)
+		rc = get_cc(c, v[G_CC], g);
+	if (!rc && v[G_PCI])
+		rc = get_uint(c, v[G_PCI], "pci_device_id", 0xffff, &pci);
+	g->pci_device_id = (uint32_t)pci;
+	g->form_factor = "";
+	if (!rc && v[G_FORM])
+		rc = get_str(c, v[G_FORM], "form_factor", true,
+			     &g->form_factor);
+	if (!rc)
+		rc = get_marketed(c, v[G_MARKETED], g);
+	if (!rc)
+		rc = get_mib(c, v[G_TOTAL], "total_mib", &g->total_bytes);
+	if (!rc)
+		rc = get_mib(c, v[G_OTHER_ECC], "total_other_ecc_mib",
+			     &g->total_other_ecc_bytes);
+	if (!rc)
+		rc = get_mib(c, v[G_LEGACY], "total_legacy_mib",
+			     &g->total_legacy_bytes);
+	if (!rc)
+		rc = get_mib(c, v[G_CUDA_TOTAL], "cuda_total_mib",
+			     &g->cuda_total_bytes);
+	if (!rc && g->cuda_total_bytes > g->total_bytes)
+		rc = fail(c, v[G_CUDA_TOTAL], "'cuda_total_mib' cannot be "
+			  "more than 'total_mib'");
+	if (!rc && v[G_TOTAL_EST])
+		rc = get_bool(c, v[G_TOTAL_EST], "total_estimate",
+			      &g->total_estimate);
+	if (!rc)
+		rc = get_bool(c, v[G_ECC], "ecc_default_on",
+			      &g->ecc_default_on);
+	if (!rc)
+		rc = get_memtype(c, v[G_MEMTYPE], g);
+	if (!rc)
+		rc = get_real(c, v[G_BW], "bandwidth_gbps", 1, 1e6,
+			      &g->bandwidth_gbps);
+	if (!rc)
+		rc = get_real(c, v[G_TFLOPS], "bf16_tflops", 0, 1e6,
+			      &g->bf16_tflops);
+	if (!rc && v[G_FP16])
+		rc = get_bool(c, v[G_FP16], "bf16_is_fp16",
+			      &g->bf16_is_fp16);
+	if (!rc)
+		rc = get_real(c, v[G_TOL], "tolerance", 0, 0.2,
+			      &g->tolerance);
+	if (!rc)
+		rc = get_str(c, v[G_SOURCE], "source", false, &g->source);
+	g->notes = "";
+	if (!rc && v[G_NOTES])
+		rc = get_str(c, v[G_NOTES], "notes", true, &g->notes);
+	if (!rc)
+		rc = set_context(c, v, g, a);
+	return rc;
+}
+
+/* Where candidate j (0 = name) of GPU i was written, for messages. */
+static yaml_node_t *candidate_node(struct ctx *c, size_t i, size_t j)
+{
+	const char *const key = j == 0 ? "name" : "aliases";
+	yaml_node_t *m = c->gpu_nodes[i];
+
+	for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
+	     p < m->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(c->doc, p->value);
+
+		if (strcmp(scalar(k), key) != 0)
+			continue;
+		if (j == 0)
+			return v;
+		return yaml_document_get_node(
+			c->doc, v->data.sequence.items.start[j - 1]);
+	}
+	return m;
+}
+
+static const char *cand(const struct gm_gpu *g, size_t j)
+{
+	return j == 0 ? g->name : g->aliases[j - 1];
+}
+
+/*
+ * Names and aliases must identify one GPU: no normalized form may be
+ * shared by two entries (gm_catalog_find() would be ambiguous), and no
+ * PCI device id may repeat.
+ */
+static int check_unique(struct ctx *c, const struct gm_gpu *gpus, size_t n)
+{
+	char a[GM__CATALOG_NORM_MAX], b[GM__CATALOG_NORM_MAX];
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j <= gpus[i].n_aliases; j++) {
+			gm__catalog_normalize(a, sizeof(a), cand(&gpus[i], j));
+			for (size_t k = 0; k < i; k++) {
+				for (size_t l = 0; l <= gpus[k].n_aliases;
+				     l++) {
+					gm__catalog_normalize(
+						b, sizeof(b),
+						cand(&gpus[k], l));
+					if (strcmp(a, b) != 0)
+						continue;
+					return fail(c, candidate_node(c, i, j),
+						    "'%s' also names '%s' "
+						    "(line %zu)",
+						    cand(&gpus[i], j),
+						    gpus[k].name,
+						    candidate_node(c, k, l)
+							    ->start_mark.line +
+							    1);
+				}
+			}
+		}
+		for (size_t k = 0; gpus[i].pci_device_id && k < i; k++)
+			if (gpus[k].pci_device_id == gpus[i].pci_device_id)
+				return fail(c, c->gpu_nodes[i], "pci_device_id "
+					    "0x%04x is also '%s'",
+					    (unsigned)gpus[i].pci_device_id,
+					    gpus[k].name);
+	}
+	return 0;
+}
+
+static int load_gpus(struct ctx *c, yaml_node_t *seq)
+{
+	struct gm_gpu *gpus;
+	size_t n;
+	int rc;
+
+	if (seq->type != YAML_SEQUENCE_NODE)
+		return fail(c, seq, "'gpus' must be a list");
+	n = (size_t)(seq->data.sequence.items.top -
+		     seq->data.sequence.items.start);
+	if (n == 0)
+		return fail(c, seq, "'gpus' lists no GPU");
+	gpus = calloc(n, sizeof(*gpus));
+	c->gpu_nodes = calloc(n, sizeof(*c->gpu_nodes));
+	if (gm__catalog_keep(c->cat, gpus) != 0 || !c->gpu_nodes)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		c->gpu_nodes[i] = yaml_document_get_node(
+			c->doc, seq->data.sequence.items.start[i]);
+		rc = load_gpu(c, c->gpu_nodes[i], &gpus[i]);
+		if (rc)
+			return rc;
+	}
+	rc = check_unique(c, gpus, n);
+	if (rc)
+		return rc;
+	c->cat->gpus = gpus;
+	c->cat->n = n;
+	return 0;
+}
+
+/* ==== The file ==== */
+
+/*
+ * 1-based line and column (in bytes) of byte offset off of fp: libyaml
+ * gives only an offset for encoding errors.
+ */
+static void offset_position(FILE *fp, size_t off, size_t *line,
+			    size_t *col)
+{
+	int ch;
+
+	*line = 1;
+	*col = 1;
+	rewind(fp);
+	for (size_t i = 0; i < off && (ch = getc(fp)) != EOF; i++) {
+		if (ch == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
+static int parse_error(struct ctx *c, const yaml_parser_t *p)
+{
+	const yaml_mark_t *m = &p->problem_mark;
+
+	if (p->error == YAML_MEMORY_ERROR)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	if (p->error == YAML_READER_ERROR && ferror(c->fp))
+		return gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
+				   c->path, strerror(errno));
+	if (p->error == YAML_READER_ERROR) {
+		size_t line, col;
+
+		offset_position(c->fp, p->problem_offset, &line, &col);
+		return gm_diag_set(c->diag, GM_EINVAL,
+				   "%s:%zu:%zu: not UTF-8 text (%s)",
+				   c->path, line, col,
+				   p->problem ? p->problem : "bad bytes");
+	}
+	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: YAML syntax "
+			   "error: %s%s%s", c->path, m->line + 1,
+			   m->column + 1, p->problem ? p->problem : "",
+			   p->context ? " " : "",
+			   p->context ? p->context : "");
+}
+
+enum { R_ARCHS, R_GPUS, R_N };
+static const char *const root_keys[R_N] = {"architectures", "gpus"};
+
+static int load_doc(struct ctx *c)
+{
+	yaml_node_t *root = yaml_document_get_root_node(c->doc);
+	yaml_node_t *v[R_N];
+	int rc;
+
+	if (!root)
+		return gm_diag_set(c->diag, GM_EINVAL, "%s:1:1: empty "
+				   "catalog file (expected 'architectures' "
+				   "and 'gpus')", c->path);
+	rc = map_fields(c, root, "the catalog", root_keys, R_N, v);
+	if (rc)
+		return rc;
+	if (!v[R_ARCHS])
+		return fail(c, root, "the catalog is missing "
+			    "'architectures'");
+	if (!v[R_GPUS])
+		return fail(c, root, "the catalog is missing 'gpus'");
+	rc = load_archs(c, v[R_ARCHS]);
+	if (!rc)
+		rc = load_gpus(c, v[R_GPUS]);
+	return rc;
+}
+
+int gm_catalog_load(struct gm_catalog *cat, const char *path,
+		    struct gm_diag *diag)
+{
+	struct ctx c = {.path = path, .diag = diag, .cat = cat};
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	FILE *fp;
+	int rc;
+
+	memset(cat, 0, sizeof(*cat));
+	fp = fopen(path, "rb");
+	if (!fp)
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(errno));
+	if (!yaml_parser_initialize(&parser)) {
+		fclose(fp);
+		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+	}
+	yaml_parser_set_input_file(&parser, fp);
+	c.fp = fp;
+	if (!yaml_parser_load(&parser, &doc)) {
+		rc = parse_error(&c, &parser);
+		goto out_parser;
+	}
+	c.doc = &doc;
+	rc = load_doc(&c);
+	yaml_document_delete(&doc);
+out_parser:
+	yaml_parser_delete(&parser);
+	fclose(fp);
+	free(c.archs);
+	free(c.gpu_nodes);
+	if (rc)
+		gm_catalog_free(cat);
+	return rc;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Run a gpumem command from an empty temporary directory (so it cannot
+lean on the source tree) and check its exit status, its stdout against a
+golden file, and that its stderr contains a text.
+
+usage: check_cli.py [--exit N] [--stdout FILE] [--stderr TEXT] -- CMD ARG...
+"""
+import argparse
+import difflib
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exit", type=int, default=0)
+    ap.add_argument("--stdout")
+    ap.add_argument("--stderr")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
+    if os.sep in cmd[0]:
+        cmd[0] = os.path.abspath(cmd[0])
+    with tempfile.TemporaryDirectory() as cwd:
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    ok = True
+    if r.returncode != a.exit:
+        print(f"exit status {r.returncode}, want {a.exit}")
+        ok = False
+    if a.stdout is not None:
+        with open(a.stdout) as f:
+            want = f.read()
+        if r.stdout != want:
+            print("stdout differs from " + a.stdout + ":")
+            sys.stdout.writelines(difflib.unified_diff(
+                want.splitlines(True), r.stdout.splitlines(True),
+                "golden", "got"))
+            ok = False
+    if a.stderr is not None and a.stderr not in r.stderr:
+        print(f"stderr lacks {a.stderr!r}")
+        ok = False
+    if not ok:
+        print("stderr was:\n" + r.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

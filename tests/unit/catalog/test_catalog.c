@@ -1,0 +1,275 @@
+/*
+ * Unit tests for catalog/catalog.c and the built-in table generated from
+ * models/gpus.yaml: lookups, aliases, normalized names, suggestions,
+ * the undersized floor, and the completeness and uniqueness of entries.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+#include <strings.h>
+
+#include "catalog_internal.h"
+#include "units.h"
+
+static const struct gm_gpu *find(const char *name)
+{
+	return gm_catalog_find(NULL, name);
+}
+
+static void exact_names(void **state)
+{
+	(void)state;
+	assert_string_equal(find("NVIDIA H200")->name, "NVIDIA H200");
+	assert_string_equal(find("Tesla V100-SXM2-32GB")->name,
+			    "Tesla V100-SXM2-32GB");
+	assert_string_equal(find("NVIDIA A100-SXM4-80GB")->name,
+			    "NVIDIA A100-SXM4-80GB");
+	assert_string_equal(find("NVIDIA H100 80GB HBM3")->name,
+			    "NVIDIA H100 80GB HBM3");
+	assert_null(find(""));
+	assert_null(find(NULL));
+	assert_null(find("NVIDIA H300"));
+}
+
+static void aliases(void **state)
+{
+	(void)state;
+	assert_string_equal(find("h200")->name, "NVIDIA H200");
+	assert_string_equal(find("H200")->name, "NVIDIA H200");
+	assert_string_equal(find("a100-80gb")->name, "NVIDIA A100-SXM4-80GB");
+	assert_string_equal(find("v100-sxm2-32gb")->name,
+			    "Tesla V100-SXM2-32GB");
+	assert_string_equal(find("h100-sxm")->name, "NVIDIA H100 80GB HBM3");
+	assert_string_equal(find("nvidia h200")->name, "NVIDIA H200");
+	/* The planner's scenarios name these. */
+	assert_non_null(find("Tesla V100-PCIE-32GB"));
+	assert_non_null(find("NVIDIA A100-SXM4-40GB"));
+}
+
+static void normalized(void **state)
+{
+	char buf[GM__CATALOG_NORM_MAX];
+
+	(void)state;
+	assert_string_equal(gm__catalog_normalize(buf, sizeof(buf),
+				"NVIDIA GeForce RTX 3090"), "rtx3090");
+	assert_string_equal(gm__catalog_normalize(buf, sizeof(buf),
+				"Tesla V100-SXM2-32GB"), "v100sxm232gb");
+	assert_string_equal(gm__catalog_normalize(buf, sizeof(buf),
+				"nvidia"), "");
+	gm__catalog_normalize(buf, 4, "abcdef");
+	assert_string_equal(buf, "abc");
+	/* Spelled without the vendor words, other separators, any case. */
+	assert_string_equal(find("A100 SXM4 80GB")->name,
+			    "NVIDIA A100-SXM4-80GB");
+	assert_string_equal(find("v100_sxm2_32gb")->name,
+			    "Tesla V100-SXM2-32GB");
+	assert_string_equal(find("h100 80gb hbm3")->name,
+			    "NVIDIA H100 80GB HBM3");
+	assert_string_equal(find("RTX 4090")->name,
+			    "NVIDIA GeForce RTX 4090");
+	assert_string_equal(find("NVIDIA RTX-6000-Ada")->name,
+			    "NVIDIA RTX 6000 Ada Generation");
+}
+
+static void pci(void **state)
+{
+	(void)state;
+	assert_string_equal(gm_catalog_find_pci(NULL, 0x2335)->name,
+			    "NVIDIA H200");
+	assert_string_equal(gm_catalog_find_pci(NULL, 0x20b2)->name,
+			    "NVIDIA A100-SXM4-80GB");
+	assert_null(gm_catalog_find_pci(NULL, 0));
+	assert_null(gm_catalog_find_pci(NULL, 0xffff));
+}
+
+static bool listed(const char **out, size_t n, const char *want)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(out[i], want) == 0)
+			return true;
+	return false;
+}
+
+static void suggestions(void **state)
+{
+	const char *out[8];
+	size_t n;
+
+	(void)state;
+	/* A typo: the closest GPU first, by its name on a tie with an
+	 * alias; the next closest after it. */
+	n = gm_catalog_suggest(NULL, "h2000", out, 8);
+	assert_true(n >= 2);
+	assert_string_equal(out[0], "NVIDIA H200");
+	assert_true(listed(out, n, "NVIDIA H20"));
+	n = gm_catalog_suggest(NULL, "a100-80gb-sxm", out, 8);
+	assert_true(n >= 1);
+	assert_string_equal(out[0], "a100-80gb");
+	n = gm_catalog_suggest(NULL, "Tesla V100-SXM2-32G", out, 8);
+	assert_true(n >= 1);
+	assert_string_equal(out[0], "Tesla V100-SXM2-32GB");
+	/* Ambiguous: every A100 contains it; one name per GPU. */
+	n = gm_catalog_suggest(NULL, "a100", out, 8);
+	assert_int_equal(n, 4);
+	assert_true(listed(out, n, "a100-40gb"));
+	assert_true(listed(out, n, "a100-80gb"));
+	assert_true(listed(out, n, "NVIDIA A100-PCIE-40GB"));
+	assert_true(listed(out, n, "NVIDIA A100 80GB PCIe"));
+	/* Close but not containing: the neighbours in name. */
+	n = gm_catalog_suggest(NULL, "rtx3080", out, 8);
+	assert_int_equal(n, 3);
+	assert_string_equal(out[0], "NVIDIA GeForce RTX 3090");
+	/* max is respected, and the best stay. */
+	n = gm_catalog_suggest(NULL, "a100", out, 2);
+	assert_int_equal(n, 2);
+	/* Nothing close. */
+	assert_int_equal(gm_catalog_suggest(NULL, "banana-split-9000", out, 8),
+			 0);
+	assert_int_equal(gm_catalog_suggest(NULL, "---", out, 8), 0);
+	assert_int_equal(gm_catalog_suggest(NULL, "h200", out, 0), 0);
+}
+
+static void device_probe_h200(void **state)
+{
+	const struct gm_gpu *g = find("NVIDIA H200");
+
+	(void)state;
+	/* device-probe.md: nvidia-smi 143771 MiB, CUDA total 143155 MiB,
+	 * 751-767 MiB outside the allocator in training, 695 inference. */
+	assert_int_equal(g->total_bytes, 143771 * GM_MiB);
+	assert_int_equal(g->cuda_total_bytes, 143155 * GM_MiB);
+	assert_int_equal(g->cuda_context_bytes, 767 * GM_MiB);
+	assert_int_equal(g->cuda_context_inference_bytes, 695 * GM_MiB);
+	assert_false(g->cuda_context_estimate);
+	assert_int_equal(g->cc_major, 9);
+	assert_int_equal(g->cc_minor, 0);
+	assert_string_equal(g->memory_type, "HBM3e");
+	/* Same generation, not measured: flagged as an estimate. */
+	assert_true(find("NVIDIA H100 PCIe")->cuda_context_estimate);
+	assert_true(find("NVIDIA A100-SXM4-80GB")->cuda_context_estimate);
+}
+
+static void min_total(void **state)
+{
+	const struct gm_gpu *h200 = find("h200");
+	const struct gm_gpu *a100 = find("a100-80gb");
+	const struct gm_gpu *l40s = find("l40s");
+
+	(void)state;
+	/* Genuine readings (NVML and CUDA totals) pass ... */
+	assert_true(143771 * GM_MiB >= gm_gpu_min_total(h200));
+	assert_true(143155 * GM_MiB >= gm_gpu_min_total(h200));
+	/* PyTorch's OOM message on another stack: 139.72 GiB. */
+	assert_true((uint64_t)(139.72 * GM_GiB) >= gm_gpu_min_total(h200));
+	assert_true(81251 * GM_MiB >= gm_gpu_min_total(a100));
+	assert_true(45589 * GM_MiB >= gm_gpu_min_total(l40s));
+	/* ... a 76 GB "A100 80GB" and a 128 GiB "H200" do not. */
+	assert_true(76 * GM_GB < gm_gpu_min_total(a100));
+	assert_true(128 * GM_GiB < gm_gpu_min_total(h200));
+}
+
+/* Every entry complete and sourced; names and aliases unambiguous. */
+static void entries_complete(void **state)
+{
+	const struct gm_catalog *cat = gm_catalog_builtin();
+
+	(void)state;
+	assert_true(cat->n >= 25);
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct gm_gpu *g = &cat->gpus[i];
+
+		assert_true(g->name[0] != '\0');
+		assert_true(g->n_aliases >= 1);
+		assert_null(g->aliases[g->n_aliases]);
+		assert_true(g->marketed[0] != '\0');
+		assert_true(g->marketed_bytes > 0);
+		assert_true(g->total_bytes > 0);
+		/* Reported totals stay within 12% of the marketed size
+		 * (GDDR with ECC on loses 1/16; GB vs GiB ~7%). */
+		assert_true(g->total_bytes > g->marketed_bytes * 88 / 100);
+		assert_true(g->total_bytes < g->marketed_bytes * 112 / 100);
+		assert_true(g->cuda_total_bytes <= g->total_bytes);
+		assert_true(g->memory_type[0] != '\0');
+		assert_true(g->bandwidth_gbps > 0);
+		assert_true(g->architecture[0] != '\0');
+		assert_true(g->cc_major >= 7);
+		assert_true(g->cuda_context_bytes > 0);
+		assert_true(g->cuda_context_inference_bytes > 0);
+		assert_true(g->cuda_context_inference_bytes <=
+			    g->cuda_context_bytes);
+		assert_true(g->cuda_context_source[0] != '\0');
+		assert_true(g->tolerance > 0 && g->tolerance <= 0.05);
+		assert_true(g->source[0] != '\0');
+		assert_true(g->pci_device_id != 0);
+		/* Each finds itself by its names. */
+		assert_ptr_equal(gm_catalog_find(cat, g->name), g);
+		for (size_t j = 0; j < g->n_aliases; j++)
+			assert_ptr_equal(gm_catalog_find(cat, g->aliases[j]),
+					 g);
+		assert_ptr_equal(gm_catalog_find_pci(cat, g->pci_device_id),
+				 g);
+	}
+}
+
+static void names_unique(void **state)
+{
+	const struct gm_catalog *cat = gm_catalog_builtin();
+	char a[GM__CATALOG_NORM_MAX], b[GM__CATALOG_NORM_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct gm_gpu *g = &cat->gpus[i];
+		for (size_t j = 0; j <= g->n_aliases; j++) {
+			const char *x = j ? g->aliases[j - 1] : g->name;
+			gm__catalog_normalize(a, sizeof(a), x);
+			for (size_t k = i + 1; k < cat->n; k++) {
+				const struct gm_gpu *h = &cat->gpus[k];
+				for (size_t l = 0; l <= h->n_aliases; l++) {
+					const char *y =
+						l ? h->aliases[l - 1] : h->name;
+					gm__catalog_normalize(b, sizeof(b), y);
+					if (strcmp(a, b) == 0)
+						fail_msg("'%s' and '%s'", x, y);
+				}
+			}
+		}
+	}
+}
+
+/* The GPUs the issue and the bundled scenarios ask for are there. */
+static void required_skus(void **state)
+{
+	static const char *const want[] = {
+		"v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb",
+		"v100-pcie-32gb", "a100-sxm4-40gb", "a100-pcie-40gb",
+		"a100-sxm4-80gb", "a100-pcie-80gb", "a800", "h100-pcie",
+		"h100-sxm", "h100-nvl", "h800", "h200", "h200-nvl", "h20",
+		"b200", "l4", "l40s", "a10", "a40", "t4", "rtx-3090",
+		"rtx-4090", "rtx-5090", "rtx-a6000", "rtx-6000-ada", "gh200"};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!find(want[i]))
+			fail_msg("missing %s", want[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(exact_names),
+		cmocka_unit_test(aliases),
+		cmocka_unit_test(normalized),
+		cmocka_unit_test(pci),
+		cmocka_unit_test(suggestions),
+		cmocka_unit_test(device_probe_h200),
+		cmocka_unit_test(min_total),
+		cmocka_unit_test(entries_complete),
+		cmocka_unit_test(names_unique),
+		cmocka_unit_test(required_skus),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,194 @@
+/*
+ * Unit tests for catalog/catalog_yaml.c (gm_catalog_load): models/gpus.yaml
+ * loads to exactly the built-in table, a small catalog file overrides it,
+ * per-entry context overrides, and files that cannot be read. Malformed
+ * files with their messages are in suite badinput (check_bad.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "error.h"
+#include "units.h"
+
+#ifndef GM_GPUS_YAML
+#error "GM_GPUS_YAML (path of models/gpus.yaml) must be defined"
+#endif
+
+static void same_gpu(const struct gm_gpu *a, const struct gm_gpu *b)
+{
+	assert_string_equal(a->name, b->name);
+	assert_int_equal(a->n_aliases, b->n_aliases);
+	for (size_t j = 0; j < a->n_aliases; j++)
+		assert_string_equal(a->aliases[j], b->aliases[j]);
+	assert_string_equal(a->marketed, b->marketed);
+	assert_int_equal(a->marketed_bytes, b->marketed_bytes);
+	assert_int_equal(a->total_bytes, b->total_bytes);
+	assert_int_equal(a->total_other_ecc_bytes, b->total_other_ecc_bytes);
+	assert_int_equal(a->total_legacy_bytes, b->total_legacy_bytes);
+	assert_int_equal(a->cuda_total_bytes, b->cuda_total_bytes);
+	assert_int_equal(a->total_estimate, b->total_estimate);
+	assert_int_equal(a->ecc_default_on, b->ecc_default_on);
+	assert_string_equal(a->memory_type, b->memory_type);
+	assert_true(a->bandwidth_gbps == b->bandwidth_gbps);
+	assert_true(a->bf16_tflops == b->bf16_tflops);
+	assert_int_equal(a->bf16_is_fp16, b->bf16_is_fp16);
+	assert_string_equal(a->architecture, b->architecture);
+	assert_int_equal(a->cc_major, b->cc_major);
+	assert_int_equal(a->cc_minor, b->cc_minor);
+	assert_int_equal(a->pci_device_id, b->pci_device_id);
+	assert_string_equal(a->form_factor, b->form_factor);
+	assert_int_equal(a->cuda_context_bytes, b->cuda_context_bytes);
+	assert_int_equal(a->cuda_context_inference_bytes,
+			 b->cuda_context_inference_bytes);
+	assert_int_equal(a->cuda_context_estimate, b->cuda_context_estimate);
+	assert_string_equal(a->cuda_context_source, b->cuda_context_source);
+	assert_true(a->tolerance == b->tolerance);
+	assert_string_equal(a->source, b->source);
+	assert_string_equal(a->notes, b->notes);
+}
+
+/* The generated table is what the loader reads from the same file. */
+static void builtin_matches_yaml(void **state)
+{
+	const struct gm_catalog *builtin = gm_catalog_builtin();
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+
+	(void)state;
+	assert_int_equal(gm_catalog_load(&cat, GM_GPUS_YAML, &diag), 0);
+	assert_int_equal(cat.n, builtin->n);
+	for (size_t i = 0; i < cat.n; i++)
+		same_gpu(&cat.gpus[i], &builtin->gpus[i]);
+	gm_catalog_free(&cat);
+	assert_null(cat.owned);
+	gm_catalog_free(&cat); /* twice is harmless */
+	gm_catalog_free(NULL);
+}
+
+/* Write text to a temporary file; returns its path (static buffer). */
+static const char *temp_file(const char *text)
+{
+	static char path[64];
+	FILE *fp;
+	int fd;
+
+	strcpy(path, "/tmp/gm-catalog-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fp = fdopen(fd, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	return path;
+}
+
+static const char small[] =
+	"architectures:\n"
+	"  - name: future\n"
+	"    cuda_context_mib: 1000\n"
+	"    cuda_context_inference_mib: 900\n"
+	"    measured_on: Example X1\n"
+	"    source: a test\n"
+	"gpus:\n"
+	"  - name: Example X1\n"
+	"    aliases: [x1]\n"
+	"    architecture: future\n"
+	"    compute_capability: \"11.2\"\n"
+	"    marketed: 100 GB\n"
+	"    total_mib: 95000\n"
+	"    ecc_default_on: false\n"
+	"    memory_type: HBM3e\n"
+	"    bandwidth_gbps: 1234.5\n"
+	"    bf16_tflops: 0\n"
+	"    tolerance: 0\n"
+	"    source: a test\n"
+	"  - name: Example X2\n"
+	"    aliases: []\n"
+	"    architecture: future\n"
+	"    compute_capability: \"11.2\"\n"
+	"    marketed: 50GiB\n"
+	"    total_mib: 51200\n"
+	"    ecc_default_on: true\n"
+	"    memory_type: GDDR7\n"
+	"    bandwidth_gbps: 1000\n"
+	"    bf16_tflops: 10\n"
+	"    tolerance: 0.02\n"
+	"    cuda_context_mib: 300\n"
+	"    cuda_context_inference_mib: 200\n"
+	"    source: a test\n"
+	"    notes: own context\n";
+
+static void small_catalog(void **state)
+{
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+	const struct gm_gpu *g;
+	const char *path = temp_file(small);
+
+	(void)state;
+	assert_int_equal(gm_catalog_load(&cat, path, &diag), 0);
+	unlink(path);
+	assert_int_equal(cat.n, 2);
+	g = gm_catalog_find(&cat, "X1");
+	assert_non_null(g);
+	assert_string_equal(g->name, "Example X1");
+	assert_int_equal(g->cc_major, 11);
+	assert_int_equal(g->cc_minor, 2);
+	assert_int_equal(g->marketed_bytes, 100 * GM_GB);
+	assert_int_equal(g->total_bytes, 95000 * GM_MiB);
+	assert_true(g->bandwidth_gbps == 1234.5);
+	assert_int_equal(g->pci_device_id, 0);
+	assert_string_equal(g->form_factor, "");
+	assert_string_equal(g->notes, "");
+	assert_int_equal(g->cuda_context_bytes, 1000 * GM_MiB);
+	assert_false(g->cuda_context_estimate); /* measured_on matches */
+	assert_int_equal(gm_gpu_min_total(g), 95000 * GM_MiB);
+	/* Not in the built-in catalog, and the built-in not in this. */
+	assert_null(gm_catalog_find(NULL, "x1"));
+	assert_null(gm_catalog_find(&cat, "h200"));
+	g = gm_catalog_find(&cat, "example-x2");
+	assert_non_null(g);
+	assert_int_equal(g->n_aliases, 0);
+	assert_null(g->aliases[0]);
+	assert_int_equal(g->marketed_bytes, 50 * GM_GiB);
+	assert_int_equal(g->cuda_context_bytes, 300 * GM_MiB);
+	assert_int_equal(g->cuda_context_inference_bytes, 200 * GM_MiB);
+	assert_true(g->cuda_context_estimate);
+	assert_string_equal(g->cuda_context_source, "a test");
+	gm_catalog_free(&cat);
+}
+
+static void unreadable(void **state)
+{
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+
+	(void)state;
+	assert_int_equal(gm_catalog_load(&cat, "/nonexistent/gpus.yaml",
+					 &diag), GM_EIO);
+	assert_string_equal(diag.msg, "/nonexistent/gpus.yaml: No such file "
+			    "or directory");
+	assert_int_equal(cat.n, 0);
+	assert_null(cat.gpus);
+	/* A directory opens but cannot be read as YAML. */
+	assert_int_not_equal(gm_catalog_load(&cat, "/", &diag), 0);
+	assert_int_equal(cat.n, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(builtin_matches_yaml),
+		cmocka_unit_test(small_catalog),
+		cmocka_unit_test(unreadable),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

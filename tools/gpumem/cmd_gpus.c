@@ -1,0 +1,92 @@
+/*
+ * cmd_gpus.c - `gpumem gpus`: print the GPU catalog (built in, or the
+ * file given with --catalog) through the output layer.
+ */
+#include "cmd.h"
+
+#include "catalog.h"
+#include "emit.h"
+#include "error.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void gpus_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: gpumem gpus [--format table|json|yaml|csv] "
+		"[--catalog FILE]\n\n"
+		"Print the GPU catalog: nvidia-smi names, capacities (GiB in "
+		"tables,\nbytes elsewhere), memory bandwidth, dense bf16 "
+		"TFLOP/s, architecture and\nthe CUDA context of a training "
+		"process. The table shows the main\ncolumns; json, yaml and "
+		"csv add aliases, PCI ids, ECC and driver-era\ntotals, the "
+		"undersized-check floor (min_total_bytes) and sources.\n\n"
+		"Options:\n"
+		"  --format FORMAT  table (default), json, yaml or csv\n"
+		"  --catalog FILE   read this catalog instead of the built-in "
+		"one\n                   (schema of models/gpus.yaml)\n"
+		"  --help           show this help\n");
+}
+
+int gm_cmd_gpus(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'},
+		{"catalog", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	enum gm_format format = GM_FORMAT_TABLE;
+	const char *path = NULL;
+	struct gm_catalog loaded = {0};
+	const struct gm_catalog *cat;
+	struct gm_diag diag = {{0}};
+	struct gm_val *report;
+	int opt, rc;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'f':
+			if (gm_format_parse(optarg, &format, &diag) != 0)
+				return gm_cmd_usage_error("gpus", "%s",
+							  diag.msg);
+			break;
+		case 'c':
+			path = optarg;
+			break;
+		case 'h':
+			gpus_usage(stdout);
+			return GM_EXIT_OK;
+		case ':':
+			return gm_cmd_usage_error("gpus", "option '%s' needs "
+						  "a value", argv[optind - 1]);
+		default:
+			return gm_cmd_usage_error("gpus", "unknown option "
+						  "'%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return gm_cmd_usage_error("gpus", "unexpected argument '%s'",
+					  argv[optind]);
+	cat = gm_catalog_builtin();
+	if (path) {
+		rc = gm_catalog_load(&loaded, path, &diag);
+		if (rc) {
+			fprintf(stderr, "gpumem gpus: %s\n", diag.msg);
+			return gm_exit_code(rc);
+		}
+		cat = &loaded;
+	}
+	report = gm_catalog_report(cat, format == GM_FORMAT_TABLE);
+	rc = report ? gm_emit(stdout, report, format) : GM_ENOMEM;
+	gm_val_free(report);
+	gm_catalog_free(&loaded);
+	if (rc) {
+		fprintf(stderr, "gpumem gpus: %s\n", gm_strerror(rc));
+		return gm_exit_code(rc);
+	}
+	return GM_EXIT_OK;
+}
