@@ -28,6 +28,8 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 int gm_cmd_gpus(int argc, char **argv);
+int gm_cmd_plan(int argc, char **argv);
+int gm_cmd_fit(int argc, char **argv);
 
 
 #endif

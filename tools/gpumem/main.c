@@ -16,6 +16,8 @@
 #endif
 
 const struct gm_cmd gm_cmds[] = {
+	{"plan", gm_cmd_plan, "predict per-GPU memory of one configuration"},
+	{"fit", gm_cmd_fit, "largest micro-batch and fewest GPUs, per GPU model"},
 	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
 	{NULL, NULL, NULL},
 };

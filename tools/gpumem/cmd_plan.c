@@ -1,0 +1,157 @@
+/*
+ * cmd_plan.c - `gpumem plan SPEC.yaml`: load the spec, plan it on its GPU
+ * (or --gpu), print the report; --svg FILE draws the breakdown.
+ * Exit: 0 fits, 1 does not fit, 2 bad input.
+ */
+#include "cmd.h"
+
+#include "emit.h"
+#include "error.h"
+#include "gpu.h"
+#include "log.h"
+#include "model.h"
+#include "params.h"
+#include "report.h"
+#include "spec.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_SETS 64
+
+static void help(void)
+{
+	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
+	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n\n"
+	       "Predict the memory one GPU (the most loaded rank) needs for "
+	       "the training or\ninference run SPEC.yaml describes: weights, "
+	       "gradients, optimizer states,\nactivations, logits, "
+	       "temporaries, KV cache, buffers; peak allocated and\nreserved "
+	       "(PyTorch's caching allocator), memory outside the allocator, "
+	       "and\nwhether it fits. Tables print GiB (2^30 bytes); other "
+	       "formats print bytes.\n\n"
+	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
+	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
+	       "  --format FMT     table (default), json, yaml or csv\n"
+	       "  --svg FILE       write a stacked bar of the peak against "
+	       "the capacity\n"
+	       "  --help           this text\n\n"
+	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
+}
+
+/* Write an SVG atomically. */
+int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
+		  struct gm_diag *diag);
+int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
+		  struct gm_diag *diag)
+{
+	struct gm_file f;
+	int rc = gm_file_begin(&f, path, diag);
+
+	if (rc)
+		return rc;
+	rc = gm_plan_svg(f.fp, plans, n);
+	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
+}
+
+int gm_cmd_plan(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"set", required_argument, NULL, 's'},
+		{"gpu", required_argument, NULL, 'g'},
+		{"format", required_argument, NULL, 'f'},
+		{"svg", required_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sets[MAX_SETS], *gpu = NULL, *svg = NULL;
+	enum gm_format fmt = GM_FORMAT_TABLE;
+	struct gm_diag diag = {{0}};
+	struct gm_spec *spec = NULL;
+	struct gm_plan *plan = NULL;
+	struct gm_param_layout pl;
+	struct gm_plan_gpu g;
+	struct gm_val *v = NULL;
+	int n_sets = 0, c, rc, code = GM_EXIT_USAGE;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (n_sets == MAX_SETS)
+				return gm_cmd_usage_error("plan", "--set: at "
+							  "most %d", MAX_SETS);
+			sets[n_sets++] = optarg;
+			break;
+		case 'g':
+			gpu = optarg;
+			break;
+		case 'f':
+			if (gm_format_parse(optarg, &fmt, &diag))
+				return gm_cmd_usage_error("plan", "%s",
+							  diag.msg);
+			break;
+		case 'v':
+			svg = optarg;
+			break;
+		case 'h':
+			help();
+			return GM_EXIT_OK;
+		case ':':
+			return gm_cmd_usage_error("plan", "%s needs a value",
+						  argv[optind - 1]);
+		default:
+			return gm_cmd_usage_error("plan", "unknown option "
+						  "'%s'", argv[optind - 1]);
+		}
+	}
+	if (optind + 1 != argc)
+		return gm_cmd_usage_error("plan", optind == argc ?
+					  "a spec file is needed" :
+					  "one spec file only");
+	spec = calloc(1, sizeof(*spec));
+	plan = calloc(1, sizeof(*plan));
+	if (!spec || !plan) {
+		gm_error("out of memory");
+		goto out;
+	}
+	rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
+	if (!rc)
+		rc = gm_plan_gpu_resolve(&g, spec, gpu, "--gpu", &diag);
+	if (!rc)
+		rc = gm_plan(spec, &g, NULL, plan, &diag);
+	if (rc) {
+		fprintf(stderr, "gpumem plan: %s\n", diag.msg);
+		code = gm_exit_code(rc);
+		goto out;
+	}
+	if (!gm_params_layout(&spec->model, &pl, NULL) &&
+	    gm_params_mismatch(&spec->model, &pl) > GM_PARAMS_TOLERANCE) {
+		char where[1200];
+		gm_warn("%s: model.parameters %.4g differs from the %llu the "
+			"shape gives by %.1f%%; the shape is used",
+			gm_spec_where(spec, "model.parameters", where,
+				      sizeof(where)), spec->model.parameters,
+			(unsigned long long)pl.total,
+			100 * gm_params_mismatch(&spec->model, &pl));
+	}
+	if (svg && gm__write_svg(svg, plan, 1, &diag)) {
+		fprintf(stderr, "gpumem plan: --svg: %s\n", diag.msg);
+		code = GM_EXIT_USAGE;
+		goto out;
+	}
+	v = gm_plan_report(plan);
+	if (!v || gm_emit(stdout, v, fmt)) {
+		gm_error("cannot print the report");
+		code = GM_EXIT_USAGE;
+		goto out;
+	}
+	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
+out:
+	gm_val_free(v);
+	free(plan);
+	free(spec);
+	return code;
+}
