@@ -341,6 +341,10 @@ static void table_text(char *buf, size_t len, const char *key,
 		snprintf(buf, len, "%s", v->as.b ? "yes" : "no");
 		return;
 	}
+	if (v->kind == GM_VAL_NULL) {
+		snprintf(buf, len, "-");
+		return;
+	}
 	scalar_text(buf, len, v);
 }
 

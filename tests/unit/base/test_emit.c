@@ -20,6 +20,7 @@ static struct gm_val *sample(void)
 	gm_obj_set_str(root, "name", "llama \"7b\"");
 	gm_obj_set_uint(root, "gpu_capacity_bytes", 3 * (1ULL << 29));
 	gm_obj_set_bool(root, "fits", true);
+	gm_obj_set(root, "unknown", gm_val_null());
 	gm_obj_set_uint(per, "weights_bytes", 1ULL << 30);
 	gm_obj_set_real(per, "ratio", 0.5);
 	gm_obj_set(root, "per_gpu", per);
@@ -55,6 +56,7 @@ static void json(void **state)
 			       "  \"name\": \"llama \\\"7b\\\"\",\n"
 			       "  \"gpu_capacity_bytes\": 1610612736,\n"
 			       "  \"fits\": true,\n"
+			       "  \"unknown\": null,\n"
 			       "  \"per_gpu\": {\n"
 			       "    \"weights_bytes\": 1073741824,\n"
 			       "    \"ratio\": 0.5\n"
@@ -83,6 +85,7 @@ static void yaml(void **state)
 	assert_string_equal(s, "name: \"llama \\\"7b\\\"\"\n"
 			       "gpu_capacity_bytes: 1610612736\n"
 			       "fits: true\n"
+			       "unknown: null\n"
 			       "per_gpu:\n"
 			       "  weights_bytes: 1073741824\n"
 			       "  ratio: 0.5\n"
@@ -104,10 +107,10 @@ static void csv(void **state)
 
 	(void)state;
 	assert_string_equal(
-		s, "name,gpu_capacity_bytes,fits,per_gpu.weights_bytes,"
+		s, "name,gpu_capacity_bytes,fits,unknown,per_gpu.weights_bytes,"
 		   "per_gpu.ratio,stages.0.stage,stages.0.peak_bytes,"
 		   "stages.1.stage,stages.1.peak_bytes\n"
-		   "\"llama \"\"7b\"\"\",1610612736,true,1073741824,0.5,0,"
+		   "\"llama \"\"7b\"\"\",1610612736,true,,1073741824,0.5,0,"
 		   "1073741824,1,2147483648\n");
 	free(s);
 	s = render(gm_obj_get(v, "stages"), GM_FORMAT_CSV);
@@ -125,6 +128,7 @@ static void table(void **state)
 	assert_string_equal(s, "name          llama \"7b\"\n"
 			       "gpu capacity  1.50 GiB\n"
 			       "fits          yes\n"
+			       "unknown       -\n"
 			       "\n"
 			       "per gpu:\n"
 			       "  weights  1.00 GiB\n"
@@ -150,7 +154,7 @@ static void inspection(void **state)
 	assert_int_equal(gm_val_len(gm_obj_get(v, "stages")), 2);
 	assert_null(gm_obj_get(v, "missing"));
 	gm_obj_set_uint(v, "fits", 3); /* replaces */
-	assert_int_equal(gm_val_len(v), 5);
+	assert_int_equal(gm_val_len(v), 6);
 	gm_val_free(v);
 }
 
