@@ -1,0 +1,55 @@
+/*
+ * sim.h - the simulated backend (sim.c): address arithmetic only.
+ *
+ * Segments are address ranges cut from a 64-bit space starting at
+ * GM_SIM_BASE; nothing is allocated in host memory for them, so a
+ * 141 GB card is simulated on a laptop. Capacity is enforced exactly:
+ * mapped bytes never exceed total_bytes (GM_EDEVNOMEM otherwise).
+ *
+ * Streams and events: by default the simulated device finishes work the
+ * moment it is submitted (every event is complete). gm_sim_launch()
+ * marks a stream busy (as if a kernel were still running on it) until
+ * gm_sim_finish(); events recorded while it is busy stay GM_EBUSY until
+ * then. Tests use this to check that a block freed under a running
+ * kernel is not handed to another stream early.
+ *
+ * Fault injection for tests: gm_sim_fail_after(be, n) makes the n-th
+ * next device call (seg_alloc, va_reserve, va_map) fail with
+ * GM_EDEVNOMEM.
+ *
+ * Thread safety: all ops are safe to call from many threads.
+ * Errors: GM_EINVAL, GM_ENOMEM (host), GM_EDEVNOMEM.
+ */
+#ifndef GM_SIM_H
+#define GM_SIM_H
+
+#include "backend.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GM_SIM_BASE ((uint64_t)1 << 40)
+
+struct gm_sim_options {
+	uint64_t total_bytes;   /* capacity of the simulated card */
+	uint64_t granule_bytes; /* virtual-segment granule; 0 = 2 MiB */
+	bool virtual_segments;  /* offer va_* ops */
+};
+
+/* Create a simulated backend. Returns 0, GM_EINVAL or GM_ENOMEM. */
+int gm_sim_backend_create(struct gm_backend **out,
+			  const struct gm_sim_options *opt);
+
+/* Make stream busy: events recorded from now on stay pending. */
+void gm_sim_launch(struct gm_backend *be, uintptr_t stream);
+
+/* Finish all work submitted to stream so far. */
+void gm_sim_finish(struct gm_backend *be, uintptr_t stream);
+
+/* Fail the n-th next device call (1 = the next one); 0 disables. */
+void gm_sim_fail_after(struct gm_backend *be, unsigned n);
+
+/* Bytes the simulated device has handed out (segments + mapped). */
+uint64_t gm_sim_used(struct gm_backend *be);
+
+#endif
