@@ -1,0 +1,1668 @@
+/*
+ * pool.c - the caching device-memory allocator (see pool.h).
+ *
+ * Structure. A pool owns arenas, one per stream (created on first use).
+ * An arena owns segments; a segment is cut into blocks that are linked
+ * in address order (prev/next, boundary tags as in dlmalloc and
+ * PyTorch's Block). Free blocks sit in the arena's treap (tree.h) per
+ * size class; fully free segments also sit in a second treap so another
+ * stream can take a whole segment. Live blocks are found by address in a
+ * sharded hash map (PyTorch shards its pointer map for the same reason:
+ * pytorch/pytorch PR 118550, lock contention with many threads).
+ *
+ * Locks, in the only order they nest: shard lock alone; arena lock
+ * alone; pool->slow_lock then (one at a time) arena locks. Never two
+ * arena locks at once.
+ *
+ * Counters: bytes and counts per arena under its lock (summed when read);
+ * allocated, active and reserved bytes and the segment count also as
+ * pool-wide atomics so their peaks are exact across arenas.
+ */
+#include "pool.h"
+
+#include "backend.h"
+#include "emit.h"
+#include "error.h"
+#include "tree.h"
+#include "units.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Constants from PyTorch's c10/cuda/CUDACachingAllocator.cpp
+ * (shared/reference/allocators.md section 1.1): kMinBlockSize 512,
+ * kSmallSize 1 MiB, kSmallBuffer 2 MiB, kMinLargeAlloc 10 MiB,
+ * kLargeBuffer 20 MiB, kRoundLarge 2 MiB.
+ */
+#define MIN_BLOCK 512ULL
+#define SMALL_SIZE GM_MiB
+#define SMALL_BUFFER (2 * GM_MiB)
+#define MIN_LARGE_ALLOC (10 * GM_MiB)
+#define LARGE_BUFFER (20 * GM_MiB)
+#define ROUND_LARGE (2 * GM_MiB)
+#define MAX_REQUEST ((uint64_t)1 << 60)
+
+#define NSHARD 64
+#define ARENA_SLOTS 1024
+
+enum { POOL_SMALL, POOL_LARGE, NPOOLS };
+enum { B_FREE, B_ALLOC, B_PENDING };
+
+/* Per-arena statistics (PyTorch memory_stats names). */
+enum {
+	S_ALLOC_B, S_REQ_B, S_ACTIVE_B, S_ISPLIT_B,
+	S_ALLOCS, S_ACTIVE, S_ISPLIT, NSTAT
+};
+
+struct blk {
+	struct gm_tnode node; /* node.size: block size; node.addr: start */
+	struct blk *prev, *next; /* address neighbours in the segment */
+	struct seg *seg;
+	uint64_t requested;
+	uint8_t state;
+	uint8_t split_counted; /* counted in inactive_split */
+	uint16_t nuses, capuses;
+	uintptr_t *uses;       /* record_stream() streams */
+	uint64_t *events;      /* one per use while pending */
+	struct blk *link;      /* pending list / spare list */
+};
+
+struct seg {
+	struct gm_tnode node; /* in the empty tree: size, addr */
+	uint64_t va_size;     /* virtual: reserved range; else = size */
+	struct arena *arena;
+	struct blk *first, *last;
+	struct seg *sprev, *snext;
+	uint32_t nused;       /* allocated + pending blocks */
+	uint64_t free_seq;    /* arena free_seq when it became empty */
+	uint8_t pool, virt, in_empty;
+};
+
+struct astat {
+	uint64_t cur, peak, inc, dec;
+};
+
+struct arena {
+	pthread_mutex_t lock;
+	uintptr_t stream;
+	struct gm_tnode *free_tree[NPOOLS];
+	struct gm_tnode *empty_tree[NPOOLS];
+	struct seg *segs;
+	struct seg *vseg[NPOOLS];
+	/* Stream safety for other streams: frees are numbered; done_seq is
+	 * the highest number known complete on the device. */
+	uint64_t free_seq, done_seq, event_seq, event;
+	bool event_live;
+	struct blk *pending; /* freed with record_stream() events */
+	struct blk *spare;   /* unused block structs */
+	struct astat st[NSTAT];
+	uint64_t hist[GM_POOL_HIST_BUCKETS];
+};
+
+struct shard {
+	pthread_mutex_t lock;
+	uint64_t *keys; /* 0 = empty */
+	struct blk **vals;
+	size_t cap, n;
+} __attribute__((aligned(64)));
+
+struct gstat {
+	_Atomic uint64_t cur, peak, inc, dec;
+};
+
+struct gm_pool {
+	struct gm_backend *be;
+	struct gm_pool_options opt;
+	uint64_t cap;       /* effective cap on reserved bytes */
+	bool has_cap;       /* cap below the device total was asked */
+	uint64_t total;
+	uint64_t max_split; /* UINT64_MAX = unlimited */
+	struct gstat reserved, segments, allocated, active;
+	_Atomic uint64_t retries, ooms, limit_rej, dev_alloc, dev_free, xstream;
+	pthread_mutex_t slow_lock; /* arena creation, OOM record */
+	_Atomic(struct arena *) arenas[ARENA_SLOTS];
+	struct gm_pool_oom last_oom;
+	struct shard shards[NSHARD];
+};
+
+/* ==== Small helpers ==== */
+
+static void gstat_add(struct gstat *s, uint64_t n)
+{
+	uint64_t v = atomic_fetch_add_explicit(&s->cur, n,
+					       memory_order_relaxed) + n;
+	uint64_t pk = atomic_load_explicit(&s->peak, memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&s->inc, n, memory_order_relaxed);
+	while (v > pk && !atomic_compare_exchange_weak_explicit(&s->peak,
+			&pk, v, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+static void gstat_sub(struct gstat *s, uint64_t n)
+{
+	atomic_fetch_sub_explicit(&s->cur, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->dec, n, memory_order_relaxed);
+}
+
+static void astat_add(struct arena *a, int i, uint64_t n)
+{
+	struct astat *s = &a->st[i];
+
+	s->cur += n;
+	s->inc += n;
+	if (s->cur > s->peak)
+		s->peak = s->cur;
+}
+
+static void astat_sub(struct arena *a, int i, uint64_t n)
+{
+	a->st[i].cur -= n;
+	a->st[i].dec += n;
+}
+
+static unsigned log2_floor(uint64_t v)
+{
+	return 63u - (unsigned)__builtin_clzll(v);
+}
+
+static unsigned hist_bucket(uint64_t size)
+{
+	unsigned b = log2_floor(size);
+
+	return b < GM_POOL_HIST_BUCKETS ? b : GM_POOL_HIST_BUCKETS - 1;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t m)
+{
+	return (v + m - 1) / m * m;
+}
+
+/* ==== Size policy ==== */
+
+/*
+ * PyTorch round_size (allocators.md 1.2): at least 512 B, a multiple of
+ * 512 B; with roundup_power2_divisions d > 1, sizes above 1 MiB round up
+ * to the next of d equal steps between powers of two (1200 with 4
+ * divisions of [1024, 2048) gives 1280). The 1 MiB start is PyTorch's
+ * kRoundUpPowerOfTwoStart (c10/core/AllocatorConfig.cpp).
+ */
+uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
+{
+	unsigned d = pool->opt.roundup_power2_divisions;
+
+	if (size < MIN_BLOCK)
+		return MIN_BLOCK;
+	if (d > 1 && size > SMALL_SIZE) {
+		uint64_t floor2 = (uint64_t)1 << log2_floor(size);
+		uint64_t step = floor2 / d;
+
+		if (size == floor2)
+			return size;
+		if (step < MIN_BLOCK)
+			step = MIN_BLOCK;
+		return round_up(size, step);
+	}
+	return round_up(size, MIN_BLOCK);
+}
+
+/* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
+static int pool_of(uint64_t rounded)
+{
+	return rounded <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+}
+
+/*
+ * PyTorch get_allocation_size (allocators.md 1.3): small requests get a
+ * 2 MiB segment, 1-10 MiB requests share 20 MiB segments, larger ones
+ * their own segment rounded up to 2 MiB. Without caching: the request.
+ */
+static uint64_t segment_size(const struct gm_pool *p, uint64_t rounded)
+{
+	if (p->opt.no_cache)
+		return rounded;
+	if (rounded <= SMALL_SIZE)
+		return SMALL_BUFFER;
+	if (rounded < MIN_LARGE_ALLOC)
+		return LARGE_BUFFER;
+	return round_up(rounded, ROUND_LARGE);
+}
+
+/*
+ * PyTorch should_split (allocators.md 1.5): small pool (and expandable
+ * segments) split when at least 512 B remain; large pool only when the
+ * request is below max_split_size and more than 1 MiB would remain, so
+ * the large pool is not littered with slivers.
+ */
+static bool should_split(const struct gm_pool *p, const struct blk *b,
+			 uint64_t rounded)
+{
+	uint64_t rest = b->node.size - rounded;
+
+	if (b->seg->pool == POOL_SMALL || b->seg->virt)
+		return rest >= MIN_BLOCK;
+	return rounded < p->max_split && rest > SMALL_SIZE;
+}
+
+/*
+ * PyTorch get_free_block oversize rules (allocators.md 1.4): a request
+ * below max_split_size never takes a block at or above it, and a request
+ * above it takes one at most kLargeBuffer (20 MiB) larger.
+ */
+static bool fit_ok(const struct gm_pool *p, uint64_t rounded, uint64_t bsize)
+{
+	if (p->max_split == UINT64_MAX)
+		return true;
+	if (rounded < p->max_split && bsize >= p->max_split)
+		return false;
+	if (rounded >= p->max_split && bsize >= rounded + LARGE_BUFFER)
+		return false;
+	return true;
+}
+
+/* ==== Address map (sharded open addressing, linear probing) ==== */
+
+static uint64_t hash_addr(uint64_t addr)
+{
+	uint64_t z = (addr >> 9) * 0x9e3779b97f4a7c15ULL;
+
+	return z ^ (z >> 32);
+}
+
+static struct shard *shard_of(struct gm_pool *p, uint64_t h)
+{
+	return &p->shards[h >> 58];
+}
+
+/* Grow a shard to hold more keys. Caller holds its lock. */
+static int shard_grow(struct shard *s)
+{
+	size_t cap = s->cap ? s->cap * 2 : 256;
+	uint64_t *keys = calloc(cap, sizeof(*keys));
+	struct blk **vals = malloc(cap * sizeof(*vals));
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return GM_ENOMEM;
+	}
+	for (size_t i = 0; i < s->cap; i++) {
+		size_t j;
+
+		if (!s->keys[i])
+			continue;
+		j = hash_addr(s->keys[i]) & (cap - 1);
+		while (keys[j])
+			j = (j + 1) & (cap - 1);
+		keys[j] = s->keys[i];
+		vals[j] = s->vals[i];
+	}
+	free(s->keys);
+	free(s->vals);
+	s->keys = keys;
+	s->vals = vals;
+	s->cap = cap;
+	return 0;
+}
+
+static int map_insert(struct gm_pool *p, struct blk *b)
+{
+	uint64_t key = b->node.addr, h = hash_addr(key);
+	struct shard *s = shard_of(p, h);
+	size_t i;
+
+	pthread_mutex_lock(&s->lock);
+	if ((s->n + 1) * 4 > s->cap * 3 && shard_grow(s)) {
+		pthread_mutex_unlock(&s->lock);
+		return GM_ENOMEM;
+	}
+	i = h & (s->cap - 1);
+	while (s->keys[i])
+		i = (i + 1) & (s->cap - 1);
+	s->keys[i] = key;
+	s->vals[i] = b;
+	s->n++;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Remove key and return its block (NULL if absent). Backward-shift
+ * deletion keeps probe chains intact without tombstones. */
+static struct blk *map_take(struct gm_pool *p, uint64_t key)
+{
+	uint64_t h = hash_addr(key);
+	struct shard *s = shard_of(p, h);
+	struct blk *b = NULL;
+	size_t i, j, mask;
+
+	if (!key)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	if (!s->cap)
+		goto out;
+	mask = s->cap - 1;
+	for (i = h & mask; s->keys[i] && s->keys[i] != key; i = (i + 1) & mask)
+		;
+	if (!s->keys[i])
+		goto out;
+	b = s->vals[i];
+	s->n--;
+	for (j = (i + 1) & mask; s->keys[j]; j = (j + 1) & mask) {
+		size_t home = hash_addr(s->keys[j]) & mask;
+
+		/* Move j to the hole at i unless its home lies in (i, j]. */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			s->keys[i] = s->keys[j];
+			s->vals[i] = s->vals[j];
+			i = j;
+		}
+	}
+	s->keys[i] = 0;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return b;
+}
+
+static struct blk *map_get(struct gm_pool *p, uint64_t key)
+{
+	uint64_t h = hash_addr(key);
+	struct shard *s = shard_of(p, h);
+	struct blk *b = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->cap) {
+		size_t mask = s->cap - 1, i;
+
+		for (i = h & mask; s->keys[i]; i = (i + 1) & mask)
+			if (s->keys[i] == key) {
+				b = s->vals[i];
+				break;
+			}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return b;
+}
+
+/* ==== Arenas ==== */
+
+static struct arena *arena_find(struct gm_pool *p, uintptr_t stream,
+				unsigned *slot)
+{
+	unsigned h = (unsigned)(((uint64_t)stream * 0x9e3779b97f4a7c15ULL)
+				>> 54);
+
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		unsigned k = (h + i) % ARENA_SLOTS;
+		struct arena *a = atomic_load_explicit(&p->arenas[k],
+						       memory_order_acquire);
+
+		if (!a) {
+			*slot = k;
+			return NULL;
+		}
+		if (a->stream == stream)
+			return a;
+	}
+	*slot = ARENA_SLOTS;
+	return NULL;
+}
+
+/* The arena of stream, created on first use. NULL: out of host memory or
+ * more than ARENA_SLOTS streams. */
+static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
+{
+	struct arena *a;
+	unsigned slot;
+
+	a = arena_find(p, stream, &slot);
+	if (a)
+		return a;
+	pthread_mutex_lock(&p->slow_lock);
+	a = arena_find(p, stream, &slot);
+	if (!a && slot < ARENA_SLOTS) {
+		a = calloc(1, sizeof(*a));
+		if (a) {
+			pthread_mutex_init(&a->lock, NULL);
+			a->stream = stream;
+			atomic_store_explicit(&p->arenas[slot], a,
+					      memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&p->slow_lock);
+	return a;
+}
+
+static struct arena *arena_at(struct gm_pool *p, unsigned i)
+{
+	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+}
+
+/* ==== Blocks ==== */
+
+static struct blk *blk_new(struct arena *a)
+{
+	struct blk *b = a->spare;
+
+	if (b) {
+		a->spare = b->link;
+		memset(b, 0, sizeof(*b));
+		return b;
+	}
+	return calloc(1, sizeof(*b));
+}
+
+static void blk_put(struct arena *a, struct blk *b)
+{
+	free(b->uses);
+	free(b->events);
+	b->uses = NULL;
+	b->events = NULL;
+	b->link = a->spare;
+	a->spare = b;
+}
+
+static bool is_split(const struct blk *b)
+{
+	return b->prev || b->next;
+}
+
+/* Put a free block into its arena's size tree (and count it in
+ * inactive_split when its segment holds other blocks). */
+static void tree_put(struct arena *a, struct blk *b)
+{
+	gm_tree_insert(&a->free_tree[b->seg->pool], &b->node);
+	b->split_counted = is_split(b);
+	if (b->split_counted) {
+		astat_add(a, S_ISPLIT_B, b->node.size);
+		astat_add(a, S_ISPLIT, 1);
+	}
+}
+
+static void tree_take(struct arena *a, struct blk *b)
+{
+	gm_tree_remove(&a->free_tree[b->seg->pool], &b->node);
+	if (b->split_counted) {
+		astat_sub(a, S_ISPLIT_B, b->node.size);
+		astat_sub(a, S_ISPLIT, 1);
+		b->split_counted = 0;
+	}
+}
+
+static void empty_put(struct arena *a, struct seg *s)
+{
+	gm_tree_insert(&a->empty_tree[s->pool], &s->node);
+	s->in_empty = 1;
+}
+
+static void empty_take(struct arena *a, struct seg *s)
+{
+	if (!s->in_empty)
+		return;
+	gm_tree_remove(&a->empty_tree[s->pool], &s->node);
+	s->in_empty = 0;
+}
+
+/*
+ * Hand out rounded bytes from free block b (in the tree). Splits off the
+ * rest as a new free block when should_split() says so; if the block
+ * struct for the rest cannot be had, the whole block is handed out (the
+ * accounting stays exact). Caller holds a->lock. Returns b.
+ */
+static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
+			 uint64_t rounded, uint64_t requested)
+{
+	struct seg *s = b->seg;
+
+	tree_take(a, b);
+	if (should_split(p, b, rounded)) {
+		struct blk *r = blk_new(a);
+
+		if (r) {
+			r->node.addr = b->node.addr + rounded;
+			r->node.size = b->node.size - rounded;
+			r->seg = s;
+			r->state = B_FREE;
+			r->prev = b;
+			r->next = b->next;
+			if (b->next)
+				b->next->prev = r;
+			else
+				s->last = r;
+			b->next = r;
+			b->node.size = rounded;
+			tree_put(a, r);
+		}
+	}
+	b->state = B_ALLOC;
+	b->requested = requested;
+	if (s->nused++ == 0)
+		empty_take(a, s);
+	astat_add(a, S_ALLOC_B, b->node.size);
+	astat_add(a, S_REQ_B, requested);
+	astat_add(a, S_ACTIVE_B, b->node.size);
+	astat_add(a, S_ALLOCS, 1);
+	astat_add(a, S_ACTIVE, 1);
+	a->hist[hist_bucket(b->node.size)]++;
+	gstat_add(&p->allocated, b->node.size);
+	gstat_add(&p->active, b->node.size);
+	return b;
+}
+
+/* Best fit in arena a (PyTorch get_free_block); caller holds a->lock. */
+static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
+			    uint64_t rounded)
+{
+	struct gm_tnode *n = gm_tree_lower_bound(a->free_tree[pool], rounded);
+
+	if (!n || !fit_ok(p, rounded, n->size))
+		return NULL;
+	return (struct blk *)n;
+}
+
+/* ==== Segments ==== */
+
+/*
+ * Charge n bytes of reserved memory against the cap, exactly: the
+ * compare-and-swap loop never lets the counter pass the cap, and the
+ * test "n > cap - cur" cannot underflow because cur <= cap always holds
+ * (HAMi-core's unsigned underflows: allocators.md 5.1). *level gets the
+ * reserved bytes this charge brought the pool to, for reserve_commit().
+ */
+static int reserve_charge(struct gm_pool *p, uint64_t n, uint64_t *level)
+{
+	uint64_t cur = atomic_load_explicit(&p->reserved.cur,
+					    memory_order_relaxed);
+
+	do {
+		if (p->has_cap && n > p->cap - cur) {
+			atomic_fetch_add(&p->limit_rej, 1);
+			return GM_ELIMIT;
+		}
+		if (n > UINT64_MAX - cur)
+			return GM_ELIMIT;
+	} while (!atomic_compare_exchange_weak_explicit(&p->reserved.cur,
+			&cur, cur + n, memory_order_relaxed,
+			memory_order_relaxed));
+	*level = cur + n;
+	return 0;
+}
+
+/* The device gave the charged bytes: count them in the total and the
+ * peak (only now, so a refused request never raises the peak). */
+static void reserve_commit(struct gm_pool *p, uint64_t n, uint64_t level)
+{
+	uint64_t pk = atomic_load(&p->reserved.peak);
+
+	atomic_fetch_add(&p->reserved.inc, n);
+	while (level > pk && !atomic_compare_exchange_weak(&p->reserved.peak,
+							   &pk, level))
+		;
+}
+
+/* The device refused: give the charge back. */
+static void reserve_undo(struct gm_pool *p, uint64_t n)
+{
+	atomic_fetch_sub(&p->reserved.cur, n);
+}
+
+static void reserve_release(struct gm_pool *p, uint64_t n)
+{
+	atomic_fetch_sub(&p->reserved.cur, n);
+	atomic_fetch_add(&p->reserved.dec, n);
+}
+
+/*
+ * A new plain segment of segment_size(rounded) bytes, with its single
+ * free block, not yet in any arena. Returns 0, GM_ELIMIT, GM_EDEVNOMEM,
+ * GM_ENOMEM or GM_EDEVICE; nothing is left charged on failure.
+ */
+static int seg_new(struct gm_pool *p, struct arena *a, int pool,
+		   uint64_t rounded, struct seg **out)
+{
+	uint64_t size = segment_size(p, rounded), addr = 0, level;
+	struct seg *s;
+	struct blk *b;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	b = calloc(1, sizeof(*b));
+	if (!s || !b) {
+		err = GM_ENOMEM;
+		goto fail;
+	}
+	err = reserve_charge(p, size, &level);
+	if (err)
+		goto fail;
+	err = p->be->ops->seg_alloc(p->be, size, &addr);
+	if (err) {
+		reserve_undo(p, size);
+		goto fail;
+	}
+	reserve_commit(p, size, level);
+	atomic_fetch_add(&p->dev_alloc, 1);
+	gstat_add(&p->segments, 1);
+	s->node.addr = addr;
+	s->node.size = size;
+	s->va_size = size;
+	s->pool = (uint8_t)pool;
+	s->first = s->last = b;
+	b->node.addr = addr;
+	b->node.size = size;
+	b->seg = s;
+	b->state = B_FREE;
+	*out = s;
+	return 0;
+fail:
+	free(s);
+	free(b);
+	return err;
+}
+
+/* Add a segment (all free, one block) to arena a. Caller holds a->lock. */
+static void seg_adopt(struct arena *a, struct seg *s)
+{
+	s->arena = a;
+	s->sprev = NULL;
+	s->snext = a->segs;
+	if (a->segs)
+		a->segs->sprev = s;
+	a->segs = s;
+	tree_put(a, s->first);
+	if (!s->virt)
+		empty_put(a, s);
+}
+
+/* Remove an empty plain segment from arena a. Caller holds a->lock. */
+static void seg_unlink(struct arena *a, struct seg *s)
+{
+	empty_take(a, s);
+	tree_take(a, s->first);
+	if (s->sprev)
+		s->sprev->snext = s->snext;
+	else
+		a->segs = s->snext;
+	if (s->snext)
+		s->snext->sprev = s->sprev;
+	s->sprev = s->snext = NULL;
+}
+
+/* Return an unlinked empty plain segment to the backend. */
+static int seg_destroy(struct gm_pool *p, struct seg *s)
+{
+	int err = p->be->ops->seg_free(p->be, s->node.addr, s->node.size);
+
+	atomic_fetch_add(&p->dev_free, 1);
+	reserve_release(p, s->node.size);
+	gstat_sub(&p->segments, 1);
+	free(s->first);
+	free(s);
+	return err;
+}
+
+/* ==== Stream safety ==== */
+
+/*
+ * True when every free on arena o numbered <= seq has completed on the
+ * device, so its memory may serve another stream. RMM records an event
+ * on every deallocate and waits on it before another stream steals the
+ * block (allocators.md 2.2); its own comment notes that cudaEventRecord
+ * "has significant overhead on deallocations". Here frees are numbered
+ * and an event is recorded on o's stream only when another stream wants
+ * its memory: it covers every free made before it, and it is queried,
+ * never waited on. Caller holds o->lock.
+ */
+static bool frees_done(struct gm_pool *p, struct arena *o, uint64_t seq)
+{
+	const struct gm_backend_ops *ops = p->be->ops;
+
+	if (o->done_seq >= seq)
+		return true;
+	if (!o->event_live) {
+		if (ops->event_record(p->be, o->stream, &o->event))
+			return false;
+		o->event_seq = o->free_seq;
+		o->event_live = true;
+	}
+	if (ops->event_query(p->be, o->event))
+		return false;
+	o->done_seq = o->event_seq;
+	ops->event_destroy(p->be, o->event);
+	o->event_live = false;
+	return o->done_seq >= seq;
+}
+
+/*
+ * Take a fully free plain segment that fits rounded from another
+ * stream's arena, once that stream's work before the frees is done.
+ * PyTorch never reuses a block on another stream without empty_cache
+ * (allocators.md 1.11); this moves the segment without a device call.
+ */
+static struct seg *steal(struct gm_pool *p, struct arena *self, int pool,
+			 uint64_t rounded)
+{
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *o = arena_at(p, i);
+		struct gm_tnode *n;
+		struct seg *s;
+
+		if (!o || o == self || !o->empty_tree[pool])
+			continue;
+		pthread_mutex_lock(&o->lock);
+		n = gm_tree_lower_bound(o->empty_tree[pool], rounded);
+		s = (struct seg *)n;
+		if (s && fit_ok(p, rounded, s->node.size) &&
+		    frees_done(p, o, s->free_seq)) {
+			seg_unlink(o, s);
+			pthread_mutex_unlock(&o->lock);
+			atomic_fetch_add(&p->xstream, 1);
+			return s;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+	return NULL;
+}
+
+/* Complete pending (record_stream) frees whose events are done. Caller
+ * holds a->lock. */
+static void free_block(struct gm_pool *p, struct arena *a, struct blk *b);
+
+static void process_events(struct gm_pool *p, struct arena *a, bool wait)
+{
+	struct blk **link = &a->pending;
+
+	while (*link) {
+		struct blk *b = *link;
+		bool done = true;
+
+		for (unsigned i = 0; i < b->nuses; i++) {
+			if (!b->events[i])
+				continue;
+			if (wait)
+				p->be->ops->event_sync(p->be, b->events[i]);
+			else if (p->be->ops->event_query(p->be, b->events[i])) {
+				done = false;
+				continue;
+			}
+			p->be->ops->event_destroy(p->be, b->events[i]);
+			b->events[i] = 0;
+		}
+		if (!done) {
+			link = &b->link;
+			continue;
+		}
+		*link = b->link;
+		b->link = NULL;
+		astat_sub(a, S_ACTIVE_B, b->node.size);
+		astat_sub(a, S_ACTIVE, 1);
+		gstat_sub(&p->active, b->node.size);
+		free_block(p, a, b);
+	}
+}
+
+/* ==== Virtual segments ==== */
+
+/*
+ * Grow arena a's virtual segment of pool so that a free block of at
+ * least rounded bytes ends it (PyTorch expandable segments,
+ * allocators.md 1.10: map the missing granules at the end). The range
+ * reserved is 1 1/8 of the device, as PyTorch's. Caller holds a->lock.
+ * Returns the free tail block, or NULL with *err set.
+ */
+static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
+			     uint64_t rounded, int *err)
+{
+	const struct gm_backend_ops *ops = p->be->ops;
+	uint64_t g = p->be->granule_bytes, tail = 0, grow, level;
+	struct seg *s = a->vseg[pool];
+	struct blk *t;
+
+	if (!s) {
+		uint64_t va = round_up(p->total + p->total / 8, g), addr;
+
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			*err = GM_ENOMEM;
+			return NULL;
+		}
+		*err = ops->va_reserve(p->be, va, &addr);
+		if (*err) {
+			free(s);
+			return NULL;
+		}
+		s->node.addr = addr;
+		s->va_size = va;
+		s->virt = 1;
+		s->pool = (uint8_t)pool;
+		s->arena = a;
+		s->snext = a->segs;
+		if (a->segs)
+			a->segs->sprev = s;
+		a->segs = s;
+		a->vseg[pool] = s;
+		gstat_add(&p->segments, 1);
+	}
+	t = s->last;
+	if (t && t->state == B_FREE)
+		tail = t->node.size;
+	grow = round_up(rounded - tail, g);
+	if (grow > s->va_size - s->node.size) {
+		*err = GM_EDEVNOMEM;
+		return NULL;
+	}
+	*err = reserve_charge(p, grow, &level);
+	if (*err)
+		return NULL;
+	*err = ops->va_map(p->be, s->node.addr + s->node.size, grow);
+	if (*err) {
+		reserve_undo(p, grow);
+		return NULL;
+	}
+	atomic_fetch_add(&p->dev_alloc, 1);
+	if (tail) {
+		reserve_commit(p, grow, level);
+		tree_take(a, t);
+		t->node.size += grow;
+	} else {
+		t = blk_new(a);
+		if (!t) {
+			ops->va_unmap(p->be, s->node.addr + s->node.size, grow);
+			reserve_undo(p, grow);
+			*err = GM_ENOMEM;
+			return NULL;
+		}
+		reserve_commit(p, grow, level);
+		t->node.addr = s->node.addr + s->node.size;
+		t->node.size = grow;
+		t->seg = s;
+		t->state = B_FREE;
+		t->prev = s->last;
+		if (s->last)
+			s->last->next = t;
+		else
+			s->first = t;
+		s->last = t;
+	}
+	s->node.size += grow;
+	tree_put(a, t);
+	return t;
+}
+
+/* Unmap the whole granules of a free tail block of virtual segment s.
+ * Caller holds a->lock and has synchronized the device. */
+static int vseg_shrink(struct gm_pool *p, struct arena *a, struct seg *s)
+{
+	uint64_t g = p->be->granule_bytes, cut, off, n;
+	struct blk *t = s->last;
+	int err;
+
+	if (!t || t->state != B_FREE)
+		return 0;
+	off = round_up(t->node.addr - s->node.addr, g);
+	if (off >= s->node.size)
+		return 0;
+	n = s->node.size - off;
+	err = p->be->ops->va_unmap(p->be, s->node.addr + off, n);
+	if (err)
+		return err;
+	atomic_fetch_add(&p->dev_free, 1);
+	reserve_release(p, n);
+	s->node.size = off;
+	tree_take(a, t);
+	cut = t->node.size - n;
+	if (cut) {
+		t->node.size = cut;
+		tree_put(a, t);
+		return 0;
+	}
+	s->last = t->prev;
+	if (t->prev)
+		t->prev->next = NULL;
+	else
+		s->first = NULL;
+	blk_put(a, t);
+	return 0;
+}
+
+/* ==== Free ==== */
+
+/*
+ * Return block b to its arena's free tree, merging free neighbours
+ * (PyTorch free_block / try_merge_blocks). With caching off, a segment
+ * that becomes empty goes back to the backend at once. Caller holds
+ * a->lock; b is no longer counted as allocated or active.
+ */
+static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
+{
+	struct seg *s = b->seg;
+	struct blk *n;
+
+	b->state = B_FREE;
+	if (b->prev && b->prev->state == B_FREE) {
+		struct blk *pv = b->prev;
+
+		tree_take(a, pv);
+		pv->node.size += b->node.size;
+		pv->next = b->next;
+		if (b->next)
+			b->next->prev = pv;
+		else
+			s->last = pv;
+		blk_put(a, b);
+		b = pv;
+	}
+	n = b->next;
+	if (n && n->state == B_FREE) {
+		tree_take(a, n);
+		b->node.size += n->node.size;
+		b->next = n->next;
+		if (n->next)
+			n->next->prev = b;
+		else
+			s->last = b;
+		blk_put(a, n);
+	}
+	tree_put(a, b);
+	a->free_seq++;
+	if (--s->nused == 0 && !s->virt) {
+		s->free_seq = a->free_seq;
+		empty_put(a, s);
+		if (p->opt.no_cache) {
+			seg_unlink(a, s);
+			seg_destroy(p, s);
+		}
+	}
+}
+
+int gm_pool_free(struct gm_pool *pool, uint64_t addr)
+{
+	struct blk *b = map_take(pool, addr);
+	struct arena *a;
+
+	if (!b)
+		return GM_ENOTFOUND;
+	a = b->seg->arena;
+	pthread_mutex_lock(&a->lock);
+	astat_sub(a, S_ALLOC_B, b->node.size);
+	astat_sub(a, S_REQ_B, b->requested);
+	astat_sub(a, S_ALLOCS, 1);
+	a->hist[hist_bucket(b->node.size)]--;
+	gstat_sub(&pool->allocated, b->node.size);
+	if (b->nuses) {
+		/* PyTorch insert_events: one event per other stream. */
+		b->events = calloc(b->nuses, sizeof(*b->events));
+		for (unsigned i = 0; b->events && i < b->nuses; i++)
+			if (pool->be->ops->event_record(pool->be, b->uses[i],
+							&b->events[i]))
+				b->events[i] = 0;
+		if (!b->events) /* no host memory: be safe, wait now */
+			pool->be->ops->synchronize(pool->be);
+		else {
+			b->state = B_PENDING;
+			b->link = a->pending;
+			a->pending = b;
+			pthread_mutex_unlock(&a->lock);
+			return 0;
+		}
+	}
+	astat_sub(a, S_ACTIVE_B, b->node.size);
+	astat_sub(a, S_ACTIVE, 1);
+	gstat_sub(&pool->active, b->node.size);
+	free_block(pool, a, b);
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
+int gm_pool_record_stream(struct gm_pool *pool, uint64_t addr,
+			  uintptr_t stream)
+{
+	struct blk *b = map_get(pool, addr);
+	struct arena *a;
+	int err = 0;
+
+	if (!b)
+		return GM_ENOTFOUND;
+	a = b->seg->arena;
+	pthread_mutex_lock(&a->lock);
+	if (stream == a->stream)
+		goto out;
+	for (unsigned i = 0; i < b->nuses; i++)
+		if (b->uses[i] == stream)
+			goto out;
+	if (b->nuses == b->capuses) {
+		unsigned cap = b->capuses ? b->capuses * 2u : 2u;
+
+		if (cap > UINT16_MAX) {
+			err = GM_ENOMEM;
+			goto out;
+		}
+		uintptr_t *u = realloc(b->uses, cap * sizeof(*u));
+
+		if (!u) {
+			err = GM_ENOMEM;
+			goto out;
+		}
+		b->uses = u;
+		b->capuses = (uint16_t)cap;
+	}
+	b->uses[b->nuses++] = stream;
+out:
+	pthread_mutex_unlock(&a->lock);
+	return err;
+}
+
+/* ==== Allocate ==== */
+
+/* Fill the OOM report after a failure (under slow_lock). */
+static void record_oom(struct gm_pool *p, int err, uint64_t size,
+		       uint64_t rounded, uintptr_t stream)
+{
+	struct gm_pool_stats st;
+	struct gm_pool_oom *o = &p->last_oom;
+	uint64_t headroom = 0, dev_free = 0;
+
+	gm_pool_get_stats(p, &st);
+	atomic_fetch_add(&p->ooms, 1);
+	if (p->be->ops->mem_free)
+		p->be->ops->mem_free(p->be, &dev_free);
+	pthread_mutex_lock(&p->slow_lock);
+	memset(o, 0, sizeof(*o));
+	o->err = err;
+	o->requested_bytes = size;
+	o->rounded_bytes = rounded;
+	o->stream = stream;
+	o->allocated_bytes = st.allocated_bytes.current;
+	o->reserved_bytes = st.reserved_bytes.current;
+	o->free_cached_bytes = st.free_bytes;
+	o->largest_free_bytes = st.largest_free_bytes;
+	o->cap_bytes = p->cap;
+	o->device_free_bytes = dev_free;
+	/* Bytes that could still be had: under the cap and on the device. */
+	if (o->reserved_bytes < p->cap)
+		headroom = p->cap - o->reserved_bytes;
+	if (headroom > dev_free && p->be->ops->mem_free)
+		headroom = dev_free;
+	o->kind = st.free_bytes >= rounded ||
+			  (headroom <= UINT64_MAX - st.free_bytes &&
+			   headroom + st.free_bytes >= rounded) ?
+			  GM_OOM_FRAGMENTATION : GM_OOM_SHORTAGE;
+	pthread_mutex_unlock(&p->slow_lock);
+}
+
+/*
+ * Get memory for rounded bytes in arena a when its tree has no fit:
+ * another stream's free segment, a new segment (or more granules), then
+ * the same after releasing every cached segment (PyTorch malloc, steps
+ * 3-6 in allocators.md 1.7). Returns the block handed out, with
+ * a->lock NOT held, or NULL with *err set.
+ */
+static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
+			      uint64_t size, uint64_t rounded, int *err)
+{
+	struct seg *s = NULL;
+	struct blk *b;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (p->opt.virtual_segments && !p->opt.no_cache) {
+			pthread_mutex_lock(&a->lock);
+			b = best_fit(p, a, pool, rounded);
+			if (!b)
+				b = vseg_grow(p, a, pool, rounded, err);
+			if (b) {
+				b = carve(p, a, b, rounded, size);
+				pthread_mutex_unlock(&a->lock);
+				return b;
+			}
+			pthread_mutex_unlock(&a->lock);
+		} else {
+			if (!p->opt.no_cache)
+				s = steal(p, a, pool, rounded);
+			if (!s)
+				*err = seg_new(p, a, pool, rounded, &s);
+			if (s) {
+				pthread_mutex_lock(&a->lock);
+				seg_adopt(a, s);
+				b = carve(p, a, s->first, rounded, size);
+				pthread_mutex_unlock(&a->lock);
+				return b;
+			}
+		}
+		if (*err != GM_ELIMIT && *err != GM_EDEVNOMEM)
+			return NULL;
+		if (attempt == 0) {
+			atomic_fetch_add(&p->retries, 1);
+			gm_pool_release_cached(p);
+		}
+	}
+	return NULL;
+}
+
+int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
+		  uint64_t *addr)
+{
+	struct arena *a;
+	struct blk *b;
+	uint64_t rounded;
+	int pl, err = 0;
+
+	*addr = 0;
+	if (!size || size > MAX_REQUEST)
+		return GM_EINVAL;
+	rounded = gm_pool_round_size(pool, size);
+	pl = pool_of(rounded);
+	a = arena_get(pool, stream);
+	if (!a)
+		return GM_ENOMEM;
+	pthread_mutex_lock(&a->lock);
+	if (a->pending)
+		process_events(pool, a, false);
+	b = pool->opt.no_cache ? NULL : best_fit(pool, a, pl, rounded);
+	if (b)
+		b = carve(pool, a, b, rounded, size);
+	pthread_mutex_unlock(&a->lock);
+	if (!b) {
+		b = alloc_slow(pool, a, pl, size, rounded, &err);
+		if (!b) {
+			if (err == GM_ELIMIT || err == GM_EDEVNOMEM)
+				record_oom(pool, err, size, rounded, stream);
+			return err;
+		}
+	}
+	err = map_insert(pool, b);
+	if (err) {
+		pthread_mutex_lock(&a->lock);
+		astat_sub(a, S_ALLOC_B, b->node.size);
+		astat_sub(a, S_REQ_B, b->requested);
+		astat_sub(a, S_ALLOCS, 1);
+		astat_sub(a, S_ACTIVE_B, b->node.size);
+		astat_sub(a, S_ACTIVE, 1);
+		a->hist[hist_bucket(b->node.size)]--;
+		gstat_sub(&pool->allocated, b->node.size);
+		gstat_sub(&pool->active, b->node.size);
+		free_block(pool, a, b);
+		pthread_mutex_unlock(&a->lock);
+		return err;
+	}
+	*addr = b->node.addr;
+	return 0;
+}
+
+/* ==== Release ==== */
+
+int gm_pool_release_cached(struct gm_pool *pool)
+{
+	int err = 0, e;
+
+	/* Like PyTorch's release_cached_blocks: wait for outstanding work
+	 * first (unmapping does not synchronize by itself, 1.10). */
+	if (pool->be->ops->synchronize(pool->be))
+		err = GM_EDEVICE;
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = arena_at(pool, i);
+
+		if (!a)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		if (a->pending)
+			process_events(pool, a, true);
+		if (a->event_live) {
+			pool->be->ops->event_destroy(pool->be, a->event);
+			a->event_live = false;
+		}
+		a->done_seq = a->free_seq;
+		for (int pl = 0; pl < NPOOLS; pl++) {
+			struct gm_tnode *n;
+
+			while ((n = a->empty_tree[pl])) {
+				struct seg *s = (struct seg *)n;
+
+				seg_unlink(a, s);
+				e = seg_destroy(pool, s);
+				if (e && !err)
+					err = GM_EDEVICE;
+			}
+			if (a->vseg[pl]) {
+				e = vseg_shrink(pool, a, a->vseg[pl]);
+				if (e && !err)
+					err = GM_EDEVICE;
+			}
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	return err;
+}
+
+/* ==== Create / destroy ==== */
+
+int gm_pool_create(struct gm_pool **out, struct gm_backend *be,
+		   const struct gm_pool_options *opt, struct gm_diag *diag)
+{
+	struct gm_pool_options dflt = {0};
+	struct gm_pool *p;
+	uint64_t cap;
+
+	*out = NULL;
+	if (!opt)
+		opt = &dflt;
+	if (!be || !be->ops)
+		return gm_diag_set(diag, GM_EINVAL, "no backend");
+	if (opt->cap_fraction < 0 || opt->cap_fraction > 1 ||
+	    opt->cap_fraction != opt->cap_fraction)
+		return gm_diag_set(diag, GM_EINVAL,
+				   "cap fraction %g is not in (0, 1]",
+				   opt->cap_fraction);
+	if (opt->roundup_power2_divisions > 1 &&
+	    (opt->roundup_power2_divisions &
+	     (opt->roundup_power2_divisions - 1)))
+		return gm_diag_set(diag, GM_EINVAL,
+				   "roundup_power2_divisions %u is not a "
+				   "power of 2", opt->roundup_power2_divisions);
+	if (opt->virtual_segments &&
+	    (!be->ops->va_reserve || !be->ops->va_map ||
+	     !be->ops->va_unmap || !be->ops->va_release ||
+	     !be->granule_bytes))
+		return gm_diag_set(diag, GM_ENOTSUP,
+				   "the %s backend has no virtual segments",
+				   be->name ? be->name : "chosen");
+	p = aligned_alloc(64, round_up(sizeof(*p), 64));
+	if (!p)
+		return gm_diag_set(diag, GM_ENOMEM, "out of host memory");
+	memset(p, 0, sizeof(*p));
+	p->be = be;
+	p->opt = *opt;
+	p->total = opt->device_total_bytes ? opt->device_total_bytes :
+					     be->total_bytes;
+	cap = p->total;
+	if (opt->cap_fraction > 0) {
+		/* PyTorch setMemoryFraction: fraction * total (1.8). */
+		long double c = (long double)opt->cap_fraction * p->total;
+
+		cap = c >= (long double)UINT64_MAX ? UINT64_MAX : (uint64_t)c;
+		p->has_cap = true;
+	}
+	if (opt->cap_bytes && (!p->has_cap || opt->cap_bytes < cap)) {
+		cap = opt->cap_bytes;
+		p->has_cap = true;
+	}
+	if (p->has_cap && cap == 0) {
+		free(p);
+		return gm_diag_set(diag, GM_EINVAL, "the cap comes to 0 bytes");
+	}
+	if (!cap)
+		cap = UINT64_MAX; /* backend without a known total */
+	p->cap = cap;
+	p->max_split = opt->max_split_bytes ? opt->max_split_bytes :
+					      UINT64_MAX;
+	pthread_mutex_init(&p->slow_lock, NULL);
+	for (unsigned i = 0; i < NSHARD; i++)
+		pthread_mutex_init(&p->shards[i].lock, NULL);
+	*out = p;
+	return 0;
+}
+
+void gm_pool_destroy(struct gm_pool *pool)
+{
+	const struct gm_backend_ops *ops;
+
+	if (!pool)
+		return;
+	ops = pool->be->ops;
+	ops->synchronize(pool->be);
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = arena_at(pool, i);
+		struct seg *s, *sn;
+		struct blk *b, *bn;
+
+		if (!a)
+			continue;
+		if (a->event_live)
+			ops->event_destroy(pool->be, a->event);
+		for (b = a->pending; b; b = b->link)
+			for (unsigned k = 0; b->events && k < b->nuses; k++)
+				if (b->events[k])
+					ops->event_destroy(pool->be,
+							   b->events[k]);
+		for (s = a->segs; s; s = sn) {
+			sn = s->snext;
+			if (s->virt) {
+				if (s->node.size)
+					ops->va_unmap(pool->be, s->node.addr,
+						      s->node.size);
+				ops->va_release(pool->be, s->node.addr,
+						s->va_size);
+			} else {
+				ops->seg_free(pool->be, s->node.addr,
+					      s->node.size);
+			}
+			for (b = s->first; b; b = bn) {
+				bn = b->next;
+				free(b->uses);
+				free(b->events);
+				free(b);
+			}
+			free(s);
+		}
+		for (b = a->spare; b; b = bn) {
+			bn = b->link;
+			free(b);
+		}
+		pthread_mutex_destroy(&a->lock);
+		free(a);
+	}
+	for (unsigned i = 0; i < NSHARD; i++) {
+		free(pool->shards[i].keys);
+		free(pool->shards[i].vals);
+		pthread_mutex_destroy(&pool->shards[i].lock);
+	}
+	pthread_mutex_destroy(&pool->slow_lock);
+	free(pool);
+}
+
+/* ==== Statistics and reports ==== */
+
+static void gstat_read(struct gstat *g, struct gm_pool_stat *s)
+{
+	s->current = atomic_load(&g->cur);
+	s->peak = atomic_load(&g->peak);
+	s->allocated = atomic_load(&g->inc);
+	s->freed = atomic_load(&g->dec);
+}
+
+static void astat_sum(struct gm_pool_stat *s, const struct astat *a)
+{
+	s->current += a->cur;
+	s->peak += a->peak;
+	s->allocated += a->inc;
+	s->freed += a->dec;
+}
+
+/*
+ * Allocated, active and reserved bytes and the segment count come from
+ * pool-wide atomics (peaks exact). The other counters are kept per
+ * arena and summed: their current and totals are exact; their peak is
+ * exact with one stream and otherwise the sum of per-stream peaks.
+ */
+void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
+{
+	uint64_t largest = 0;
+
+	memset(st, 0, sizeof(*st));
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = arena_at(pool, i);
+
+		if (!a)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		astat_sum(&st->requested_bytes, &a->st[S_REQ_B]);
+		astat_sum(&st->inactive_split_bytes, &a->st[S_ISPLIT_B]);
+		astat_sum(&st->allocations, &a->st[S_ALLOCS]);
+		astat_sum(&st->active, &a->st[S_ACTIVE]);
+		astat_sum(&st->inactive_split, &a->st[S_ISPLIT]);
+		for (unsigned k = 0; k < GM_POOL_HIST_BUCKETS; k++)
+			st->histogram[k] += a->hist[k];
+		for (int pl = 0; pl < NPOOLS; pl++) {
+			struct gm_tnode *n = gm_tree_max(a->free_tree[pl]);
+
+			if (n && n->size > largest)
+				largest = n->size;
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	gstat_read(&pool->allocated, &st->allocated_bytes);
+	gstat_read(&pool->active, &st->active_bytes);
+	gstat_read(&pool->reserved, &st->reserved_bytes);
+	gstat_read(&pool->segments, &st->segments);
+	st->num_alloc_retries = atomic_load(&pool->retries);
+	st->num_ooms = atomic_load(&pool->ooms);
+	st->num_limit_rejections = atomic_load(&pool->limit_rej);
+	st->num_device_alloc = atomic_load(&pool->dev_alloc);
+	st->num_device_free = atomic_load(&pool->dev_free);
+	st->num_cross_stream_reuse = atomic_load(&pool->xstream);
+	st->free_bytes = st->reserved_bytes.current > st->active_bytes.current ?
+		st->reserved_bytes.current - st->active_bytes.current : 0;
+	st->largest_free_bytes = largest;
+	/* BFC / RMM arena: 1 - largest free / total free (4, 2.3). */
+	st->fragmentation = st->free_bytes ?
+		1.0 - (double)largest / (double)st->free_bytes : 0.0;
+	if (st->fragmentation < 0)
+		st->fragmentation = 0;
+	st->cap_bytes = pool->cap;
+	st->device_total_bytes = pool->total;
+}
+
+void gm_pool_reset_peaks(struct gm_pool *pool)
+{
+	struct gstat *g[] = {&pool->allocated, &pool->active, &pool->reserved,
+			     &pool->segments};
+
+	for (unsigned i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+		atomic_store(&g[i]->peak, atomic_load(&g[i]->cur));
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = arena_at(pool, i);
+
+		if (!a)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		for (int k = 0; k < NSTAT; k++)
+			a->st[k].peak = a->st[k].cur;
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+uint64_t gm_pool_reserved(const struct gm_pool *pool)
+{
+	return atomic_load(&((struct gm_pool *)pool)->reserved.cur);
+}
+
+uint64_t gm_pool_cap(const struct gm_pool *pool)
+{
+	return pool->cap;
+}
+
+void gm_pool_last_oom(struct gm_pool *pool, struct gm_pool_oom *oom)
+{
+	pthread_mutex_lock(&pool->slow_lock);
+	*oom = pool->last_oom;
+	pthread_mutex_unlock(&pool->slow_lock);
+}
+
+int gm_pool_lookup(struct gm_pool *pool, uint64_t addr, uint64_t *base,
+		   uint64_t *size)
+{
+	int err = GM_ENOTFOUND;
+
+	for (unsigned i = 0; i < ARENA_SLOTS && err; i++) {
+		struct arena *a = arena_at(pool, i);
+
+		if (!a)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		for (struct seg *s = a->segs; s && err; s = s->snext) {
+			if (addr < s->node.addr ||
+			    addr - s->node.addr >= s->node.size)
+				continue;
+			for (struct blk *b = s->first; b; b = b->next) {
+				if (addr - b->node.addr >= b->node.size ||
+				    addr < b->node.addr)
+					continue;
+				if (b->state == B_ALLOC) {
+					if (base)
+						*base = b->node.addr;
+					if (size)
+						*size = b->node.size;
+					err = 0;
+				}
+				break;
+			}
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	return err;
+}
+
+static void set_stat(struct gm_val *o, const char *key,
+		     const struct gm_pool_stat *s, bool bytes)
+{
+	char k[96];
+
+	snprintf(k, sizeof(k), bytes ? "%s_bytes" : "%s", key);
+	gm_obj_set_uint(o, k, s->current);
+	snprintf(k, sizeof(k), bytes ? "peak_%s_bytes" : "peak_%s", key);
+	gm_obj_set_uint(o, k, s->peak);
+}
+
+struct gm_val *gm_pool_stats_val(const struct gm_pool_stats *st)
+{
+	struct gm_val *o = gm_val_obj(), *h;
+
+	if (!o)
+		return NULL;
+	set_stat(o, "allocated", &st->allocated_bytes, true);
+	set_stat(o, "reserved", &st->reserved_bytes, true);
+	set_stat(o, "active", &st->active_bytes, true);
+	set_stat(o, "requested", &st->requested_bytes, true);
+	set_stat(o, "inactive_split", &st->inactive_split_bytes, true);
+	set_stat(o, "allocations", &st->allocations, false);
+	set_stat(o, "segments", &st->segments, false);
+	set_stat(o, "active_blocks", &st->active, false);
+	set_stat(o, "inactive_split_blocks", &st->inactive_split, false);
+	gm_obj_set_uint(o, "free_bytes", st->free_bytes);
+	gm_obj_set_uint(o, "largest_free_bytes", st->largest_free_bytes);
+	gm_obj_set_real(o, "fragmentation", st->fragmentation);
+	gm_obj_set_uint(o, "cap_bytes", st->cap_bytes);
+	gm_obj_set_uint(o, "device_total_bytes", st->device_total_bytes);
+	gm_obj_set_uint(o, "num_alloc_retries", st->num_alloc_retries);
+	gm_obj_set_uint(o, "num_ooms", st->num_ooms);
+	gm_obj_set_uint(o, "num_limit_rejections", st->num_limit_rejections);
+	gm_obj_set_uint(o, "num_device_alloc", st->num_device_alloc);
+	gm_obj_set_uint(o, "num_device_free", st->num_device_free);
+	gm_obj_set_uint(o, "num_cross_stream_reuse",
+			st->num_cross_stream_reuse);
+	h = gm_val_arr();
+	for (unsigned k = 0; h && k < GM_POOL_HIST_BUCKETS; k++) {
+		struct gm_val *e;
+
+		if (!st->histogram[k])
+			continue;
+		e = gm_val_obj();
+		gm_obj_set_uint(e, "min_size_bytes", (uint64_t)1 << k);
+		gm_obj_set_uint(e, "blocks", st->histogram[k]);
+		gm_arr_push(h, e);
+	}
+	gm_obj_set(o, "histogram", h);
+	return o;
+}
+
+static const char *state_name(int state)
+{
+	switch (state) {
+	case B_ALLOC: return "active_allocated";
+	case B_PENDING: return "active_pending_free";
+	default: return "inactive";
+	}
+}
+
+struct gm_val *gm_pool_snapshot(struct gm_pool *pool)
+{
+	struct gm_val *root = gm_val_obj(), *segs = gm_val_arr();
+
+	gm_obj_set(root, "segments", segs);
+	for (unsigned i = 0; root && segs && i < ARENA_SLOTS; i++) {
+		struct arena *a = arena_at(pool, i);
+
+		if (!a)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		for (struct seg *s = a->segs; s; s = s->snext) {
+			struct gm_val *so = gm_val_obj(), *bl = gm_val_arr();
+			uint64_t used = 0;
+
+			gm_obj_set_uint(so, "address", s->node.addr);
+			gm_obj_set_uint(so, "stream", a->stream);
+			gm_obj_set_str(so, "pool", s->pool == POOL_SMALL ?
+				       "small" : "large");
+			gm_obj_set_bool(so, "virtual", s->virt);
+			gm_obj_set_uint(so, "total_size_bytes", s->node.size);
+			for (struct blk *b = s->first; b; b = b->next) {
+				struct gm_val *bo = gm_val_obj();
+
+				if (b->state == B_ALLOC)
+					used += b->node.size;
+				gm_obj_set_uint(bo, "address", b->node.addr);
+				gm_obj_set_uint(bo, "size_bytes", b->node.size);
+				gm_obj_set_uint(bo, "requested_size_bytes",
+						b->state == B_FREE ? 0 :
+						b->requested);
+				gm_obj_set_str(bo, "state",
+					       state_name(b->state));
+				gm_arr_push(bl, bo);
+			}
+			gm_obj_set_uint(so, "allocated_size_bytes", used);
+			gm_obj_set(so, "blocks", bl);
+			gm_arr_push(segs, so);
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	return root;
+}
+
+static const char *oom_kind_name(enum gm_oom_kind k)
+{
+	switch (k) {
+	case GM_OOM_SHORTAGE: return "shortage";
+	case GM_OOM_FRAGMENTATION: return "fragmentation";
+	default: return "none";
+	}
+}
+
+struct gm_val *gm_pool_oom_val(const struct gm_pool_oom *oom)
+{
+	struct gm_val *o = gm_val_obj();
+
+	gm_obj_set_str(o, "kind", oom_kind_name(oom->kind));
+	gm_obj_set_str(o, "error", oom->err ? gm_err_name(oom->err) : "");
+	gm_obj_set_uint(o, "requested_bytes", oom->requested_bytes);
+	gm_obj_set_uint(o, "rounded_bytes", oom->rounded_bytes);
+	gm_obj_set_uint(o, "stream", oom->stream);
+	gm_obj_set_uint(o, "allocated_bytes", oom->allocated_bytes);
+	gm_obj_set_uint(o, "reserved_bytes", oom->reserved_bytes);
+	gm_obj_set_uint(o, "free_cached_bytes", oom->free_cached_bytes);
+	gm_obj_set_uint(o, "largest_free_bytes", oom->largest_free_bytes);
+	gm_obj_set_uint(o, "cap_bytes", oom->cap_bytes);
+	gm_obj_set_uint(o, "device_free_bytes", oom->device_free_bytes);
+	return o;
+}
+
+char *gm_pool_oom_format(const struct gm_pool_oom *oom, char *buf,
+			 size_t len)
+{
+	char req[32], fr[32], lg[32], al[32], rs[32], cp[32];
+
+	gm_size_format(req, sizeof(req), oom->rounded_bytes);
+	gm_size_format(fr, sizeof(fr), oom->free_cached_bytes);
+	gm_size_format(lg, sizeof(lg), oom->largest_free_bytes);
+	gm_size_format(al, sizeof(al), oom->allocated_bytes);
+	gm_size_format(rs, sizeof(rs), oom->reserved_bytes);
+	gm_size_format(cp, sizeof(cp), oom->cap_bytes);
+	if (oom->kind == GM_OOM_FRAGMENTATION)
+		snprintf(buf, len,
+			 "out of memory (%s): tried to allocate %s on stream "
+			 "0x%" PRIxPTR "; %s allocated, %s reserved of a %s "
+			 "cap; %s free in the pool and below the cap would "
+			 "cover it, but the largest free block is %s: "
+			 "fragmentation (try virtual segments)",
+			 oom->err == GM_ELIMIT ? "cap" : "device", req,
+			 oom->stream, al, rs, cp, fr, lg);
+	else
+		snprintf(buf, len,
+			 "out of memory (%s): tried to allocate %s on stream "
+			 "0x%" PRIxPTR "; %s allocated, %s reserved of a %s "
+			 "cap, %s free in the pool: a real shortage",
+			 oom->err == GM_ELIMIT ? "cap" : "device", req,
+			 oom->stream, al, rs, cp, fr);
+	return buf;
+}

@@ -1,0 +1,315 @@
+/* sim.c - the simulated backend: address arithmetic only (see sim.h). */
+#include "sim.h"
+
+#include "error.h"
+#include "units.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define SIM_STREAMS 64 /* streams tracked for launch/finish; others hash */
+
+struct sim_stream {
+	uintptr_t key;      /* stream + 1; 0 = free slot */
+	uint64_t submitted; /* launches so far */
+	uint64_t finished;  /* launches done */
+};
+
+struct sim {
+	struct gm_backend be;
+	pthread_mutex_t lock;
+	uint64_t next_addr; /* bump pointer of the address space */
+	uint64_t used;      /* bytes handed out */
+	unsigned fail_after;
+	struct sim_stream streams[SIM_STREAMS];
+};
+
+static struct sim *sim_of(struct gm_backend *be)
+{
+	return (struct sim *)be;
+}
+
+/* Count down the injected failure; true when this call must fail. */
+static bool inject(struct sim *s)
+{
+	if (!s->fail_after)
+		return false;
+	return --s->fail_after == 0;
+}
+
+/*
+ * Cut a fresh range of size bytes from the address space, 2 MiB aligned
+ * (cuMemAlloc returns at least 256 B alignment; 2 MiB keeps simulated
+ * addresses readable). Ranges are never reused: 2^64 - 2^40 bytes of
+ * address space last long. Caller holds the lock.
+ */
+static int take_range(struct sim *s, uint64_t size, uint64_t *addr)
+{
+	uint64_t a = (s->next_addr + 2 * GM_MiB - 1) & ~(2 * GM_MiB - 1);
+
+	if (a < s->next_addr || size > UINT64_MAX - a)
+		return GM_EDEVNOMEM;
+	*addr = a;
+	s->next_addr = a + size;
+	return 0;
+}
+
+/* Charge size bytes of device memory, exactly against the capacity. */
+static int charge(struct sim *s, uint64_t size)
+{
+	if (inject(s) || size > s->be.total_bytes - s->used)
+		return GM_EDEVNOMEM;
+	s->used += size;
+	return 0;
+}
+
+static int sim_seg_alloc(struct gm_backend *be, uint64_t size, uint64_t *addr)
+{
+	struct sim *s = sim_of(be);
+	int err;
+
+	if (!size)
+		return GM_EINVAL;
+	pthread_mutex_lock(&s->lock);
+	err = charge(s, size);
+	if (!err) {
+		err = take_range(s, size, addr);
+		if (err)
+			s->used -= size;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int sim_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct sim *s = sim_of(be);
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (size > s->used)
+		err = GM_EINVAL;
+	else
+		s->used -= size;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int sim_va_reserve(struct gm_backend *be, uint64_t size, uint64_t *addr)
+{
+	struct sim *s = sim_of(be);
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = inject(s) ? GM_EDEVNOMEM : take_range(s, size, addr);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int sim_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct sim *s = sim_of(be);
+	int err;
+
+	if (!size || size % be->granule_bytes || addr % be->granule_bytes)
+		return GM_EINVAL;
+	pthread_mutex_lock(&s->lock);
+	err = charge(s, size);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int sim_va_unmap(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	if (size % be->granule_bytes || addr % be->granule_bytes)
+		return GM_EINVAL;
+	return sim_seg_free(be, addr, size);
+}
+
+static int sim_va_release(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	return 0;
+}
+
+/* The slot of a stream (hashing beyond SIM_STREAMS). Caller locks. */
+static struct sim_stream *stream_slot(struct sim *s, uintptr_t id)
+{
+	unsigned h = (unsigned)((id * 0x9e3779b97f4a7c15ULL) >> 58);
+
+	for (unsigned i = 0; i < SIM_STREAMS; i++) {
+		struct sim_stream *t = &s->streams[(h + i) % SIM_STREAMS];
+
+		if (t->key == id + 1 || !t->key) {
+			t->key = id + 1;
+			return t;
+		}
+	}
+	return &s->streams[h % SIM_STREAMS];
+}
+
+/* An event is (stream slot << 48 | launches submitted at record) + 1. */
+static int sim_event_record(struct gm_backend *be, uintptr_t stream,
+			    uint64_t *event)
+{
+	struct sim *s = sim_of(be);
+	struct sim_stream *t;
+
+	pthread_mutex_lock(&s->lock);
+	t = stream_slot(s, stream);
+	*event = ((uint64_t)(t - s->streams) << 48 | t->submitted) + 1;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static int sim_event_query(struct gm_backend *be, uint64_t event)
+{
+	struct sim *s = sim_of(be);
+	uint64_t e = event - 1;
+	struct sim_stream *t = &s->streams[(e >> 48) % SIM_STREAMS];
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = t->finished >= (e & ((1ULL << 48) - 1)) ? 0 : GM_EBUSY;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int sim_event_sync(struct gm_backend *be, uint64_t event)
+{
+	struct sim *s = sim_of(be);
+	uint64_t e = event - 1;
+	struct sim_stream *t = &s->streams[(e >> 48) % SIM_STREAMS];
+
+	/* Waiting on the simulated device finishes the work. */
+	pthread_mutex_lock(&s->lock);
+	if (t->finished < (e & ((1ULL << 48) - 1)))
+		t->finished = e & ((1ULL << 48) - 1);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void sim_event_destroy(struct gm_backend *be, uint64_t event)
+{
+}
+
+static int sim_synchronize(struct gm_backend *be)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < SIM_STREAMS; i++)
+		s->streams[i].finished = s->streams[i].submitted;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static int sim_mem_free(struct gm_backend *be, uint64_t *free_bytes)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_lock(&s->lock);
+	*free_bytes = be->total_bytes - s->used;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void sim_destroy(struct gm_backend *be)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static const struct gm_backend_ops sim_ops = {
+	.seg_alloc = sim_seg_alloc,
+	.seg_free = sim_seg_free,
+	.event_record = sim_event_record,
+	.event_query = sim_event_query,
+	.event_sync = sim_event_sync,
+	.event_destroy = sim_event_destroy,
+	.synchronize = sim_synchronize,
+	.mem_free = sim_mem_free,
+	.destroy = sim_destroy,
+};
+
+static const struct gm_backend_ops sim_ops_va = {
+	.seg_alloc = sim_seg_alloc,
+	.seg_free = sim_seg_free,
+	.va_reserve = sim_va_reserve,
+	.va_map = sim_va_map,
+	.va_unmap = sim_va_unmap,
+	.va_release = sim_va_release,
+	.event_record = sim_event_record,
+	.event_query = sim_event_query,
+	.event_sync = sim_event_sync,
+	.event_destroy = sim_event_destroy,
+	.synchronize = sim_synchronize,
+	.mem_free = sim_mem_free,
+	.destroy = sim_destroy,
+};
+
+int gm_sim_backend_create(struct gm_backend **out,
+			  const struct gm_sim_options *opt)
+{
+	struct sim *s;
+	uint64_t g;
+
+	*out = NULL;
+	if (!opt || !opt->total_bytes)
+		return GM_EINVAL;
+	g = opt->granule_bytes ? opt->granule_bytes : 2 * GM_MiB;
+	if (g & (g - 1))
+		return GM_EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return GM_ENOMEM;
+	pthread_mutex_init(&s->lock, NULL);
+	s->be.ops = opt->virtual_segments ? &sim_ops_va : &sim_ops;
+	s->be.name = "sim";
+	s->be.total_bytes = opt->total_bytes;
+	s->be.granule_bytes = g;
+	s->next_addr = GM_SIM_BASE;
+	*out = &s->be;
+	return 0;
+}
+
+void gm_sim_launch(struct gm_backend *be, uintptr_t stream)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_lock(&s->lock);
+	stream_slot(s, stream)->submitted++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void gm_sim_finish(struct gm_backend *be, uintptr_t stream)
+{
+	struct sim *s = sim_of(be);
+	struct sim_stream *t;
+
+	pthread_mutex_lock(&s->lock);
+	t = stream_slot(s, stream);
+	t->finished = t->submitted;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void gm_sim_fail_after(struct gm_backend *be, unsigned n)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_lock(&s->lock);
+	s->fail_after = n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t gm_sim_used(struct gm_backend *be)
+{
+	struct sim *s = sim_of(be);
+	uint64_t u;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->used;
+	pthread_mutex_unlock(&s->lock);
+	return u;
+}

@@ -1,0 +1,87 @@
+/*
+ * trace.h - allocation traces: RMM's CSV log reader and the replayer
+ * (trace.c).
+ *
+ * Format (INTERFACES.md; rapidsai/rmm logging_resource_adaptor): a
+ * header line naming the columns Thread, Time, Action, Pointer, Size,
+ * Stream in any order, then one event per line. Action is "allocate",
+ * "free" or "allocate failure" (kept, not replayed). Time is either
+ * microseconds (a number) or RMM's "HH:MM:SS.ffffff". Pointer and
+ * Stream are hex (with or without 0x) or decimal; Size is decimal
+ * bytes. Files ending in .gz (or any gzip stream) are read through
+ * zlib. Blank lines and lines starting with '#' are skipped.
+ *
+ * Errors: GM_EINVAL with "file:line:column: message" in diag, GM_EIO,
+ * GM_ENOMEM. Units: bytes; time in nanoseconds.
+ */
+#ifndef GM_TRACE_H
+#define GM_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gm_backend;
+struct gm_diag;
+struct gm_pool_options;
+
+enum gm_trace_action {
+	GM_TRACE_ALLOC,
+	GM_TRACE_FREE,
+	GM_TRACE_ALLOC_FAILURE,
+};
+
+struct gm_trace_event {
+	uint64_t time_ns;
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t stream;
+	uint64_t thread;
+	enum gm_trace_action action;
+};
+
+struct gm_trace {
+	struct gm_trace_event *ev;
+	size_t n, cap;
+};
+
+/* Read a trace file (plain or gzip). */
+int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag);
+
+/* Parse CSV text of len bytes; name is used in messages. */
+int gm_trace_parse(const char *text, size_t len, const char *name,
+		   struct gm_trace *t, struct gm_diag *diag);
+
+void gm_trace_free(struct gm_trace *t);
+
+struct gm_replay_result {
+	uint64_t events;             /* lines replayed */
+	uint64_t allocations;
+	uint64_t frees;
+	uint64_t failed_allocations; /* the pool said out of memory */
+	uint64_t unmatched_frees;    /* free of a pointer not live */
+	uint64_t duplicate_allocations; /* a live pointer allocated again */
+	uint64_t trace_peak_allocated_bytes; /* from the trace itself */
+	uint64_t peak_allocated_bytes;
+	uint64_t peak_reserved_bytes;
+	double fragmentation;        /* at the first peak of reserved */
+	double ns_per_op;            /* host time per allocate or free */
+	uint64_t num_device_alloc;
+	uint64_t num_device_free;
+	uint64_t num_alloc_retries;
+};
+
+/*
+ * Replay t through a fresh pool with options opt over backend be, one
+ * event after the other in file order (RMM's REPLAY_BENCH keeps the
+ * global order too). Runs twice: once timed, once to read the
+ * fragmentation whenever reserved bytes reach a new peak (so the timing
+ * excludes that reading). be must have room for the trace, or the
+ * allocations that do not fit count as failed. Returns 0, GM_ENOMEM,
+ * GM_EINVAL (options) with diag.
+ */
+int gm_replay(const struct gm_trace *t, struct gm_backend *be,
+	      const struct gm_pool_options *opt, struct gm_replay_result *r,
+	      struct gm_diag *diag);
+
+#endif

@@ -1,0 +1,419 @@
+/* Unit tests for core/pool.c on the simulated backend. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+#include "error.h"
+#include "pool.h"
+#include "sim.h"
+#include "units.h"
+
+struct fx {
+	struct gm_backend *be;
+	struct gm_pool *pool;
+};
+
+static void make(struct fx *f, uint64_t total, bool va,
+		 const struct gm_pool_options *opt)
+{
+	struct gm_sim_options so = {.total_bytes = total,
+				    .virtual_segments = va};
+	struct gm_diag d;
+
+	assert_int_equal(gm_sim_backend_create(&f->be, &so), 0);
+	assert_int_equal(gm_pool_create(&f->pool, f->be, opt, &d), 0);
+}
+
+static void done(struct fx *f)
+{
+	gm_pool_destroy(f->pool);
+	assert_int_equal(gm_sim_used(f->be), 0);
+	f->be->ops->destroy(f->be);
+}
+
+static struct gm_pool_stats stats(struct fx *f)
+{
+	struct gm_pool_stats st;
+
+	gm_pool_get_stats(f->pool, &st);
+	return st;
+}
+
+static void rounding_and_pools(void **state)
+{
+	struct fx f;
+	uint64_t a, b, c;
+	struct gm_pool_stats st;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, NULL);
+	assert_int_equal(gm_pool_round_size(f.pool, 1), 512);
+	assert_int_equal(gm_pool_round_size(f.pool, 513), 1024);
+	assert_int_equal(gm_pool_alloc(f.pool, 100, 0, &a), 0);
+	assert_int_equal(a % 512, 0);
+	st = stats(&f);
+	/* small request: a 2 MiB segment */
+	assert_int_equal(st.reserved_bytes.current, 2 * GM_MiB);
+	assert_int_equal(st.allocated_bytes.current, 512);
+	assert_int_equal(st.requested_bytes.current, 100);
+	assert_int_equal(st.inactive_split_bytes.current, 2 * GM_MiB - 512);
+	/* 1-10 MiB: a shared 20 MiB segment */
+	assert_int_equal(gm_pool_alloc(f.pool, 3 * GM_MiB, 0, &b), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 5 * GM_MiB, 0, &c), 0);
+	st = stats(&f);
+	assert_int_equal(st.reserved_bytes.current, 22 * GM_MiB);
+	assert_int_equal(c, b + 3 * GM_MiB);
+	/* free + coalesce: the large segment becomes whole again */
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	assert_int_equal(gm_pool_free(f.pool, c), 0);
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 512);
+	assert_int_equal(st.largest_free_bytes, 20 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, b), GM_ENOTFOUND);
+	assert_int_equal(gm_pool_free(f.pool, 12345), GM_ENOTFOUND);
+	/* reuse: the same large request lands at the same address */
+	assert_int_equal(gm_pool_alloc(f.pool, 3 * GM_MiB, 0, &c), 0);
+	assert_int_equal(c, b);
+	assert_int_equal(stats(&f).num_device_alloc, 2);
+	/* >= 10 MiB: own segment rounded to 2 MiB */
+	assert_int_equal(gm_pool_alloc(f.pool, 30 * GM_MiB + 1, 0, &b), 0);
+	assert_int_equal(stats(&f).reserved_bytes.current, 54 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 0, 0, &b), GM_EINVAL);
+	done(&f);
+}
+
+static void divisions(void **state)
+{
+	struct gm_pool_options o = {.roundup_power2_divisions = 4};
+	struct gm_diag d;
+	struct fx f;
+
+	(void)state;
+	make(&f, GM_GiB, false, &o);
+	/* 1200 KiB in [1, 2) MiB with 4 divisions rounds to 1.25 MiB. */
+	assert_int_equal(gm_pool_round_size(f.pool, 1200 * GM_KiB),
+			 1280 * GM_KiB);
+	assert_int_equal(gm_pool_round_size(f.pool, 4 * GM_MiB), 4 * GM_MiB);
+	done(&f);
+	o.roundup_power2_divisions = 3;
+	make(&f, GM_GiB, false, NULL);
+	gm_pool_destroy(f.pool);
+	assert_int_equal(gm_pool_create(&f.pool, f.be, &o, &d), GM_EINVAL);
+	f.be->ops->destroy(f.be);
+}
+
+static void cap_exact(void **state)
+{
+	struct gm_pool_options o = {.cap_bytes = 40 * GM_MiB};
+	struct fx f;
+	uint64_t a, b;
+	struct gm_pool_oom oom;
+	char buf[512];
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, &o);
+	assert_int_equal(gm_pool_cap(f.pool), 40 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 40 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 40 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 1, 0, &b), GM_ELIMIT);
+	assert_int_equal(b, 0);
+	gm_pool_last_oom(f.pool, &oom);
+	assert_int_equal(oom.err, GM_ELIMIT);
+	assert_int_equal(oom.kind, GM_OOM_SHORTAGE);
+	assert_int_equal(stats(&f).num_ooms, 1);
+	/* After the free the cached segment is released and retried. */
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 0, &b), 0);
+	assert_true(gm_pool_reserved(f.pool) <= 40 * GM_MiB);
+	assert_true(stats(&f).num_alloc_retries >= 1);
+	gm_pool_oom_format(&oom, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "shortage"));
+	done(&f);
+}
+
+static void cap_fraction_and_bad(void **state)
+{
+	struct gm_pool_options o = {.cap_fraction = 0.5};
+	struct gm_sim_options so = {.total_bytes = GM_GiB};
+	struct gm_backend *be;
+	struct gm_pool *p;
+	struct gm_diag d;
+
+	(void)state;
+	assert_int_equal(gm_sim_backend_create(&be, &so), 0);
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), 0);
+	assert_int_equal(gm_pool_cap(p), GM_GiB / 2);
+	gm_pool_destroy(p);
+	o.cap_bytes = 100 * GM_MiB; /* the smaller wins */
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), 0);
+	assert_int_equal(gm_pool_cap(p), 100 * GM_MiB);
+	gm_pool_destroy(p);
+	o.cap_bytes = 0;
+	o.cap_fraction = 1.5;
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), GM_EINVAL);
+	o.cap_fraction = -0.1;
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), GM_EINVAL);
+	o.cap_fraction = 1e-12; /* rounds to 0 bytes */
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), GM_EINVAL);
+	o.cap_fraction = 0;
+	o.virtual_segments = true; /* backend without va ops */
+	assert_int_equal(gm_pool_create(&p, be, &o, &d), GM_ENOTSUP);
+	be->ops->destroy(be);
+}
+
+static void oom_fragmentation(void **state)
+{
+	struct gm_pool_options o = {.cap_bytes = 60 * GM_MiB};
+	struct fx f;
+	uint64_t a[3], x;
+	struct gm_pool_oom oom;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, &o);
+	/* Three 20 MiB segments under a 60 MiB cap. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gm_pool_alloc(f.pool, 20 * GM_MiB, 0, &a[i]),
+				 0);
+	assert_int_equal(gm_pool_free(f.pool, a[1]), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 0, &x), 0);
+	/* 8 MiB free in the middle segment, cap reached */
+	assert_int_equal(gm_pool_alloc(f.pool, 10 * GM_MiB, 0, &x),
+			 GM_ELIMIT);
+	gm_pool_last_oom(f.pool, &oom);
+	assert_int_equal(oom.kind, GM_OOM_SHORTAGE);
+	assert_int_equal(gm_pool_alloc(f.pool, 6 * GM_MiB, 0, &x), 0);
+	assert_int_equal(gm_pool_free(f.pool, a[0]), 0);
+	/* 21 MiB: a[0]'s cached 20 MiB segment is released, but a 22 MiB
+	 * segment on top of 40 MiB is over the cap, while 2 MiB free in
+	 * the pool + 20 MiB headroom would cover 21 MiB: fragmentation. */
+	assert_int_equal(gm_pool_alloc(f.pool, 21 * GM_MiB, 0, &x), GM_ELIMIT);
+	gm_pool_last_oom(f.pool, &oom);
+	assert_int_equal(oom.reserved_bytes, 40 * GM_MiB);
+	assert_int_equal(oom.kind, GM_OOM_FRAGMENTATION);
+	/* the released segment's room is usable again */
+	assert_int_equal(gm_pool_alloc(f.pool, 20 * GM_MiB, 0, &a[0]), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 60 * GM_MiB);
+	done(&f);
+}
+
+static void oom_fragmentation_kind(void **state)
+{
+	struct gm_pool_options o = {.cap_bytes = 40 * GM_MiB};
+	struct fx f;
+	uint64_t a, b, c, x;
+	struct gm_pool_oom oom;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, &o);
+	/* One 20 MiB segment holding 3 blocks: 6 + 6 + 8. Free the two
+	 * 6 MiB ones that are not neighbours... they are; so hold the
+	 * middle: free 6 (first) and 8 (last): 14 MiB free, largest 8. */
+	assert_int_equal(gm_pool_alloc(f.pool, 6 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 6 * GM_MiB, 0, &b), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 8 * GM_MiB, 0, &c), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 20 * GM_MiB, 0, &x), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 40 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	assert_int_equal(gm_pool_free(f.pool, c), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 0, &a), GM_ELIMIT);
+	gm_pool_last_oom(f.pool, &oom);
+	assert_int_equal(oom.kind, GM_OOM_FRAGMENTATION);
+	assert_int_equal(oom.free_cached_bytes, 14 * GM_MiB);
+	assert_int_equal(oom.largest_free_bytes, 8 * GM_MiB);
+	{
+		struct gm_pool_stats st = stats(&f);
+		double want = 1.0 - 8.0 / 14.0;
+
+		assert_true(st.fragmentation > want - 1e-9 &&
+			    st.fragmentation < want + 1e-9);
+		assert_int_equal(st.inactive_split_bytes.current, 14 * GM_MiB);
+		assert_int_equal(st.inactive_split.current, 2);
+	}
+	done(&f);
+}
+
+static void device_oom_and_rollback(void **state)
+{
+	struct fx f;
+	uint64_t a, b;
+
+	(void)state;
+	make(&f, 64 * GM_MiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 40 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 30 * GM_MiB, 0, &b),
+			 GM_EDEVNOMEM);
+	assert_int_equal(gm_pool_reserved(f.pool), 40 * GM_MiB);
+	gm_sim_fail_after(f.be, 1);
+	assert_int_equal(gm_pool_alloc(f.pool, 10 * GM_MiB, 0, &b), 0);
+	/* the injected failure was retried after releasing the cache */
+	assert_int_equal(gm_pool_reserved(f.pool), 50 * GM_MiB);
+	assert_int_equal(gm_sim_used(f.be), 50 * GM_MiB);
+	done(&f);
+}
+
+static void streams_and_events(void **state)
+{
+	struct fx f;
+	uint64_t a, b;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 1, &a), 0);
+	gm_sim_launch(f.be, 1); /* a kernel still writes a on stream 1 */
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	/* same stream: reused at once */
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 1, &b), 0);
+	assert_int_equal(b, a);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	/* another stream: not while the kernel runs */
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 2, &b), 0);
+	assert_true(b != a);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	gm_sim_finish(f.be, 1);
+	assert_int_equal(gm_pool_alloc(f.pool, 12 * GM_MiB, 3, &b), 0);
+	assert_true(b == a || stats(&f).num_cross_stream_reuse == 1);
+	assert_int_equal(stats(&f).num_cross_stream_reuse, 1);
+	assert_int_equal(stats(&f).reserved_bytes.current, 24 * GM_MiB);
+	done(&f);
+}
+
+static void record_stream_defers(void **state)
+{
+	struct fx f;
+	uint64_t a, b;
+	struct gm_pool_stats st;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &a), 0);
+	assert_int_equal(gm_pool_record_stream(f.pool, a, 7), 0);
+	assert_int_equal(gm_pool_record_stream(f.pool, 999, 7), GM_ENOTFOUND);
+	gm_sim_launch(f.be, 7);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 0);
+	assert_int_equal(st.active_bytes.current, 4096);
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &b), 0);
+	assert_true(b != a);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	gm_sim_finish(f.be, 7);
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &b), 0);
+	assert_int_equal(b, a);
+	st = stats(&f);
+	assert_int_equal(st.active_bytes.current, 4096);
+	done(&f);
+}
+
+static void virtual_segments_grow_shrink(void **state)
+{
+	struct gm_pool_options o = {.virtual_segments = true};
+	struct fx f;
+	uint64_t a, b, c;
+	struct gm_pool_stats st;
+
+	(void)state;
+	make(&f, 8 * GM_GiB, true, &o);
+	assert_int_equal(gm_pool_alloc(f.pool, 3 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 4 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 3 * GM_MiB, 0, &b), 0);
+	/* grows in place: contiguous, 6 MiB mapped */
+	assert_int_equal(b, a + 3 * GM_MiB);
+	assert_int_equal(gm_pool_reserved(f.pool), 6 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 100 * GM_MiB + 7, 0, &c), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 106 * GM_MiB + 2 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, c), 0);
+	assert_int_equal(gm_pool_release_cached(f.pool), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 6 * GM_MiB);
+	assert_int_equal(gm_sim_used(f.be), 6 * GM_MiB);
+	st = stats(&f);
+	assert_int_equal(st.segments.current, 1);
+	/* failure part-way leaves nothing mapped */
+	gm_sim_fail_after(f.be, 1);
+	gm_sim_fail_after(f.be, 1);
+	assert_int_equal(gm_pool_alloc(f.pool, 64 * GM_MiB, 0, &c), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), gm_sim_used(f.be));
+	done(&f);
+}
+
+static void no_cache_mode(void **state)
+{
+	struct gm_pool_options o = {.no_cache = true, .cap_bytes = GM_MiB};
+	struct fx f;
+	uint64_t a;
+
+	(void)state;
+	make(&f, GM_GiB, false, &o);
+	assert_int_equal(gm_pool_alloc(f.pool, 1000, 0, &a), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 1024);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 1, 0, &a), GM_ELIMIT);
+	done(&f);
+}
+
+static void lookup_and_snapshot(void **state)
+{
+	struct fx f;
+	uint64_t a, base = 0, size = 0;
+	struct gm_val *v;
+	const struct gm_val *segs, *blocks;
+
+	(void)state;
+	make(&f, GM_GiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 1000, 0, &a), 0);
+	assert_int_equal(gm_pool_lookup(f.pool, a + 999, &base, &size), 0);
+	assert_int_equal(base, a);
+	assert_int_equal(size, 1024);
+	assert_int_equal(gm_pool_lookup(f.pool, a + 1024, NULL, NULL),
+			 GM_ENOTFOUND);
+	v = gm_pool_snapshot(f.pool);
+	segs = gm_obj_get(v, "segments");
+	assert_int_equal(gm_val_len(segs), 1);
+	blocks = gm_obj_get(gm_arr_at(segs, 0), "blocks");
+	assert_int_equal(gm_val_len(blocks), 2);
+	assert_string_equal(gm_val_as_str(gm_obj_get(gm_arr_at(blocks, 0),
+						     "state")),
+			    "active_allocated");
+	assert_int_equal(gm_val_as_uint(gm_obj_get(gm_arr_at(blocks, 0),
+						   "requested_size_bytes")),
+			 1000);
+	gm_val_free(v);
+	{
+		struct gm_pool_stats st = stats(&f);
+
+		v = gm_pool_stats_val(&st);
+		assert_int_equal(gm_val_as_uint(gm_obj_get(v,
+				 "peak_reserved_bytes")), 2 * GM_MiB);
+		assert_int_equal(st.histogram[10], 1);
+		gm_val_free(v);
+	}
+	done(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(rounding_and_pools),
+		cmocka_unit_test(divisions),
+		cmocka_unit_test(cap_exact),
+		cmocka_unit_test(cap_fraction_and_bad),
+		cmocka_unit_test(oom_fragmentation),
+		cmocka_unit_test(oom_fragmentation_kind),
+		cmocka_unit_test(device_oom_and_rollback),
+		cmocka_unit_test(streams_and_events),
+		cmocka_unit_test(record_stream_defers),
+		cmocka_unit_test(virtual_segments_grow_shrink),
+		cmocka_unit_test(no_cache_mode),
+		cmocka_unit_test(lookup_and_snapshot),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

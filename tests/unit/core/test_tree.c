@@ -1,0 +1,91 @@
+/* Unit tests for core/tree.c: the treap against a sorted array. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+
+#include "tree.h"
+
+#define N 2000
+
+static uint64_t rng = 88172645463325252ULL;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Reference lower bound: the smallest (size, addr) with size >= want. */
+static struct gm_tnode *ref_lb(struct gm_tnode *nodes, const int *in,
+			       uint64_t want)
+{
+	struct gm_tnode *best = NULL;
+
+	for (int i = 0; i < N; i++) {
+		struct gm_tnode *n = &nodes[i];
+
+		if (!in[i] || n->size < want)
+			continue;
+		if (!best || n->size < best->size ||
+		    (n->size == best->size && n->addr < best->addr))
+			best = n;
+	}
+	return best;
+}
+
+static void random_ops_match_reference(void **state)
+{
+	static struct gm_tnode nodes[N];
+	static int in[N];
+	struct gm_tnode *root = NULL;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		nodes[i].addr = 4096 + (uint64_t)i * 512;
+		nodes[i].size = 512 * (1 + next() % 64); /* many equal sizes */
+	}
+	for (int step = 0; step < 20000; step++) {
+		int i = (int)(next() % N);
+		uint64_t want = 512 * (next() % 70);
+
+		if (in[i])
+			gm_tree_remove(&root, &nodes[i]);
+		else
+			gm_tree_insert(&root, &nodes[i]);
+		in[i] = !in[i];
+		assert_ptr_equal(gm_tree_lower_bound(root, want),
+				 ref_lb(nodes, in, want));
+	}
+	{
+		struct gm_tnode *mx = gm_tree_max(root), *r = NULL;
+
+		for (int i = 0; i < N; i++)
+			if (in[i] && (!r || nodes[i].size > r->size ||
+				      (nodes[i].size == r->size &&
+				       nodes[i].addr > r->addr)))
+				r = &nodes[i];
+		assert_ptr_equal(mx, r);
+	}
+}
+
+static void empty_tree(void **state)
+{
+	(void)state;
+	assert_null(gm_tree_lower_bound(NULL, 1));
+	assert_null(gm_tree_max(NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(random_ops_match_reference),
+		cmocka_unit_test(empty_tree),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
