@@ -31,5 +31,6 @@ int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);
 
+int gm_cmd_replay(int argc, char **argv);
 
 #endif

@@ -19,6 +19,8 @@ const struct gm_cmd gm_cmds[] = {
 	{"plan", gm_cmd_plan, "predict per-GPU memory of one configuration"},
 	{"fit", gm_cmd_fit, "largest micro-batch and fewest GPUs, per GPU model"},
 	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
+	{"replay", gm_cmd_replay,
+	 "replay an allocation trace through the allocator core"},
 	{NULL, NULL, NULL},
 };
 

@@ -1,0 +1,196 @@
+/*
+ * alloc_bench.c - host time of one allocate + free pair in the allocator
+ * core, on the simulated backend (no device time in it).
+ *
+ * For each live count N (1, 1,000, 10,000, 100,000) and thread count T
+ * (1, 8): the pool is filled with N live allocations (N/T per thread,
+ * each thread on its own stream, plus a run where all threads share
+ * stream 0), then each thread runs batches of 1,000 pairs; the figure
+ * is the median over batches of the mean ns per pair. Sizes are
+ * log-uniform over 512 B .. 32 MiB, as the PyTorch measurement in
+ * shared/reference/device-probe.md. Two patterns per row:
+ *  - pair: allocate then free the same block while N others stay live
+ *    (the pattern of that PyTorch measurement: c10 raw_alloc then
+ *    raw_delete);
+ *  - churn: free a random one of the N live blocks, allocate a new one
+ *    in its place (every pair touches cold memory; harsher).
+ * Prints a markdown table.
+ *
+ * Usage: alloc_bench [pairs-per-thread]   (default 200000)
+ */
+#include "error.h"
+#include "pool.h"
+#include "sim.h"
+#include "units.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BATCH 1000
+
+struct job {
+	struct gm_pool *pool;
+	uintptr_t stream;
+	size_t live, pairs;
+	uint64_t seed;
+	uint64_t *addrs;
+	double *batch_ns;
+	size_t nbatch;
+	bool churn;
+	pthread_barrier_t *bar;
+	int err;
+};
+
+static uint64_t xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static uint64_t rand_size(uint64_t *s)
+{
+	unsigned bits = 9 + (unsigned)(xs(s) % 16); /* 512 B .. 32 MiB */
+	uint64_t base = (uint64_t)1 << bits;
+
+	return base + xs(s) % base;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void *work(void *arg)
+{
+	struct job *j = arg;
+	uint64_t s = j->seed;
+	size_t n = j->live ? j->live : 1;
+	uint64_t *sizes = malloc(8192 * sizeof(*sizes));
+
+	if (!sizes) {
+		j->err = GM_ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < 8192; i++)
+		sizes[i] = rand_size(&s);
+	for (size_t i = 0; i < n && !j->err; i++)
+		j->err = gm_pool_alloc(j->pool, sizes[i % 8192], j->stream,
+				       &j->addrs[i]);
+	pthread_barrier_wait(j->bar);
+	for (size_t b = 0; b < j->nbatch && !j->err; b++) {
+		uint64_t t0 = now_ns();
+
+		for (size_t k = 0; k < BATCH && j->churn; k++) {
+			size_t i = (size_t)(xs(&s) % n);
+
+			gm_pool_free(j->pool, j->addrs[i]);
+			j->err |= gm_pool_alloc(j->pool, sizes[(b * BATCH + k) &
+						8191], j->stream, &j->addrs[i]);
+		}
+		for (size_t k = 0; k < BATCH && !j->churn; k++) {
+			uint64_t a;
+
+			j->err |= gm_pool_alloc(j->pool, sizes[(b * BATCH + k) &
+						8191], j->stream, &a);
+			gm_pool_free(j->pool, a);
+		}
+		j->batch_ns[b] = (double)(now_ns() - t0) / BATCH;
+	}
+	for (size_t i = 0; i < n; i++)
+		gm_pool_free(j->pool, j->addrs[i]);
+	free(sizes);
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int run(size_t live, unsigned threads, bool shared, bool churn,
+	       size_t pairs, double *median, double *p90)
+{
+	struct gm_sim_options so = {.total_bytes = 16 * GM_TiB};
+	struct gm_backend *be;
+	struct gm_pool *pool;
+	struct gm_diag d;
+	struct job jobs[8];
+	pthread_t th[8];
+	pthread_barrier_t bar;
+	size_t nb = pairs / BATCH, all = 0;
+	double *v;
+	int err = 0;
+
+	if (gm_sim_backend_create(&be, &so) ||
+	    gm_pool_create(&pool, be, NULL, &d))
+		return GM_ENOMEM;
+	v = calloc(nb * threads, sizeof(*v));
+	pthread_barrier_init(&bar, NULL, threads);
+	for (unsigned t = 0; t < threads; t++) {
+		jobs[t] = (struct job){
+			.pool = pool, .stream = shared ? 0 : t + 1,
+			.live = live / threads ? live / threads : 1,
+			.pairs = pairs, .seed = 0x9e3779b97f4a7c15ULL * (t + 1),
+			.nbatch = nb, .bar = &bar, .churn = churn};
+		jobs[t].addrs = calloc(jobs[t].live, sizeof(uint64_t));
+		jobs[t].batch_ns = v + t * nb;
+		pthread_create(&th[t], NULL, work, &jobs[t]);
+	}
+	for (unsigned t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		err |= jobs[t].err;
+		free(jobs[t].addrs);
+		all += nb;
+	}
+	qsort(v, all, sizeof(*v), cmp_d);
+	*median = v[all / 2];
+	*p90 = v[all * 9 / 10];
+	free(v);
+	pthread_barrier_destroy(&bar);
+	gm_pool_destroy(pool);
+	be->ops->destroy(be);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t lives[] = {1, 1000, 10000, 100000};
+	size_t pairs = argc > 1 ? strtoul(argv[1], NULL, 10) : 200000;
+
+	if (pairs < BATCH)
+		pairs = BATCH;
+	printf("| live allocations | threads | streams | pair median ns | "
+	       "pair p90 ns | churn median ns | churn p90 ns |\n"
+	       "|---:|---:|---|---:|---:|---:|---:|\n");
+	for (unsigned ti = 0; ti < 3; ti++) {
+		unsigned threads = ti == 0 ? 1 : 8;
+		bool shared = ti == 2;
+
+		for (size_t li = 0; li < 4; li++) {
+			double med, p90, cmed, cp90;
+
+			if (run(lives[li], threads, shared, false, pairs, &med,
+				&p90) ||
+			    run(lives[li], threads, shared, true, pairs, &cmed,
+				&cp90)) {
+				fprintf(stderr, "alloc_bench: a run failed\n");
+				return 1;
+			}
+			printf("| %zu | %u | %s | %.0f | %.0f | %.0f | %.0f |\n",
+			       lives[li], threads, shared ? "one shared" :
+			       "one per thread", med, p90, cmed, cp90);
+			fflush(stdout);
+		}
+	}
+	return 0;
+}
