@@ -146,7 +146,24 @@ enum {
 	XX(gm_cu_result, stream_synchronize, "cuStreamSynchronize",         \
 	   (gm_cu_stream s))                                                \
 	XX(gm_cu_result, error_name, "cuGetErrorName",                      \
-	   (gm_cu_result r, const char **name))
+	   (gm_cu_result r, const char **name))                             \
+	/* allocator core GPU tests */                                      \
+	XX(gm_cu_result, launch_kernel, "cuLaunchKernel",                   \
+	   (gm_cu_func f, unsigned gx, unsigned gy, unsigned gz,            \
+	    unsigned bx, unsigned by, unsigned bz, unsigned shmem,          \
+	    gm_cu_stream s, void **params, void **extra))                   \
+	XX(gm_cu_result, memcpy_dtoh, "cuMemcpyDtoH_v2",                    \
+	   (void *dst, gm_cu_ptr src, size_t bytes))                        \
+	XX(gm_cu_result, module_get_function, "cuModuleGetFunction",        \
+	   (gm_cu_func *f, gm_cu_module m, const char *name))               \
+	XX(gm_cu_result, module_load_data, "cuModuleLoadData",              \
+	   (gm_cu_module *m, const void *image))                            \
+	XX(gm_cu_result, module_unload, "cuModuleUnload", (gm_cu_module m)) \
+	XX(gm_cu_result, stream_create, "cuStreamCreate",                   \
+	   (gm_cu_stream *s, unsigned flags))                               \
+	XX(gm_cu_result, stream_destroy, "cuStreamDestroy_v2",              \
+	   (gm_cu_stream s))                                                \
+	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s))
 
 struct gm_cu {
 	void *lib; /* dlopen handle */
