@@ -125,6 +125,7 @@ static void gzip_and_replay(void **state)
 	assert_int_equal(r.peak_reserved_bytes, 2 * GM_MiB);
 	assert_true(r.fragmentation >= 0 && r.fragmentation < 1);
 	assert_true(r.ns_per_op > 0);
+	gm_trace_free(&t);
 	assert_int_equal(gm_trace_read("/nonexistent/x.csv", &t, &d), GM_EIO);
 	be->ops->destroy(be);
 }
