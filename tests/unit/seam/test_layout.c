@@ -6,13 +6,13 @@
 _Static_assert(sizeof(CUmemAllocationProp) == sizeof(struct gm_cu_alloc_prop), "prop");
 _Static_assert(offsetof(CUmemAllocationProp, allocFlags) == offsetof(struct gm_cu_alloc_prop, alloc_flags), "flags");
 _Static_assert(sizeof(CUmemAccessDesc) == sizeof(struct gm_cu_access_desc), "acc");
-_Static_assert(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID == GM_CU_ATTR_PCI_DEVICE_ID, "a");
-_Static_assert(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID == GM_CU_ATTR_PCI_BUS_ID, "a");
-_Static_assert(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID == GM_CU_ATTR_PCI_DOMAIN_ID, "a");
-_Static_assert(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == GM_CU_ATTR_COMPUTE_MAJOR, "a");
-_Static_assert(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED == GM_CU_ATTR_VMM_SUPPORTED, "a");
-_Static_assert(CU_EVENT_DISABLE_TIMING == GM_CU_EVENT_DISABLE_TIMING, "a");
-_Static_assert(CUDA_ERROR_NOT_READY == GM_CU_ERROR_NOT_READY, "a");
-_Static_assert(CUDA_ERROR_NOT_SUPPORTED == GM_CU_ERROR_NOT_SUPPORTED, "a");
-_Static_assert(CU_MEM_ACCESS_FLAGS_PROT_READWRITE == GM_CU_MEM_ACCESS_READWRITE, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID == (int)GM_CU_ATTR_PCI_DEVICE_ID, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_PCI_BUS_ID == (int)GM_CU_ATTR_PCI_BUS_ID, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID == (int)GM_CU_ATTR_PCI_DOMAIN_ID, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == (int)GM_CU_ATTR_COMPUTE_MAJOR, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED == (int)GM_CU_ATTR_VMM_SUPPORTED, "a");
+_Static_assert((int)CU_EVENT_DISABLE_TIMING == (int)GM_CU_EVENT_DISABLE_TIMING, "a");
+_Static_assert((int)CUDA_ERROR_NOT_READY == (int)GM_CU_ERROR_NOT_READY, "a");
+_Static_assert((int)CUDA_ERROR_NOT_SUPPORTED == (int)GM_CU_ERROR_NOT_SUPPORTED, "a");
+_Static_assert((int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE == (int)GM_CU_MEM_ACCESS_READWRITE, "a");
 int main(void){return 0;}
