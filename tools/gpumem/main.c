@@ -19,6 +19,8 @@ const struct gm_cmd gm_cmds[] = {
 	{"plan", gm_cmd_plan, "predict per-GPU memory of one configuration"},
 	{"fit", gm_cmd_fit, "largest micro-batch and fewest GPUs, per GPU model"},
 	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
+	{"verify", gm_cmd_verify,
+	 "check a card's real capacity and health (write/read every byte)"},
 	{NULL, NULL, NULL},
 };
 

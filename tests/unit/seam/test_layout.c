@@ -7,6 +7,7 @@ _Static_assert(sizeof(CUmemAllocationProp) == sizeof(struct gm_cu_alloc_prop), "
 _Static_assert(offsetof(CUmemAllocationProp, allocFlags) == offsetof(struct gm_cu_alloc_prop, alloc_flags), "flags");
 _Static_assert(sizeof(CUmemAccessDesc) == sizeof(struct gm_cu_access_desc), "acc");
 _Static_assert(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID == GM_CU_ATTR_PCI_DEVICE_ID, "a");
+_Static_assert(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == GM_CU_ATTR_MULTIPROCESSOR_COUNT, "a");
 _Static_assert(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID == GM_CU_ATTR_PCI_BUS_ID, "a");
 _Static_assert(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID == GM_CU_ATTR_PCI_DOMAIN_ID, "a");
 _Static_assert(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == GM_CU_ATTR_COMPUTE_MAJOR, "a");
