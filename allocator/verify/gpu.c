@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern const unsigned char gm_verify_fatbin[];
 extern const unsigned long gm_verify_fatbin_len;
@@ -266,6 +267,14 @@ static int gpu_alloc_all(struct gpu *g, uint64_t max, struct gm_verify_result *r
 	return 0;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void result_error(struct gm_verify_result *r, int err,
 			 const struct gm_diag *d)
 {
@@ -293,6 +302,7 @@ static void verify_one(const struct job *j)
 		.ctx = &g, .begin = gpu_begin, .write = gpu_write,
 		.verify = gpu_verify, .walk = gpu_walk, .sync = gpu_sync,
 	};
+	double t0;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
@@ -306,10 +316,12 @@ static void verify_one(const struct job *j)
 	gm_verify_claims(r, j->o->claimed_bytes);
 	memset(&g, 0, sizeof(g));
 	rc = gpu_open(&g, j->cu, j->index, r->id.sm_count, &d);
+	t0 = now_s();
 	if (!rc)
 		rc = gpu_alloc_all(&g, j->o->max_bytes, r, &d);
 	if (!rc)
 		rc = gm_verify_run(&be, g.chunks, g.nchunks, j->o, r, &d);
+	r->wall_seconds = now_s() - t0;
 	gpu_close(&g);
 	if (rc) {
 		result_error(r, rc, &d);
@@ -410,6 +422,7 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 	gm_cu_ptr va = 0;
 	size_t gran = 0;
 	uint64_t mapped = 0;
+	double t0;
 	int count, rc, vmm = 0;
 	gm_cu_result cr;
 
@@ -482,7 +495,9 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 	gm_verify_note(r, "VMM fake: %llu bytes of physical memory mapped "
 			  "over %llu bytes of addresses",
 		       (unsigned long long)real, (unsigned long long)claimed);
+	t0 = now_s();
 	rc = gm_verify_run(&be, g.chunks, 1, o, r, d);
+	r->wall_seconds = now_s() - t0;
 	if (rc) {
 		r->err = rc;
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", d->msg);

@@ -562,6 +562,8 @@ static struct gm_val *device_obj(const struct gm_verify_result *r, bool flat,
 	gm_obj_set_real(o, "write_gbps", r->write_gbps);
 	gm_obj_set_real(o, "verify_gbps", r->verify_gbps);
 	gm_obj_set_real(o, "seconds", r->seconds);
+	if (r->wall_seconds > 0)
+		gm_obj_set_real(o, "wall_seconds", r->wall_seconds);
 	set_hex(o, "seed", r->seed);
 	if (id->driver_version[0])
 		gm_obj_set_str(o, "driver_version", id->driver_version);

@@ -115,6 +115,7 @@ struct gm_verify_result {
 	uint64_t worst_bad_bytes; /* bad words * 8 of the worst pass */
 	uint64_t lost_tail_bytes; /* unique pass: every word from here on bad */
 	double seconds;       /* all passes */
+	double wall_seconds;  /* context up -> all passes done (alloc too) */
 	double bandwidth_gbps; /* bytes moved / seconds over all passes */
 	double write_gbps;    /* the slowest pure-write pass */
 	double verify_gbps;   /* the slowest pure-verify pass */

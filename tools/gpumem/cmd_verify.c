@@ -118,7 +118,8 @@ static int parse_devices(const char *text, struct args *a)
 		a->ndevs = 0;
 		return 0;
 	}
-	if (strlen(text) >= sizeof(buf))
+	if (strlen(text) >= sizeof(buf) || !*text || text[0] == ',' ||
+	    text[strlen(text) - 1] == ',' || strstr(text, ",,"))
 		return GM_EINVAL;
 	strcpy(buf, text);
 	a->ndevs = 0;
