@@ -101,5 +101,18 @@ p = subprocess.run([GPUMEM, "verify", "--no-progress", "--quick"],
 check(p.returncode == 3 and "driver" in p.stderr,
       "no driver: %d %r" % (p.returncode, p.stderr))
 
+# The two-node fixture for `gpumem report` has today's keys.
+fixtures = sys.argv[2]
+_, now = emulate("claimed=32MiB,real=24MiB", "--quick")
+for host in ("node-a", "node-b"):
+    doc = json.load(open(os.path.join(fixtures, host + ".json")))
+    check(doc["kind"] == "gpumem-verify" and doc["host"] == host,
+          host + ": header")
+    for dev in doc["devices"]:
+        check(set(now) - set(dev) <= {"real_bytes", "alias_stride_bytes",
+                                      "aliased_address_bits",
+                                      "first_bad_offset"},
+              "%s: fixture lacks keys %s" % (host, set(now) - set(dev)))
+
 print("%d failures" % len(failures))
 sys.exit(1 if failures else 0)
