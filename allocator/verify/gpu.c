@@ -148,6 +148,28 @@ static unsigned grid_for(const struct gpu *g, gm_cu_func f, int sms)
 	return (unsigned)(sms > 0 ? sms : 16) * (unsigned)per_sm;
 }
 
+/*
+ * Launch each kernel once over nothing before memory is taken: with lazy
+ * module loading the driver loads kernels, and sets up launch resources,
+ * at the first launch, which needs device memory of its own.
+ */
+static int gpu_warm_up(struct gpu *g, struct gm_diag *d)
+{
+	struct gm_vchunk none = {g->errs, 0, 0};
+	int rc = gpu_begin(g, d);
+
+	if (!rc)
+		rc = gpu_write(g, &none, GM_VP_UNIQUE, 1ULL << 63, 0, d);
+	if (!rc)
+		rc = gpu_verify(g, &none, GM_VP_UNIQUE, 1ULL << 63, 0,
+				GM_VP_NONE, 0, 0, d);
+	if (!rc)
+		rc = gpu_walk(g, &none, 1, 1ULL << 63, 0, d);
+	if (!rc)
+		rc = gpu_sync(g, NULL, d);
+	return rc;
+}
+
 static int gpu_open(struct gpu *g, const struct gm_cu *cu, int index,
 		    int sms, struct gm_diag *d)
 {
@@ -183,7 +205,7 @@ static int gpu_open(struct gpu *g, const struct gm_cu *cu, int index,
 		return cu_fail(g, d, "loading the verify kernels", r);
 	g->grid_write = grid_for(g, g->f_write, sms);
 	g->grid_verify = grid_for(g, g->f_verify, sms);
-	return 0;
+	return gpu_warm_up(g, d);
 }
 
 static void gpu_close(struct gpu *g)
