@@ -6,6 +6,7 @@
  */
 #include "verify.h"
 
+#include "catalog.h"
 #include "cu.h"
 #include "error.h"
 #include "nvml.h"
@@ -16,38 +17,63 @@
 #include <strings.h>
 
 /*
- * The one place the verifier asks the GPU catalog (models/). Until the
- * catalog lands on this branch there is nothing to ask: GM_ENOTFOUND,
- * and the verdict then rests on --claimed and on the write/read test.
+ * The one place the verifier asks the GPU catalog (allocator/catalog):
+ * by name (with aliases), else by PCI device id. Fills what the card of
+ * that model reports (total_bytes), the least a genuine one may report
+ * (gm_gpu_min_total: either ECC mode, older drivers, CUDA's total, less
+ * the catalog's tolerance), and whether its memory is GDDR.
  */
-int gm_verify_catalog_lookup(const char *name, uint64_t *bytes,
-			     char *catalog_name, size_t len)
+int gm_verify_catalog_lookup(const char *name, unsigned pci_device_id,
+			     struct gm_verify_catalog *out)
 {
-	(void)name;
-	(void)catalog_name;
-	(void)len;
-	*bytes = 0;
-	return GM_ENOTFOUND;
+	const struct gm_gpu *g = gm_catalog_find(NULL, name);
+
+	memset(out, 0, sizeof(*out));
+	if (!g && pci_device_id)
+		g = gm_catalog_find_pci(NULL, pci_device_id);
+	if (!g || !g->total_bytes)
+		return GM_ENOTFOUND;
+	out->total_bytes = g->total_bytes;
+	out->min_bytes = gm_gpu_min_total(g);
+	out->estimate = g->total_estimate;
+	out->gddr = g->memory_type && strncmp(g->memory_type, "GDDR", 4) == 0;
+	out->pci_device_id = g->pci_device_id;
+	snprintf(out->name, sizeof(out->name), "%s", g->name);
+	return 0;
 }
 
 void gm_verify_claims(struct gm_verify_result *r, uint64_t claimed)
 {
-	const struct gm_verify_ident *id = &r->id;
-	uint64_t bytes = 0;
+	struct gm_verify_ident *id = &r->id;
+	struct gm_verify_catalog c;
+	bool found;
 
 	r->reported_bytes = id->nvml && id->nvml_total_bytes
 				    ? id->nvml_total_bytes
 				    : id->cuda_total_bytes;
+	found = gm_verify_catalog_lookup(id->name, id->pci_device_id, &c) == 0;
+	if (found) {
+		snprintf(r->catalog_name, sizeof(r->catalog_name), "%s",
+			 c.name);
+		if (c.gddr)
+			id->gddr = true;
+		if (id->pci_device_id && c.pci_device_id &&
+		    id->pci_device_id != c.pci_device_id)
+			gm_verify_note(r, "the name says %s but the PCI device "
+					  "id 0x%04x is not that card's (0x%04x)",
+				       c.name, id->pci_device_id,
+				       c.pci_device_id);
+	}
 	if (claimed) {
 		r->claimed_bytes = claimed;
 		snprintf(r->claimed_source, sizeof(r->claimed_source),
 			 "--claimed");
 		return;
 	}
-	if (gm_verify_catalog_lookup(id->name, &bytes, r->catalog_name,
-				     sizeof(r->catalog_name)) == 0 &&
-	    bytes) {
-		r->claimed_bytes = bytes;
+	if (found) {
+		r->claimed_bytes = c.total_bytes;
+		r->claimed_min_bytes = c.min_bytes;
+		r->claimed_estimate = c.estimate;
 		snprintf(r->claimed_source, sizeof(r->claimed_source),
 			 "catalog");
 		return;

@@ -331,8 +331,15 @@ static bool judge_report(struct gm_verify_result *r)
 
 	if (!r->claimed_bytes || !r->reported_bytes)
 		return false;
-	if ((double)r->reported_bytes >= r->claimed_bytes * (1.0 - tol))
+	if (r->claimed_min_bytes) {
+		/* the catalog knows every genuine total (both ECC modes,
+		 * old drivers, CUDA's) and its own tolerance */
+		if (r->reported_bytes >= r->claimed_min_bytes)
+			return false;
+	} else if ((double)r->reported_bytes >=
+		   r->claimed_bytes * (1.0 - tol)) {
 		return false;
+	}
 	gm_size_format(a, sizeof(a), r->reported_bytes);
 	gm_size_format(b, sizeof(b), r->claimed_bytes);
 	if (id->mig == 1) {
@@ -345,6 +352,12 @@ static bool judge_report(struct gm_verify_result *r)
 		    r->claimed_bytes * 15.0 / 16.0 * (1.0 - tol)) {
 		gm_verify_note(r, "ECC is on: GDDR memory gives 1/16 to ECC, "
 				  "so %s of %s is expected", a, b);
+		return false;
+	}
+	if (r->claimed_estimate) {
+		gm_verify_note(r, "the driver reports %s; the catalog guesses "
+				  "%s for this model (not seen on a real card)",
+			       a, b);
 		return false;
 	}
 	snprintf(r->reason, sizeof(r->reason),
@@ -539,6 +552,8 @@ static struct gm_val *device_obj(const struct gm_verify_result *r, bool flat,
 	gm_obj_set_str(o, "claimed_source", r->claimed_source);
 	if (r->catalog_name[0])
 		gm_obj_set_str(o, "catalog_name", r->catalog_name);
+	if (r->claimed_min_bytes)
+		gm_obj_set_uint(o, "claimed_min_bytes", r->claimed_min_bytes);
 	gm_obj_set_uint(o, "cuda_total_bytes", id->cuda_total_bytes);
 	gm_obj_set_uint(o, "free_bytes", r->free_bytes);
 	gm_obj_set_uint(o, "allocated_bytes", r->allocated_bytes);

@@ -90,6 +90,8 @@ struct gm_verify_result {
 	char kind[16];        /* "gpu", "emulated", "vmm-fake" */
 	uint64_t claimed_bytes;
 	char claimed_source[24]; /* "--claimed", "catalog", "emulate", "" */
+	uint64_t claimed_min_bytes; /* catalog: least a genuine card reports */
+	bool claimed_estimate;    /* catalog total assumed: only a note */
 	char catalog_name[64];
 	uint64_t reported_bytes; /* NVML total, else CUDA total */
 	uint64_t free_bytes;  /* free when testing began */
@@ -212,13 +214,23 @@ int gm_verify_identify(const struct gm_cu *cu, const struct gm_nvml *nvml,
  */
 void gm_verify_claims(struct gm_verify_result *r, uint64_t claimed);
 
+/* What the GPU catalog says of a model. */
+struct gm_verify_catalog {
+	char name[64];
+	uint64_t total_bytes; /* nvidia-smi total, default ECC mode */
+	uint64_t min_bytes;   /* least a genuine card reports */
+	bool estimate;        /* total assumed, not seen: only warn */
+	bool gddr;
+	unsigned pci_device_id;
+};
+
 /*
- * The GPU catalog's capacity for a device name, the one place that asks
- * the catalog. Returns 0 with *bytes and the catalog's name, or
+ * The GPU catalog's entry for a device name (or, failing that, its PCI
+ * device id): the one place that asks the catalog. Returns 0, or
  * GM_ENOTFOUND.
  */
-int gm_verify_catalog_lookup(const char *name, uint64_t *bytes,
-			     char *catalog_name, size_t len);
+int gm_verify_catalog_lookup(const char *name, unsigned pci_device_id,
+			     struct gm_verify_catalog *out);
 
 /* ==== Emulated cards (emu.c) ==== */
 

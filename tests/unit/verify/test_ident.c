@@ -224,6 +224,43 @@ static void health(void **state)
 	retire_pending = 0;
 }
 
+/* Without --claimed the catalog gives the claim: an H200 reporting its
+ * 143771 MiB is fine; one reporting 120 GiB is undersized; CUDA's total
+ * alone (no NVML) is within the catalog's tolerance. */
+static void claim_from_catalog(void **state)
+{
+	struct gm_cu cu = fake_cu();
+	struct gm_nvml nv = fake_nvml();
+	struct gm_nvml none = {0};
+	struct gm_verify_result r;
+	struct gm_diag d;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gm_verify_identify(&cu, &nv, 0, &r.id, &d), 0);
+	gm_verify_claims(&r, 0);
+	assert_string_equal(r.claimed_source, "catalog");
+	assert_true(r.claimed_bytes == 143771 * GM_MiB);
+	assert_true(r.claimed_min_bytes > 0 &&
+		    r.claimed_min_bytes <= 143155 * GM_MiB);
+	gm_verify_judge(&r);
+	assert_int_equal(r.verdict, GM_VERDICT_OK);
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gm_verify_identify(&cu, &none, 0, &r.id, &d), 0);
+	gm_verify_claims(&r, 0);
+	gm_verify_judge(&r);
+	assert_int_equal(r.verdict, GM_VERDICT_OK);
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gm_verify_identify(&cu, &nv, 0, &r.id, &d), 0);
+	r.id.nvml_total_bytes = 120 * GM_GiB;
+	gm_verify_claims(&r, 0);
+	gm_verify_judge(&r);
+	assert_int_equal(r.verdict, GM_VERDICT_UNDERSIZED);
+	assert_non_null(strstr(r.reason, "catalog"));
+}
+
 static void unknown_name_notes(void **state)
 {
 	struct gm_verify_result r = {0};
@@ -245,6 +282,7 @@ int main(void)
 		cmocka_unit_test(identity_from_both),
 		cmocka_unit_test(without_nvml),
 		cmocka_unit_test(health),
+		cmocka_unit_test(claim_from_catalog),
 		cmocka_unit_test(unknown_name_notes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
