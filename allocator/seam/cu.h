@@ -48,6 +48,7 @@ enum {
 
 /* CUdevice_attribute values used by gpumem. */
 enum {
+	GM_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
 	GM_CU_ATTR_PCI_BUS_ID = 33,
 	GM_CU_ATTR_PCI_DEVICE_ID = 34,
 	GM_CU_ATTR_PCI_DOMAIN_ID = 50,
@@ -147,13 +148,17 @@ enum {
 	   (gm_cu_stream s))                                                \
 	XX(gm_cu_result, error_name, "cuGetErrorName",                      \
 	   (gm_cu_result r, const char **name))                             \
-	/* allocator core GPU tests */                                      \
+	/* kernels (allocator core GPU tests, verify) */                    \
 	XX(gm_cu_result, launch_kernel, "cuLaunchKernel",                   \
 	   (gm_cu_func f, unsigned gx, unsigned gy, unsigned gz,            \
 	    unsigned bx, unsigned by, unsigned bz, unsigned shmem,          \
 	    gm_cu_stream s, void **params, void **extra))                   \
 	XX(gm_cu_result, memcpy_dtoh, "cuMemcpyDtoH_v2",                    \
 	   (void *dst, gm_cu_ptr src, size_t bytes))                        \
+	XX(gm_cu_result, device_pci_bus_id, "cuDeviceGetPCIBusId",          \
+	   (char *bus_id, int len, gm_cu_device d))                         \
+	XX(gm_cu_result, memcpy_htod, "cuMemcpyHtoD_v2",                    \
+	   (gm_cu_ptr dst, const void *src, size_t bytes))                  \
 	XX(gm_cu_result, module_get_function, "cuModuleGetFunction",        \
 	   (gm_cu_func *f, gm_cu_module m, const char *name))               \
 	XX(gm_cu_result, module_load_data, "cuModuleLoadData",              \
@@ -163,7 +168,10 @@ enum {
 	   (gm_cu_stream *s, unsigned flags))                               \
 	XX(gm_cu_result, stream_destroy, "cuStreamDestroy_v2",              \
 	   (gm_cu_stream s))                                                \
-	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s))
+	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s))  \
+	XX(gm_cu_result, occupancy_blocks,                                  \
+	   "cuOccupancyMaxActiveBlocksPerMultiprocessor",                   \
+	   (int *blocks, gm_cu_func f, int block_size, size_t shared_bytes))
 
 struct gm_cu {
 	void *lib; /* dlopen handle */

@@ -24,6 +24,8 @@ extern const struct gm_cmd gm_cmds[];
  * Report a usage error: "gpumem NAME: message" and a hint to run
  * --help, on stderr. Returns GM_EXIT_USAGE.
  */
+int gm_cmd_verify(int argc, char **argv);
+
 int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -21,6 +21,8 @@ const struct gm_cmd gm_cmds[] = {
 	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
 	{"replay", gm_cmd_replay,
 	 "replay an allocation trace through the allocator core"},
+	{"verify", gm_cmd_verify,
+	 "check a card's real capacity and health (write/read every byte)"},
 	{NULL, NULL, NULL},
 };
 

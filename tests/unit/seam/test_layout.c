@@ -15,4 +15,5 @@ _Static_assert((int)CU_EVENT_DISABLE_TIMING == (int)GM_CU_EVENT_DISABLE_TIMING, 
 _Static_assert((int)CUDA_ERROR_NOT_READY == (int)GM_CU_ERROR_NOT_READY, "a");
 _Static_assert((int)CUDA_ERROR_NOT_SUPPORTED == (int)GM_CU_ERROR_NOT_SUPPORTED, "a");
 _Static_assert((int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE == (int)GM_CU_MEM_ACCESS_READWRITE, "a");
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == (int)GM_CU_ATTR_MULTIPROCESSOR_COUNT, "a");
 int main(void){return 0;}

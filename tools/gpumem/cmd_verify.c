@@ -1,0 +1,398 @@
+/*
+ * cmd_verify.c - gpumem verify: parse the options, run the verifier
+ * (allocator/verify), print the report. No logic of its own.
+ */
+#include "cmd.h"
+
+#include "cu.h"
+#include "emit.h"
+#include "error.h"
+#include "units.h"
+#include "verify.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GM_VERIFY_MAX_DEVICES 64
+
+static void help(FILE *out)
+{
+	fprintf(out,
+		"Usage: gpumem verify [OPTIONS]\n\n"
+		"Check each card's real capacity and health: what it claims "
+		"(--claimed or the\nGPU catalog), what the driver reports "
+		"(CUDA, NVML), then write and read back\nevery byte that can "
+		"be allocated with values unique to each address.\n\n"
+		"Options:\n"
+		"  --device N|all|N,M,...  devices to test, concurrently "
+		"(default: all)\n"
+		"  --claimed SIZE          capacity the card is sold as "
+		"(80GB, 141GB, 80GiB)\n"
+		"  --quick                 one unique-value write and verify "
+		"pass\n"
+		"  --full                  + complement, walking ones, moving "
+		"inversions (default)\n"
+		"  --bit-fade SECONDS      also hold a pattern this long, then "
+		"check it (and its\n"
+		"                          complement)\n"
+		"  --limit SIZE            test at most SIZE per device\n"
+		"  --seed N                pattern seed (default: random)\n"
+		"  --format FORMAT         table (default), json, yaml or csv\n"
+		"  --output FILE           also write the JSON report to FILE "
+		"(%%h = host name)\n"
+		"  --no-progress           no progress bar on stderr\n"
+		"  --emulate SPEC          test an emulated card in host "
+		"memory instead:\n"
+		"      claimed=SIZE,real=SIZE[,mode=wrap|drop|garbage]"
+		"[,bad_bits=N]\n"
+		"      [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1]"
+		"[,gddr=0|1][,mig=0|1]\n"
+		"  --emulate-vmm claimed=SIZE,real=SIZE\n"
+		"                          a real fake on the GPU of --device: "
+		"real bytes mapped\n"
+		"                          again and again over claimed bytes "
+		"of addresses\n"
+		"  -h, --help              this help\n\n"
+		"Verdicts: ok, undersized (aliasing, lost writes, or the driver "
+		"reports less than\nclaimed), faulty (flipped bits, garbage, "
+		"NVML health).\n"
+		"Exit codes: 0 all ok, 1 a card is undersized or faulty, 2 bad "
+		"usage, 3 driver error.\n");
+}
+
+/* ==== Progress bar (stderr, only on a terminal) ==== */
+
+struct progress {
+	pthread_mutex_t lock;
+	int ndev;
+	int done[GM_VERIFY_MAX_DEVICES];
+	int total[GM_VERIFY_MAX_DEVICES];
+};
+
+static void on_progress(void *arg, int device, const char *pass, int done,
+			int total)
+{
+	struct progress *p = arg;
+	int sum = 0, all = 0, slot = device < 0 ? 0 : device;
+	char bar[41];
+
+	pthread_mutex_lock(&p->lock);
+	if (slot < GM_VERIFY_MAX_DEVICES) {
+		p->done[slot] = done;
+		p->total[slot] = total;
+	}
+	for (int i = 0; i < GM_VERIFY_MAX_DEVICES; i++) {
+		sum += p->done[i];
+		all += p->total[i];
+	}
+	for (int i = 0; i < 40; i++)
+		bar[i] = all && i < 40 * sum / all ? '#' : '.';
+	bar[40] = '\0';
+	fprintf(stderr, "\rverify [%s] %3d%%  %-28s", bar,
+		all ? 100 * sum / all : 0, pass);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ==== Options ==== */
+
+struct args {
+	struct gm_verify_opts o;
+	int devs[GM_VERIFY_MAX_DEVICES];
+	int ndevs; /* 0 = all */
+	enum gm_format format;
+	const char *output;
+	const char *emulate;
+	const char *vmm;
+	bool no_progress;
+};
+
+static int parse_devices(const char *text, struct args *a)
+{
+	char buf[256], *save = NULL, *tok;
+
+	if (strcmp(text, "all") == 0) {
+		a->ndevs = 0;
+		return 0;
+	}
+	if (strlen(text) >= sizeof(buf) || !*text || text[0] == ',' ||
+	    text[strlen(text) - 1] == ',' || strstr(text, ",,"))
+		return GM_EINVAL;
+	strcpy(buf, text);
+	a->ndevs = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		long v = strtol(tok, &end, 10);
+
+		if (*end || end == tok || v < 0 || v > 1023 ||
+		    a->ndevs >= GM_VERIFY_MAX_DEVICES)
+			return GM_EINVAL;
+		a->devs[a->ndevs++] = (int)v;
+	}
+	return a->ndevs ? 0 : GM_EINVAL;
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	enum { O_CLAIMED = 256, O_QUICK, O_FULL, O_FORMAT, O_EMULATE,
+	       O_VMM, O_LIMIT, O_SEED, O_FADE, O_OUTPUT, O_NOPROG, O_DEVICE };
+	static const struct option opts[] = {
+		{"device", required_argument, NULL, O_DEVICE},
+		{"claimed", required_argument, NULL, O_CLAIMED},
+		{"quick", no_argument, NULL, O_QUICK},
+		{"full", no_argument, NULL, O_FULL},
+		{"format", required_argument, NULL, O_FORMAT},
+		{"emulate", required_argument, NULL, O_EMULATE},
+		{"emulate-vmm", required_argument, NULL, O_VMM},
+		{"limit", required_argument, NULL, O_LIMIT},
+		{"seed", required_argument, NULL, O_SEED},
+		{"bit-fade", required_argument, NULL, O_FADE},
+		{"output", required_argument, NULL, O_OUTPUT},
+		{"no-progress", no_argument, NULL, O_NOPROG},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct gm_diag d = {{0}};
+	bool quick = false, full = false;
+	char *end;
+	int c;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			help(stdout);
+			return GM_EXIT_OK;
+		case O_DEVICE:
+			if (parse_devices(optarg, a))
+				return gm_cmd_usage_error("verify",
+					"--device: '%s' is not N, N,M,... or "
+					"all", optarg);
+			break;
+		case O_CLAIMED:
+			if (gm_size_parse(optarg, &a->o.claimed_bytes) ||
+			    !a->o.claimed_bytes)
+				return gm_cmd_usage_error("verify",
+					"--claimed: '%s' is not a size such as "
+					"80GB or 80GiB", optarg);
+			break;
+		case O_QUICK:
+			quick = true;
+			break;
+		case O_FULL:
+			full = true;
+			break;
+		case O_FORMAT:
+			if (gm_format_parse(optarg, &a->format, &d))
+				return gm_cmd_usage_error("verify", "%s",
+							  d.msg);
+			break;
+		case O_EMULATE:
+			a->emulate = optarg;
+			break;
+		case O_VMM:
+			a->vmm = optarg;
+			break;
+		case O_LIMIT:
+			if (gm_size_parse(optarg, &a->o.max_bytes) ||
+			    a->o.max_bytes < 16)
+				return gm_cmd_usage_error("verify",
+					"--limit: '%s' is not a size of at "
+					"least 16 bytes", optarg);
+			break;
+		case O_SEED:
+			a->o.seed = strtoull(optarg, &end, 0);
+			if (*end || end == optarg || optarg[0] == '-')
+				return gm_cmd_usage_error("verify",
+					"--seed: '%s' is not a number",
+					optarg);
+			break;
+		case O_FADE: {
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || end == optarg || v < 1 || v > 86400)
+				return gm_cmd_usage_error("verify",
+					"--bit-fade: '%s' is not seconds from "
+					"1 to 86400", optarg);
+			a->o.bit_fade_s = (unsigned)v;
+			break;
+		}
+		case O_OUTPUT:
+			if (!*optarg)
+				return gm_cmd_usage_error("verify",
+					"--output: empty file name");
+			a->output = optarg;
+			break;
+		case O_NOPROG:
+			a->no_progress = true;
+			break;
+		case ':':
+			return gm_cmd_usage_error("verify",
+				"option '%s' needs a value", argv[optind - 1]);
+		default:
+			return gm_cmd_usage_error("verify",
+				"unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return gm_cmd_usage_error("verify", "unexpected argument '%s'",
+					  argv[optind]);
+	if (quick && full)
+		return gm_cmd_usage_error("verify",
+			"--quick and --full exclude each other");
+	if (a->emulate && a->vmm)
+		return gm_cmd_usage_error("verify",
+			"--emulate and --emulate-vmm exclude each other");
+	if (a->vmm && a->ndevs > 1)
+		return gm_cmd_usage_error("verify",
+			"--emulate-vmm takes one --device");
+	a->o.level = quick ? GM_VERIFY_QUICK : GM_VERIFY_FULL;
+	return -1;
+}
+
+/* --output FILE with %h replaced by the host name. */
+static int write_output(const char *pattern, const char *host,
+			const struct gm_val *report, struct gm_diag *d)
+{
+	char path[4096];
+	size_t o = 0;
+	struct gm_file f;
+	int rc;
+
+	for (const char *p = pattern; *p && o + 1 < sizeof(path); p++) {
+		if (p[0] == '%' && p[1] == 'h') {
+			o += snprintf(path + o, sizeof(path) - o, "%s", host);
+			p++;
+		} else {
+			path[o++] = *p;
+		}
+	}
+	path[o < sizeof(path) ? o : sizeof(path) - 1] = '\0';
+	rc = gm_file_begin(&f, path, d);
+	if (rc)
+		return rc;
+	rc = gm_emit(f.fp, report, GM_FORMAT_JSON);
+	return gm_file_end(&f, rc == 0, d) ? GM_EIO : rc;
+}
+
+static void print_table(const struct gm_verify_result *r, size_t n)
+{
+	struct gm_val *rows = gm_verify_summary(r, n, false);
+
+	gm_emit(stdout, rows, GM_FORMAT_TABLE);
+	gm_val_free(rows);
+	for (size_t i = 0; i < n; i++) {
+		printf("\n%s %s: %s: %s\n",
+		       r[i].device >= 0 ? "device" : "emulated", r[i].id.name,
+		       gm_verify_verdict_name(r[i].verdict), r[i].reason);
+		if (!r[i].id.nvml && r[i].verdict != GM_VERDICT_ERROR)
+			printf("  note: %s\n", r[i].id.nvml_error);
+		for (int k = 0; k < r[i].nnotes; k++)
+			printf("  note: %s\n", r[i].notes[k]);
+	}
+}
+
+static int run_devices(struct args *a, struct gm_verify_result **out,
+		       size_t *nout, struct gm_diag *d)
+{
+	struct gm_cu cu;
+	int count = 0, rc;
+	size_t n;
+
+	rc = gm_cu_open(&cu, NULL, d);
+	if (!rc)
+		rc = gm_verify_device_count(&cu, &count, d);
+	if (rc)
+		goto out;
+	if (a->ndevs == 0) {
+		a->ndevs = count < GM_VERIFY_MAX_DEVICES
+				   ? count : GM_VERIFY_MAX_DEVICES;
+		for (int i = 0; i < a->ndevs; i++)
+			a->devs[i] = i;
+	}
+	n = a->vmm ? 1 : (size_t)a->ndevs;
+	*out = calloc(n, sizeof(**out));
+	if (!*out) {
+		rc = gm_diag_set(d, GM_ENOMEM, "out of host memory");
+		goto out;
+	}
+	*nout = n;
+	if (a->vmm) {
+		uint64_t claimed, real;
+
+		rc = gm_verify_vmm_parse(a->vmm, &claimed, &real, d);
+		if (!rc)
+			rc = gm_verify_vmm_fake(&cu, a->devs[0], claimed, real,
+						&a->o, *out, d);
+	} else {
+		rc = gm_verify_devices(&cu, a->devs, n, &a->o, *out, d);
+	}
+out:
+	gm_cu_close(&cu);
+	return rc;
+}
+
+int gm_cmd_verify(int argc, char **argv)
+{
+	struct args a = {.format = GM_FORMAT_TABLE};
+	struct progress prog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct gm_verify_result *res = NULL;
+	struct gm_diag d = {{0}};
+	struct gm_val *report = NULL;
+	char host[256] = "localhost";
+	size_t n = 0;
+	int rc, code;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	if (!a.no_progress && isatty(STDERR_FILENO)) {
+		a.o.progress = on_progress;
+		a.o.progress_arg = &prog;
+	}
+	if (a.emulate) {
+		struct gm_verify_emu emu;
+
+		rc = gm_verify_emu_parse(a.emulate, &emu, &d);
+		if (rc)
+			return gm_cmd_usage_error("verify", "%s", d.msg);
+		res = calloc(1, sizeof(*res));
+		n = 1;
+		rc = res ? gm_verify_emulated(&emu, &a.o, res, &d)
+			 : gm_diag_set(&d, GM_ENOMEM, "out of host memory");
+	} else {
+		rc = run_devices(&a, &res, &n, &d);
+	}
+	if (a.o.progress)
+		fprintf(stderr, "\r%80s\r", "");
+	if (rc) {
+		fprintf(stderr, "gpumem verify: %s\n", d.msg);
+		free(res);
+		return rc == GM_EINVAL ? GM_EXIT_USAGE : GM_EXIT_DEVICE;
+	}
+	gethostname(host, sizeof(host) - 1);
+	report = gm_verify_report(res, n, host);
+	if (a.format == GM_FORMAT_TABLE)
+		print_table(res, n);
+	else if (a.format == GM_FORMAT_CSV) {
+		struct gm_val *rows = gm_verify_summary(res, n, true);
+
+		gm_emit(stdout, rows, GM_FORMAT_CSV);
+		gm_val_free(rows);
+	} else
+		gm_emit(stdout, report, a.format);
+	code = gm_verify_exit_code(res, n);
+	if (a.output && write_output(a.output, host, report, &d)) {
+		fprintf(stderr, "gpumem verify: %s\n", d.msg);
+		code = GM_EXIT_USAGE;
+	}
+	gm_val_free(report);
+	free(res);
+	return code;
+}
