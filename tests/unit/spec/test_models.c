@@ -1,7 +1,7 @@
 /*
  * test_models.c - every bundled spec (models' *.yaml files except the GPU
- * catalog, gpus.yaml) loads and validates, and its name is its file
- * name. Prints TAP. Usage: test-models MODELS_DIR MIN_SPECS
+ * catalog, gpus.yaml) loads and validates, names a GPU of the built-in
+ * catalog, and its name is its file name. Prints TAP. Usage: test-models MODELS_DIR MIN_SPECS
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -22,6 +22,8 @@ static int check(int no, const char *dir, const char *file)
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	snprintf(base, sizeof(base), "%.*s", (int)(strlen(file) - 5), file);
 	rc = gm_spec_load(&spec, path, NULL, 0, &diag);
+	if (!rc)
+		rc = gm_spec_check_gpu_catalog(&spec, NULL, &diag);
 	if (rc) {
 		printf("not ok %d - %s\n# %s\n", no, file, diag.msg);
 		return 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "error.h"
 #include "spec.h"
 
@@ -262,6 +263,26 @@ static void gpu_check(void **state)
 	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), 0);
 }
 
+/* Against the built-in catalog: aliases and nvidia-smi names pass. */
+static void gpu_check_catalog(void **state)
+{
+	const char *ok[] = {"hardware.gpu=h100"};
+	const char *ok2[] = {"hardware.gpu=Tesla V100-SXM2-32GB"};
+	const char *bad[] = {"hardware.gpu=V100-SXM2-48GB"};
+
+	(void)state;
+	assert_int_equal(load("k.yaml", LLAMA, ok, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag), 0);
+	assert_int_equal(load("k.yaml", LLAMA, ok2, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag), 0);
+	assert_int_equal(load("k.yaml", LLAMA, bad, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "--set hardware.gpu: unknown GPU "
+			       "'V100-SXM2-48GB'; closest: "));
+	assert_non_null(strstr(diag.msg, "V100"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +298,7 @@ int main(void)
 		cmocka_unit_test(inference_kv_default),
 		cmocka_unit_test(missing_file),
 		cmocka_unit_test(gpu_check),
+		cmocka_unit_test(gpu_check_catalog),
 	};
 	int rc;
 
