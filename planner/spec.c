@@ -310,6 +310,16 @@ static const char *kind_expects(const struct gm__spec_keydef *k)
 	return "a value";
 }
 
+/* Control characters would break the one-line messages that echo text. */
+static bool has_control(const char *s)
+{
+	for (; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	}
+	return false;
+}
+
 /* YAML 1.1's plain null spellings; an empty value is null too. */
 static bool is_null(const char *s)
 {
@@ -461,6 +471,9 @@ static int set_scalar(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 	void *field = (char *)c->spec + k->off;
 	uint64_t u;
 
+	if (has_control(s))
+		return fail_value(c, m, id, "the value contains a control "
+				  "character (a line break or tab?)");
 	if (!quoted && is_null(s))
 		return fail_value(c, m, id, "no value (expected %s)",
 				  kind_expects(k));
@@ -579,6 +592,9 @@ static int walk_pair(struct gm__walk *w, yaml_node_pair_t *p, int section)
 			       "a key must be a plain word, not %s",
 			       node_kind(k));
 	name = (const char *)k->data.scalar.value;
+	if (has_control(name))
+		return fail_at(c, km->line + 1, km->column + 1,
+			       "a key contains a control character");
 	id = find_key(section, name, k->data.scalar.length);
 	if (id < 0)
 		return unknown_key(c, (unsigned)km->line + 1,
