@@ -1,13 +1,14 @@
 /*
  * test_models.c - every bundled spec (models' *.yaml files except the GPU
  * catalog, gpus.yaml) loads and validates, names a GPU of the built-in
- * catalog, and its name is its file name. Prints TAP. Usage: test-models MODELS_DIR MIN_SPECS
+ * catalog by its exact nvidia-smi name, and its name is its file name. Prints TAP. Usage: test-models MODELS_DIR MIN_SPECS
  */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "error.h"
 #include "spec.h"
 
@@ -26,6 +27,12 @@ static int check(int no, const char *dir, const char *file)
 		rc = gm_spec_check_gpu_catalog(&spec, NULL, &diag);
 	if (rc) {
 		printf("not ok %d - %s\n# %s\n", no, file, diag.msg);
+		return 0;
+	}
+	if (spec.gpu[0] && strcmp(gm_catalog_find(NULL, spec.gpu)->name,
+				  spec.gpu)) {
+		printf("not ok %d - %s\n# hardware.gpu '%s' is not the "
+		       "catalog's exact name\n", no, file, spec.gpu);
 		return 0;
 	}
 	if (strcmp(spec.name, base)) {
