@@ -173,6 +173,16 @@ int gm_spec_check_gpu_catalog(const struct gm_spec *spec,
 			      const struct gm_catalog *cat,
 			      struct gm_diag *diag);
 
+/*
+ * For a message "PATH:LINE:COLUMN: ..." about file path: that line of the
+ * file and a caret under the column, as "  TEXT\n  ^" (netplan style),
+ * for a command to print after the message. Returns 0, or GM_ENOTFOUND
+ * when msg has no position in path (e.g. a --set message) or the line
+ * cannot be read; buf is then "".
+ */
+int gm_spec_excerpt(const char *path, const char *msg, char *buf,
+		    size_t len);
+
 /* Names of the enums as spelled in YAML ("bf16-mixed", "adamw", ...). */
 const char *gm_precision_name(enum gm_precision p);
 const char *gm_optimizer_name(enum gm_optimizer o);

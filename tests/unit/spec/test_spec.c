@@ -283,6 +283,29 @@ static void gpu_check_catalog(void **state)
 	assert_non_null(strstr(diag.msg, "V100"));
 }
 
+/* The source line and a caret under the column of a file message. */
+static void excerpt(void **state)
+{
+	char buf[512], path[128], msg[256];
+
+	(void)state;
+	assert_int_equal(load("x.yaml", "model:\n  layers: 32\n  hidden_size: "
+			      "4096\n  attention_heads: 30\n", NULL, 0),
+			 GM_EINVAL);
+	snprintf(path, sizeof(path), "%s/x.yaml", dir);
+	assert_int_equal(gm_spec_excerpt(path, diag.msg, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "    attention_heads: 30\n"
+				 "                     ^");
+	assert_int_equal(gm_spec_excerpt(path, "--set a.b: x", buf,
+					 sizeof(buf)), GM_ENOTFOUND);
+	assert_string_equal(buf, "");
+	assert_int_equal(gm_spec_excerpt(path, "", buf, sizeof(buf)),
+			 GM_ENOTFOUND);
+	snprintf(msg, sizeof(msg), "%s:99:1: beyond the end", path);
+	assert_int_equal(gm_spec_excerpt(path, msg, buf, sizeof(buf)),
+			 GM_ENOTFOUND);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +322,7 @@ int main(void)
 		cmocka_unit_test(missing_file),
 		cmocka_unit_test(gpu_check),
 		cmocka_unit_test(gpu_check_catalog),
+		cmocka_unit_test(excerpt),
 	};
 	int rc;
 
