@@ -310,6 +310,16 @@ static const char *kind_expects(const struct gm__spec_keydef *k)
 	return "a value";
 }
 
+/* Control characters would break the one-line messages that echo text. */
+static bool has_control(const char *s)
+{
+	for (; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	}
+	return false;
+}
+
 /* YAML 1.1's plain null spellings; an empty value is null too. */
 static bool is_null(const char *s)
 {
@@ -349,6 +359,9 @@ static int parse_uint(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		return fail_value(c, m, id, "expected an integer, got '%s'",
 				  s);
 	}
+	if (s[0] == '0' && s[1])
+		return fail_value(c, m, id, "expected a decimal integer without "
+				  "leading zeros, got '%s'", s);
 	errno = 0;
 	*out = strtoull(s, &end, 10);
 	if (errno == ERANGE)
@@ -458,6 +471,9 @@ static int set_scalar(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 	void *field = (char *)c->spec + k->off;
 	uint64_t u;
 
+	if (has_control(s))
+		return fail_value(c, m, id, "the value contains a control "
+				  "character (a line break or tab?)");
 	if (!quoted && is_null(s))
 		return fail_value(c, m, id, "no value (expected %s)",
 				  kind_expects(k));
@@ -529,25 +545,35 @@ static void section_words(int section, char *buf, size_t len)
 		snprintf(buf, len, "in %s", gm__spec_keys[section].name);
 }
 
-static int unknown_key(struct gm__walk *w, const yaml_mark_t *m, int section,
-		       const char *name)
+/*
+ * "unknown key 'x' in model; did you mean 'y'?" at line:col (or the --set
+ * being applied). A dotted key at the top level ("model.layers:") gets
+ * told to nest it.
+ */
+static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
+		       int section, const char *name)
 {
 	const char *cands[GM_K_COUNT];
 	char where[64], near[256];
 	size_t n = 0;
+	int id;
 
-	for (int id = 0; id < GM_K_COUNT; id++) {
+	for (id = 0; id < GM_K_COUNT; id++) {
 		if (gm__spec_keys[id].parent == section)
 			cands[n++] = gm__spec_keys[id].name;
 	}
 	section_words(section, where, sizeof(where));
+	id = section < 0 && !c->set_key ? find_dotted(name) : -1;
+	if (id >= 0 && gm__spec_keys[id].parent >= 0)
+		return fail_at(c, line, col, "unknown key '%s' %s; write it "
+			       "nested, as '%s:' under '%s:'", name, where,
+			       gm__spec_keys[id].name,
+			       gm__spec_keys[gm__spec_keys[id].parent].name);
 	if (suggest(name, cands, n, near, sizeof(near)))
-		return fail_at(w->c, (unsigned)m->line + 1,
-			       (unsigned)m->column + 1,
+		return fail_at(c, line, col,
 			       "unknown key '%s' %s; did you mean %s?", name,
 			       where, near);
-	return fail_at(w->c, (unsigned)m->line + 1, (unsigned)m->column + 1,
-		       "unknown key '%s' %s", name, where);
+	return fail_at(c, line, col, "unknown key '%s' %s", name, where);
 }
 
 /* Handle one key: value pair of a mapping in section. */
@@ -566,9 +592,13 @@ static int walk_pair(struct gm__walk *w, yaml_node_pair_t *p, int section)
 			       "a key must be a plain word, not %s",
 			       node_kind(k));
 	name = (const char *)k->data.scalar.value;
+	if (has_control(name))
+		return fail_at(c, km->line + 1, km->column + 1,
+			       "a key contains a control character");
 	id = find_key(section, name, k->data.scalar.length);
 	if (id < 0)
-		return unknown_key(w, km, section, name);
+		return unknown_key(c, (unsigned)km->line + 1,
+				   (unsigned)km->column + 1, section, name);
 	if (w->first_line[id]) {
 		section_words(section, where, sizeof(where));
 		return fail_at(c, km->line + 1, km->column + 1,
@@ -815,13 +845,38 @@ out:
 
 /* ==== --set ==== */
 
+/* A --set KEY that is not in the table: say why, suggest the closest. */
+static int set_unknown(struct gm__spec_ctx *c, const char *key)
+{
+	const char *dot = strchr(key, '.'), *cands[GM_K_COUNT], *near;
+	char sec[64];
+	int parent = -1;
+	size_t n = 0;
+
+	snprintf(sec, sizeof(sec), "%.*s", dot ? (int)(dot - key) : 63, key);
+	if (dot)
+		parent = find_key(-1, sec, strlen(sec));
+	if (parent >= 0 && gm__spec_keys[parent].kind != GM_KIND_MAP)
+		return fail_at(c, 0, 0, "'%s' takes a value, not keys", sec);
+	if (parent >= 0)
+		return unknown_key(c, 0, 0, parent, dot + 1);
+	for (int i = 0; i < GM_K_COUNT; i++) {
+		if (gm__spec_keys[i].parent < 0)
+			cands[n++] = gm__spec_keys[i].name;
+	}
+	near = gm_text_suggest(sec, cands, n);
+	if (near)
+		return fail_at(c, 0, 0, "unknown key '%s'; did you mean "
+			       "'%s%s'?", key, near, dot ? dot : "");
+	return fail_at(c, 0, 0, "unknown key '%s'", key);
+}
+
 /* Apply one "dotted.key=value" over what the file gave. */
 static int apply_set(struct gm__spec_ctx *c, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
-	char key[128], sec[64];
-	const char *dot, *near;
-	int id, parent = -1;
+	char key[128];
+	int id, parent;
 	size_t n;
 
 	c->set_key = arg;
@@ -835,40 +890,12 @@ static int apply_set(struct gm__spec_ctx *c, const char *arg)
 	key[n] = '\0';
 	c->set_key = key;
 	id = find_dotted(key);
-	if (id >= 0 && gm__spec_keys[id].kind == GM_KIND_MAP)
+	if (id < 0)
+		return set_unknown(c, key);
+	if (gm__spec_keys[id].kind == GM_KIND_MAP)
 		return fail_at(c, 0, 0, "'%s' is a section; set one of its "
 			       "keys, e.g. %s.%s", key, key,
 			       gm__spec_keys[id + 1].name);
-	if (id < 0) {
-		dot = strchr(key, '.');
-		if (dot) {
-			snprintf(sec, sizeof(sec), "%.*s", (int)(dot - key),
-				 key);
-			parent = find_key(-1, sec, strlen(sec));
-		}
-		if (dot && parent >= 0 &&
-		    gm__spec_keys[parent].kind != GM_KIND_MAP)
-			return fail_at(c, 0, 0, "'%s' takes a value, not keys",
-				       sec);
-		if (dot && parent >= 0) {
-			struct gm__walk w = {.c = c};
-			yaml_mark_t m = {0};
-			return unknown_key(&w, &m, parent, dot + 1);
-		}
-		{
-			const char *cands[GM_K_COUNT];
-			size_t nc = 0;
-			for (int i = 0; i < GM_K_COUNT; i++)
-				if (gm__spec_keys[i].parent < 0)
-					cands[nc++] = gm__spec_keys[i].name;
-			near = gm_text_suggest(dot ? sec : key, cands, nc);
-		}
-		if (near)
-			return fail_at(c, 0, 0, "unknown key '%s'; did you "
-				       "mean '%s%s'?", key, near,
-				       dot ? dot : "");
-		return fail_at(c, 0, 0, "unknown key '%s'", key);
-	}
 	if (set_scalar(c, NULL, id, eq + 1, false))
 		return GM_EINVAL;
 	c->spec->where[id].origin = GM_SPEC_SET;

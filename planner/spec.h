@@ -157,10 +157,31 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
  * spelling (names and aliases). Returns 0 when the spec names no GPU or
  * one of names (case-insensitive), else GM_EINVAL with "file:line:column:
  * hardware.gpu: unknown GPU 'X'; closest: A, B, C". gm_spec_load() does
- * not call it: the catalog lives elsewhere (see models/README.md).
+ * not call it: `--gpu` may replace hardware.gpu after loading.
+ * Prefer gm_spec_check_gpu_catalog(), which ranks like `gpumem gpus`.
  */
 int gm_spec_check_gpu(const struct gm_spec *spec, const char *const *names,
 		      size_t n, struct gm_diag *diag);
+
+/*
+ * The same against a GPU catalog (catalog.h; NULL = the built-in one):
+ * gm_catalog_find() accepts the name, else the message lists up to three
+ * gm_catalog_suggest() names ("...; closest: A, B, C"). In spec_gpu.c.
+ */
+struct gm_catalog;
+int gm_spec_check_gpu_catalog(const struct gm_spec *spec,
+			      const struct gm_catalog *cat,
+			      struct gm_diag *diag);
+
+/*
+ * For a message "PATH:LINE:COLUMN: ..." about file path: that line of the
+ * file and a caret under the column, as "  TEXT\n  ^" (netplan style),
+ * for a command to print after the message. Returns 0, or GM_ENOTFOUND
+ * when msg has no position in path (e.g. a --set message) or the line
+ * cannot be read; buf is then "".
+ */
+int gm_spec_excerpt(const char *path, const char *msg, char *buf,
+		    size_t len);
 
 /* Names of the enums as spelled in YAML ("bf16-mixed", "adamw", ...). */
 const char *gm_precision_name(enum gm_precision p);

@@ -1,11 +1,15 @@
 /*
- * test_badinput.c - the bad-input suite: every tests/data/bad/NAME.yaml
- * must fail to load with GM_EINVAL and exactly the message on the first
- * line of NAME.expected. An optional NAME.set holds --set arguments, one
- * per line, applied over the file. Runs from inside the data directory
- * so that messages name "NAME.yaml". Prints TAP.
+ * test_badinput.c - the bad-input suite of model specs: NAME.yaml in DIR
+ * must fail with GM_EINVAL and exactly the message on the first line of
+ * NAME.expected. An optional NAME.set holds --set arguments, one per
+ * line, applied over the file. A spec that loads is then checked for its
+ * hardware.gpu against the built-in GPU catalog, as `gpumem plan` does.
+ * Runs from inside DIR so that messages name "NAME.yaml".
  *
- * Usage: test-badinput DIR [MIN_CASES]
+ * Usage: test-badinput DIR NAME   one case
+ *        test-badinput DIR --count N
+ *            checks that DIR holds exactly N cases (all of them listed in
+ *            tests/badinput/meson.build) and runs them all, printing TAP.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "error.h"
 #include "spec.h"
 
@@ -52,6 +57,12 @@ static int read_sets(const char *name, char sets[][256])
 	return n;
 }
 
+/* hardware.gpu against the built-in catalog, as `gpumem plan` does. */
+static int check_gpu(const struct gm_spec *spec, struct gm_diag *diag)
+{
+	return gm_spec_check_gpu_catalog(spec, NULL, diag);
+}
+
 /* Run one case; prints a TAP line; returns 1 if it passed. */
 static int run_case(int no, const char *yaml)
 {
@@ -72,6 +83,8 @@ static int run_case(int no, const char *yaml)
 	for (int i = 0; i < n; i++)
 		argv[i] = sets[i];
 	rc = gm_spec_load(spec, yaml, argv, n, &diag);
+	if (!rc)
+		rc = check_gpu(spec, &diag);
 	ok = rc == GM_EINVAL && !strcmp(diag.msg, want);
 	printf("%s %d - %s\n", ok ? "ok" : "not ok", no, yaml);
 	if (!ok)
@@ -88,15 +101,23 @@ static int by_name(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	char *names[MAX_CASES];
-	int n = 0, passed = 0, min = argc > 2 ? atoi(argv[2]) : 0;
+	char *names[MAX_CASES], one[300];
+	int n = 0, passed = 0, want;
 	struct dirent *e;
 	DIR *d;
 
-	if (argc < 2 || chdir(argv[1]) || !(d = opendir("."))) {
-		printf("Bail out! cannot open the case directory\n");
+	if (argc < 3 || chdir(argv[1])) {
+		printf("Bail out! usage: test-badinput DIR NAME|--count N\n");
 		return 1;
 	}
+	if (strcmp(argv[2], "--count")) {
+		snprintf(one, sizeof(one), "%s.yaml", argv[2]);
+		printf("1..1\n");
+		return run_case(1, one) ? 0 : 1;
+	}
+	want = argc > 3 ? atoi(argv[3]) : 0;
+	if (!(d = opendir(".")))
+		return 1;
 	while ((e = readdir(d)) && n < MAX_CASES) {
 		size_t len = strlen(e->d_name);
 		if (len > 5 && !strcmp(e->d_name + len - 5, ".yaml"))
@@ -109,7 +130,7 @@ int main(int argc, char **argv)
 		passed += run_case(i + 1, names[i]);
 		free(names[i]);
 	}
-	printf("%s %d - at least %d cases (found %d)\n",
-	       n >= min ? "ok" : "not ok", n + 1, min, n);
-	return passed == n && n >= min ? 0 : 1;
+	printf("%s %d - %d cases, as many as meson.build lists (%d)\n",
+	       n == want ? "ok" : "not ok", n + 1, n, want);
+	return passed == n && n == want ? 0 : 1;
 }

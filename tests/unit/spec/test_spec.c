@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "error.h"
 #include "spec.h"
 
@@ -262,6 +263,49 @@ static void gpu_check(void **state)
 	assert_int_equal(gm_spec_check_gpu(&spec, names, 6, &diag), 0);
 }
 
+/* Against the built-in catalog: aliases and nvidia-smi names pass. */
+static void gpu_check_catalog(void **state)
+{
+	const char *ok[] = {"hardware.gpu=h100"};
+	const char *ok2[] = {"hardware.gpu=Tesla V100-SXM2-32GB"};
+	const char *bad[] = {"hardware.gpu=V100-SXM2-48GB"};
+
+	(void)state;
+	assert_int_equal(load("k.yaml", LLAMA, ok, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag), 0);
+	assert_int_equal(load("k.yaml", LLAMA, ok2, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag), 0);
+	assert_int_equal(load("k.yaml", LLAMA, bad, 1), 0);
+	assert_int_equal(gm_spec_check_gpu_catalog(&spec, NULL, &diag),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "--set hardware.gpu: unknown GPU "
+			       "'V100-SXM2-48GB'; closest: "));
+	assert_non_null(strstr(diag.msg, "V100"));
+}
+
+/* The source line and a caret under the column of a file message. */
+static void excerpt(void **state)
+{
+	char buf[512], path[128], msg[256];
+
+	(void)state;
+	assert_int_equal(load("x.yaml", "model:\n  layers: 32\n  hidden_size: "
+			      "4096\n  attention_heads: 30\n", NULL, 0),
+			 GM_EINVAL);
+	snprintf(path, sizeof(path), "%s/x.yaml", dir);
+	assert_int_equal(gm_spec_excerpt(path, diag.msg, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "    attention_heads: 30\n"
+				 "                     ^");
+	assert_int_equal(gm_spec_excerpt(path, "--set a.b: x", buf,
+					 sizeof(buf)), GM_ENOTFOUND);
+	assert_string_equal(buf, "");
+	assert_int_equal(gm_spec_excerpt(path, "", buf, sizeof(buf)),
+			 GM_ENOTFOUND);
+	snprintf(msg, sizeof(msg), "%s:99:1: beyond the end", path);
+	assert_int_equal(gm_spec_excerpt(path, msg, buf, sizeof(buf)),
+			 GM_ENOTFOUND);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +321,8 @@ int main(void)
 		cmocka_unit_test(inference_kv_default),
 		cmocka_unit_test(missing_file),
 		cmocka_unit_test(gpu_check),
+		cmocka_unit_test(gpu_check_catalog),
+		cmocka_unit_test(excerpt),
 	};
 	int rc;
 
