@@ -40,15 +40,7 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 					   option);
 		e = gm_catalog_find(cat, spec->gpu);
 		if (!e) {
-			const char *names[512];
-			size_t k = 0;
-			for (size_t i = 0; i < cat->n && k < 512; i++) {
-				names[k++] = cat->gpus[i].name;
-				for (size_t j = 0; j < cat->gpus[i].n_aliases &&
-				     k < 512; j++)
-					names[k++] = cat->gpus[i].aliases[j];
-			}
-			if (gm_spec_check_gpu(spec, names, k, diag))
+			if (gm_spec_check_gpu_catalog(spec, cat, diag))
 				return GM_EINVAL;
 			return gm_diag_set(diag, GM_EINVAL,
 					   "hardware.gpu: unknown GPU '%s'",

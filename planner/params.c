@@ -22,7 +22,11 @@ static void add(struct gm_param_layout *l, const char *name, uint64_t rows,
 	l->t[l->n++] = (struct gm_ptensor){name, rows, cols, flags};
 }
 
-/* LlamaForCausalLM / LlamaForSequenceClassification (no biases). */
+/*
+ * LlamaForCausalLM / LlamaForSequenceClassification: no biases, except
+ * q/k/v biases where model.qkv_bias is set (Qwen2's modeling_qwen2.py:
+ * q_proj, k_proj, v_proj with bias=True, o_proj without).
+ */
 static void llama(const struct gm_spec_model *m, struct gm_param_layout *l)
 {
 	uint64_t h = m->hidden_size, d = h / m->attention_heads;
@@ -34,6 +38,12 @@ static void llama(const struct gm_spec_model *m, struct gm_param_layout *l)
 	add(l, "layers.*.self_attn.k_proj", kv, h, lin);
 	add(l, "layers.*.self_attn.v_proj", kv, h, lin);
 	add(l, "layers.*.self_attn.o_proj", h, q, lin);
+	if (m->qkv_bias) {
+		unsigned vec = GM_PT_LAYER | GM_PT_TP;
+		add(l, "layers.*.self_attn.q_proj.bias", q, 1, vec);
+		add(l, "layers.*.self_attn.k_proj.bias", kv, 1, vec);
+		add(l, "layers.*.self_attn.v_proj.bias", kv, 1, vec);
+	}
 	add(l, "layers.*.mlp.gate_proj", m->ffn_hidden_size, h, lin);
 	add(l, "layers.*.mlp.up_proj", m->ffn_hidden_size, h, lin);
 	add(l, "layers.*.mlp.down_proj", h, m->ffn_hidden_size, lin);

@@ -30,6 +30,19 @@ static void llama_family(void **state)
 		    8030261248ULL);
 }
 
+static void qwen2_qkv_bias(void **state)
+{
+	struct gm_spec s = spec_llama(28, 3584, 18944, 28, 4, 152064);
+
+	(void)state;
+	/* Qwen2.5-7B (config.json: 28 layers, 3584 hidden, 18944 ffn, 28
+	 * heads, 4 KV heads, 152064 vocab, untied): 7,615,616,512. */
+	s.model.qkv_bias = true;
+	assert_true(count(s) == 7615616512ULL);
+	s.model.qkv_bias = false;
+	assert_true(count(s) == 7615616512ULL - 28ULL * (3584 + 2 * 4 * 128));
+}
+
 static void llama_tied_drops_lm_head(void **state)
 {
 	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
@@ -77,6 +90,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(llama_family),
+		cmocka_unit_test(qwen2_qkv_bias),
 		cmocka_unit_test(llama_tied_drops_lm_head),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
