@@ -78,6 +78,16 @@ static uint32_t pci_product_id(int ordinal)
 				       ordinal))
 		return 0;
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.0/"
+		 "vendor", dom, bus, slot);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%x", &id) != 1 || id != 0x10de) { /* NVIDIA */
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.0/"
 		 "device", dom, bus, slot);
 	f = fopen(path, "re");
 	if (!f)

@@ -86,6 +86,7 @@ GM_EXPORT gm_cu_result cuMemAlloc_v2(gm_cu_ptr *p, size_t size)
 {
 	alloc_fn fn = (alloc_fn)real(GM_PL_HOOK_MEM_ALLOC);
 	struct gm_pl_dev *d;
+	gm_cu_result r;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
@@ -93,8 +94,8 @@ GM_EXPORT gm_cu_result cuMemAlloc_v2(gm_cu_ptr *p, size_t size)
 		return fn(p, size);
 	if (gm_pl_charge(d, size, GM_PL_KIND_DEVICE))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
-	return settle(d, &gm__pl.ptrs, fn(p, size), p ? *p : 0, size,
-		      GM_PL_KIND_DEVICE);
+	r = fn(p, size);
+	return settle(d, &gm__pl.ptrs, r, p ? *p : 0, size, GM_PL_KIND_DEVICE);
 }
 
 GM_EXPORT gm_cu_result cuMemAllocManaged(gm_cu_ptr *p, size_t size,
@@ -104,6 +105,7 @@ GM_EXPORT gm_cu_result cuMemAllocManaged(gm_cu_ptr *p, size_t size,
 		(gm_cu_result(*)(gm_cu_ptr *, size_t, unsigned))real(
 			GM_PL_HOOK_MEM_ALLOC_MANAGED);
 	struct gm_pl_dev *d;
+	gm_cu_result r;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
@@ -111,8 +113,8 @@ GM_EXPORT gm_cu_result cuMemAllocManaged(gm_cu_ptr *p, size_t size,
 		return fn(p, size, flags);
 	if (gm_pl_charge(d, size, GM_PL_KIND_MANAGED))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
-	return settle(d, &gm__pl.ptrs, fn(p, size, flags), p ? *p : 0, size,
-		      GM_PL_KIND_MANAGED);
+	r = fn(p, size, flags);
+	return settle(d, &gm__pl.ptrs, r, p ? *p : 0, size, GM_PL_KIND_MANAGED);
 }
 
 /*
@@ -176,6 +178,7 @@ GM_EXPORT gm_cu_result cuMemCreate(gm_cu_handle *h, size_t size,
 				 const struct gm_cu_alloc_prop *,
 				 unsigned long long))real(GM_PL_HOOK_MEM_CREATE);
 	struct gm_pl_dev *d;
+	gm_cu_result r;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
@@ -186,8 +189,8 @@ GM_EXPORT gm_cu_result cuMemCreate(gm_cu_handle *h, size_t size,
 		return fn(h, size, prop, flags);
 	if (gm_pl_charge(d, size, GM_PL_KIND_VMM))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
-	return settle(d, &gm__pl.handles, fn(h, size, prop, flags),
-		      h ? *h : 0, size, GM_PL_KIND_VMM);
+	r = fn(h, size, prop, flags);
+	return settle(d, &gm__pl.handles, r, h ? *h : 0, size, GM_PL_KIND_VMM);
 }
 
 GM_EXPORT gm_cu_result cuMemRelease(gm_cu_handle h)
@@ -211,6 +214,7 @@ static gm_cu_result alloc_async(async_fn fn, gm_cu_ptr *p, size_t size,
 				gm_cu_stream s)
 {
 	struct gm_pl_dev *d;
+	gm_cu_result r;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
@@ -218,14 +222,15 @@ static gm_cu_result alloc_async(async_fn fn, gm_cu_ptr *p, size_t size,
 		return fn(p, size, s);
 	if (gm_pl_charge(d, size, GM_PL_KIND_ASYNC))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
-	return settle(d, &gm__pl.ptrs, fn(p, size, s), p ? *p : 0, size,
-		      GM_PL_KIND_ASYNC);
+	r = fn(p, size, s);
+	return settle(d, &gm__pl.ptrs, r, p ? *p : 0, size, GM_PL_KIND_ASYNC);
 }
 
 static gm_cu_result alloc_pool(pool_fn fn, gm_cu_ptr *p, size_t size,
 			       gm_cu_pool pool, gm_cu_stream s)
 {
 	struct gm_pl_dev *d;
+	gm_cu_result r;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
@@ -233,8 +238,8 @@ static gm_cu_result alloc_pool(pool_fn fn, gm_cu_ptr *p, size_t size,
 		return fn(p, size, pool, s);
 	if (gm_pl_charge(d, size, GM_PL_KIND_ASYNC))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
-	return settle(d, &gm__pl.ptrs, fn(p, size, pool, s), p ? *p : 0,
-		      size, GM_PL_KIND_ASYNC);
+	r = fn(p, size, pool, s);
+	return settle(d, &gm__pl.ptrs, r, p ? *p : 0, size, GM_PL_KIND_ASYNC);
 }
 
 static gm_cu_result free_async(free_async_fn fn, gm_cu_ptr p, gm_cu_stream s)
@@ -348,7 +353,11 @@ static void substitute(const char *symbol, void **pfn, int version,
 	id = variant ? gm_pl_hook_find(variant) : -1;
 	if (id < 0)
 		return;
-	if (!__atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE))
+	/* A driver whose table points at its exported symbols would hand
+	 * back our own wrapper (we interpose them): never call that the
+	 * real function. */
+	if (*pfn != gm__pl_hook_fn[id] &&
+	    !__atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE))
 		__atomic_store_n(&gm__pl_real[id], *pfn, __ATOMIC_RELEASE);
 	*pfn = gm__pl_hook_fn[id];
 }

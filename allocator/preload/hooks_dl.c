@@ -59,7 +59,8 @@ static void *decide(void *handle, const char *symbol, void *found)
 	gm__pl_guard_leave();
 	if (!init)
 		return NULL;
-	if (!__atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE))
+	if (found != gm__pl_hook_fn[id] &&
+	    !__atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE))
 		__atomic_store_n(&gm__pl_real[id], found, __ATOMIC_RELEASE);
 	return gm__pl_hook_fn[id];
 }

@@ -43,6 +43,8 @@ static void open_driver(void)
 				continue;
 			fn = gm__pl_real_dlsym(gm__pl_cu.lib,
 					       gm__pl_hook_name[i]);
+			if (fn == gm__pl_hook_fn[i])
+				continue;
 			__atomic_store_n(&gm__pl_real[i], fn,
 					 __ATOMIC_RELEASE);
 		}

@@ -21,6 +21,9 @@ const struct gm_cmd gm_cmds[] = {
 	{"gpus", gm_cmd_gpus, "the GPU catalog: names, capacities, bandwidth"},
 	{"replay", gm_cmd_replay,
 	 "replay an allocation trace through the allocator core"},
+	{"run", gm_cmd_run, "run a command with the preload allocator "
+			    "(cap, account, report)"},
+	{"report", gm_cmd_report, "print and merge preload and verify reports"},
 	{NULL, NULL, NULL},
 };
 
