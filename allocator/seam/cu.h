@@ -163,7 +163,7 @@ enum {
 	   (gm_cu_stream *s, unsigned flags))                               \
 	XX(gm_cu_result, stream_destroy, "cuStreamDestroy_v2",              \
 	   (gm_cu_stream s))                                                \
-	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s))                        \
+	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s)) \
 	/* preload library (pluggable allocator) */                          \
 	XX(gm_cu_result, mem_alloc_async, "cuMemAllocAsync",                \
 	   (gm_cu_ptr *p, size_t bytes, gm_cu_stream s))                    \
