@@ -171,7 +171,12 @@ enum {
 	XX(gm_cu_result, stream_query, "cuStreamQuery", (gm_cu_stream s))  \
 	XX(gm_cu_result, occupancy_blocks,                                  \
 	   "cuOccupancyMaxActiveBlocksPerMultiprocessor",                   \
-	   (int *blocks, gm_cu_func f, int block_size, size_t shared_bytes))
+	   (int *blocks, gm_cu_func f, int block_size, size_t shared_bytes)) \
+	/* preload library (pluggable allocator) */                          \
+	XX(gm_cu_result, mem_alloc_async, "cuMemAllocAsync",                \
+	   (gm_cu_ptr *p, size_t bytes, gm_cu_stream s))                    \
+	XX(gm_cu_result, mem_free_async, "cuMemFreeAsync",                  \
+	   (gm_cu_ptr p, gm_cu_stream s))
 
 struct gm_cu {
 	void *lib; /* dlopen handle */

@@ -34,5 +34,7 @@ int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);
 
 int gm_cmd_replay(int argc, char **argv);
+int gm_cmd_run(int argc, char **argv);
+int gm_cmd_report(int argc, char **argv);
 
 #endif

@@ -23,6 +23,9 @@ const struct gm_cmd gm_cmds[] = {
 	 "replay an allocation trace through the allocator core"},
 	{"verify", gm_cmd_verify,
 	 "check a card's real capacity and health (write/read every byte)"},
+	{"run", gm_cmd_run, "run a command with the preload allocator "
+			    "(cap, account, report)"},
+	{"report", gm_cmd_report, "print and merge preload and verify reports"},
 	{NULL, NULL, NULL},
 };
 

@@ -1,0 +1,143 @@
+/*
+ * account.h - per-device accounting and the cap (account.c).
+ *
+ * Every device allocation the hooks see is charged here before it reaches
+ * the driver (so the cap is exact under threads: the charge is an atomic
+ * add that is undone when it overshoots) and recorded in a pointer map so
+ * its free can be subtracted. Counters are bytes, updated with relaxed
+ * atomics; peaks are maxima of the current values.
+ *
+ * A device is set up the first time an allocation on it is seen
+ * (gm_pl_dev_get): name, total, cap, and the undersized-card check. That
+ * needs the driver seam; it never runs inside a signal handler.
+ *
+ * Errors: gm_pl_charge() returns 0 or GM_ELIMIT (over the cap, or the
+ * card is refused as undersized); the caller turns it into the API's own
+ * out-of-memory code.
+ */
+#ifndef GM_PL_ACCOUNT_H
+#define GM_PL_ACCOUNT_H
+
+#include "cu.h"
+#include "options.h"
+#include "ptrmap.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GM_PL_MAX_DEVICES 64
+
+/* What an entry of the pointer map is. */
+enum gm_pl_kind {
+	GM_PL_KIND_DEVICE,  /* cuMemAlloc, cuMemAllocPitch */
+	GM_PL_KIND_MANAGED, /* cuMemAllocManaged */
+	GM_PL_KIND_ASYNC,   /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
+	GM_PL_KIND_VMM,     /* cuMemCreate physical handle */
+	GM_PL_KIND_COUNT,
+};
+
+struct gm_pl_dev {
+	atomic_bool ready;      /* set up (name, total, cap known) */
+	int ordinal;
+	char name[256];
+	uint32_t pci_device_id; /* e.g. 0x2335; 0 when unknown */
+	uint64_t total;         /* the driver's total, bytes */
+	uint64_t cap;           /* UINT64_MAX when no cap */
+	uint64_t claimed;       /* what the card is sold as; 0 unknown */
+	uint64_t min_total;     /* least genuine total; 0 unknown */
+	bool undersized;
+	bool refuse;            /* undersized and GPUMEM_ON_UNDERSIZED=fail */
+
+	_Atomic uint64_t reserved, peak_reserved;
+	_Atomic uint64_t allocated, peak_allocated;
+	_Atomic uint64_t by_kind[GM_PL_KIND_COUNT];
+	_Atomic uint64_t n_alloc, n_free;
+	_Atomic uint64_t oom_cap;        /* refused by the cap */
+	_Atomic uint64_t oom_device;     /* the driver itself said OOM */
+	_Atomic uint64_t oom_undersized; /* refused: undersized card */
+	_Atomic uint64_t peak_request;   /* largest single request */
+	_Atomic uint64_t last_refused;   /* size of the last refused request */
+} __attribute__((aligned(64)));
+
+struct gm_pl_state {
+	struct gm_pl_opts opts;
+	struct gm_pl_dev dev[GM_PL_MAX_DEVICES];
+	struct gm_ptrmap ptrs;    /* CUdeviceptr -> entry */
+	struct gm_ptrmap handles; /* CUmemGenericAllocationHandle -> entry */
+	_Atomic uint64_t changes; /* bumped on every charge/uncharge */
+	atomic_bool used;         /* a device was set up in this process */
+};
+
+/* The one state of the library (defined in account.c). */
+extern struct gm_pl_state gm__pl;
+
+/* The real driver, as the library's own calls reach it (seam, cu.h). */
+extern struct gm_cu gm__pl_cu;
+
+/*
+ * Per-thread state. guard > 0 while the library itself calls the driver
+ * or the dynamic linker: hooks then pass straight through, so nothing the
+ * library does is intercepted (or counted) twice. The seen_* counters let
+ * the runtime-level hooks tell whether a driver-level hook already
+ * accounted the call. initial-exec TLS: no allocation on first use.
+ */
+struct gm_pl_tls {
+	int guard;
+	unsigned seen_alloc, seen_free, seen_info;
+};
+extern __thread struct gm_pl_tls gm__pl_tls
+	__attribute__((tls_model("initial-exec")));
+
+static inline void gm__pl_guard_enter(void) { gm__pl_tls.guard++; }
+static inline void gm__pl_guard_leave(void) { gm__pl_tls.guard--; }
+
+/*
+ * The device with this ordinal, set up on first use; NULL when ordinal
+ * is out of range or the driver cannot describe it.
+ */
+struct gm_pl_dev *gm_pl_dev_get(int ordinal);
+
+/*
+ * Set a device up from what the driver reports (name, total, PCI id) and
+ * the options: cap = min(GPUMEM_LIMIT, GPUMEM_FRACTION * total), the
+ * undersized check. Split out of gm_pl_dev_get() for unit tests.
+ */
+void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
+		     int ordinal, const char *name, uint32_t pci_id,
+		     uint64_t total);
+
+/* Charge size bytes of kind to d: 0 or GM_ELIMIT (counted as an OOM). */
+int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind);
+
+/* Undo a charge (the driver refused, or the memory was freed). */
+void gm_pl_uncharge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind);
+
+/* Count an out-of-memory answer of the driver itself (under the cap). */
+void gm_pl_note_device_oom(struct gm_pl_dev *d, uint64_t size);
+
+/* Record key (pointer or handle) after a successful allocation. */
+void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
+		 uint64_t size, enum gm_pl_kind kind);
+
+/*
+ * Forget key and uncharge it; false when it was not tracked. Called
+ * before the driver frees, so that an address the driver hands out again
+ * at once is never confused with the old one; if the free then fails,
+ * gm_pl_restore() puts the entry (and its charge) back.
+ */
+bool gm_pl_untrack(struct gm_ptrmap *m, uint64_t key,
+		   struct gm_ptrmap_entry *e);
+void gm_pl_restore(struct gm_ptrmap *m, const struct gm_ptrmap_entry *e);
+
+/*
+ * Rewrite a memory-info answer for d: total = min(cap, total), free =
+ * min(free, cap - reserved) clamped at zero. No-op without a cap.
+ */
+void gm_pl_clamp_info(const struct gm_pl_dev *d, uint64_t *free_bytes,
+		      uint64_t *total_bytes);
+
+/* "none", "cap", "device", "cap+device" or "undersized" (see README). */
+const char *gm_pl_oom_verdict(const struct gm_pl_dev *d);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * pluggable.c - the allocator pair for torch.cuda.memory.
+ * CUDAPluggableAllocator, so PyTorch can use gpumem without LD_PRELOAD:
+ *
+ *   a = torch.cuda.memory.CUDAPluggableAllocator(
+ *           "libgpumem-preload.so", "gpumem_malloc", "gpumem_free")
+ *   torch.cuda.memory.change_current_allocator(a)
+ *
+ * PyTorch calls gpumem_malloc for every tensor (it caches nothing on
+ * top) and gpumem_free with the same size, device and stream. Memory
+ * comes from the driver's stream-ordered allocator on that stream, so a
+ * block freed on a stream is reused only after the work queued on it
+ * (stream safety as in PyTorch's own allocator), charged against the cap
+ * and reported like every other allocation. Over the cap gpumem_malloc
+ * returns NULL, which PyTorch turns into its out-of-memory error.
+ */
+#include "account.h"
+#include "hooks.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GM_EXPORT __attribute__((visibility("default")))
+
+GM_EXPORT void *gpumem_malloc(ssize_t size, int device, void *stream);
+GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream);
+
+GM_EXPORT void *gpumem_malloc(ssize_t size, int device, void *stream)
+{
+	struct gm_pl_dev *d;
+	gm_cu_ptr p = 0;
+	gm_cu_result r;
+	enum gm_pl_kind kind = GM_PL_KIND_ASYNC;
+
+	if (size <= 0 || gm__pl_init() != 0 || !(d = gm_pl_dev_get(device)))
+		return NULL;
+	if (gm_pl_charge(d, (uint64_t)size, kind))
+		return NULL;
+	gm__pl_guard_enter();
+	r = gm__pl_cu.mem_alloc_async ?
+		    gm__pl_cu.mem_alloc_async(&p, (size_t)size,
+						  (gm_cu_stream)stream) :
+		    GM_CU_ERROR_NOT_SUPPORTED;
+	if (r == GM_CU_ERROR_NOT_SUPPORTED && gm__pl_cu.mem_alloc) {
+		kind = GM_PL_KIND_DEVICE;
+		r = gm__pl_cu.mem_alloc(&p, (size_t)size);
+	}
+	gm__pl_guard_leave();
+	if (r != GM_CU_SUCCESS) {
+		gm_pl_uncharge(d, (uint64_t)size, GM_PL_KIND_ASYNC);
+		if (r == GM_CU_ERROR_OUT_OF_MEMORY)
+			gm_pl_note_device_oom(d, (uint64_t)size);
+		return NULL;
+	}
+	if (kind != GM_PL_KIND_ASYNC) {
+		/* Move the charge to the kind actually used. */
+		atomic_fetch_sub(&d->by_kind[GM_PL_KIND_ASYNC], (uint64_t)size);
+		atomic_fetch_add(&d->by_kind[kind], (uint64_t)size);
+	}
+	gm_pl_track(&gm__pl.ptrs, p, d, (uint64_t)size, kind);
+	return (void *)(uintptr_t)p;
+}
+
+GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream)
+{
+	struct gm_ptrmap_entry e = {0};
+	gm_cu_ptr p = (gm_cu_ptr)(uintptr_t)ptr;
+
+	(void)size;
+	(void)device;
+	if (!ptr || gm__pl_init() != 0)
+		return;
+	if (!gm_pl_untrack(&gm__pl.ptrs, p, &e))
+		e.kind = GM_PL_KIND_ASYNC;
+	gm__pl_guard_enter();
+	if (e.kind == GM_PL_KIND_ASYNC && gm__pl_cu.mem_free_async)
+		gm__pl_cu.mem_free_async(p, (gm_cu_stream)stream);
+	else if (gm__pl_cu.mem_free)
+		gm__pl_cu.mem_free(p);
+	gm__pl_guard_leave();
+}

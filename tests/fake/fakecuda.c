@@ -1,0 +1,305 @@
+/*
+ * fakecuda.c - a fake libcuda.so.1 over host memory, for tests without a
+ * GPU. Device memory is anonymous host mappings (MAP_NORESERVE, so a
+ * "76 GiB card" costs nothing until touched). Exports the driver entry
+ * points gpumem uses, cuGetProcAddress(_v2) with the driver's versioned
+ * variants, and fakecuda_stats() for the tests to read its counters.
+ *
+ * Environment:
+ *   FAKECUDA_NAME        device name (default "Fake GPU")
+ *   FAKECUDA_TOTAL       total bytes per device, K/M/G suffix = KiB/MiB/GiB
+ *                        (default 16G)
+ *   FAKECUDA_OTHERS      bytes "used by other processes" (lowers free)
+ *   FAKECUDA_DEVICES     number of devices (default 1)
+ *   FAKECUDA_FAIL_ALLOC  N: the Nth allocation call answers out of memory
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wpedantic"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+	OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101,
+	NOT_FOUND = 500,
+};
+
+struct fakecuda_stats {
+	unsigned long alloc_calls, free_calls, create_calls, release_calls;
+	unsigned long getproc_calls, info_calls, v1_alloc_calls;
+	unsigned long long used;
+	unsigned long live;
+};
+
+#define MAX_LIVE 65536
+struct block {
+	uintptr_t p;
+	size_t size;
+	int kind; /* 0 memory, 1 VMM handle */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct block live[MAX_LIVE];
+static struct fakecuda_stats st;
+static atomic_ulong alloc_seq;
+static unsigned long long next_handle = 0x1000;
+static __thread int cur_dev;
+
+static unsigned long long env_size(const char *name, unsigned long long dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v)
+		return dflt;
+	n = strtoull(v, &end, 10);
+	switch (*end) {
+	case 'G': return n << 30;
+	case 'M': return n << 20;
+	case 'K': return n << 10;
+	default: return n;
+	}
+}
+
+static unsigned long long total(void) { return env_size("FAKECUDA_TOTAL", 16ULL << 30); }
+
+/* Reserve size bytes (or a handle) and record it. */
+static CUresult take(uintptr_t *out, size_t size, int kind)
+{
+	unsigned long n = atomic_fetch_add(&alloc_seq, 1) + 1;
+	CUresult r = OK;
+	void *p = NULL;
+
+	if (size == 0)
+		return INVALID_VALUE;
+	if (env_size("FAKECUDA_FAIL_ALLOC", 0) == n)
+		return OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	if (kind == 0) st.alloc_calls++; else st.create_calls++;
+	if (st.used + size + env_size("FAKECUDA_OTHERS", 0) > total()) {
+		r = OUT_OF_MEMORY;
+		goto out;
+	}
+	if (kind == 0) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED) { r = OUT_OF_MEMORY; goto out; }
+	} else {
+		p = (void *)(uintptr_t)(next_handle++);
+	}
+	for (int i = 0; i < MAX_LIVE; i++) {
+		if (!live[i].p) {
+			live[i] = (struct block){(uintptr_t)p, size, kind};
+			st.used += size;
+			st.live++;
+			*out = (uintptr_t)p;
+			goto out;
+		}
+	}
+	r = OUT_OF_MEMORY;
+out:
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+static CUresult give(uintptr_t p, int kind)
+{
+	CUresult r = INVALID_VALUE;
+
+	pthread_mutex_lock(&lock);
+	if (kind == 0) st.free_calls++; else st.release_calls++;
+	for (int i = 0; i < MAX_LIVE && p; i++) {
+		if (live[i].p == p && live[i].kind == kind) {
+			if (kind == 0)
+				munmap((void *)p, live[i].size);
+			st.used -= live[i].size;
+			st.live--;
+			live[i].p = 0;
+			r = OK;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT void fakecuda_stats(struct fakecuda_stats *out)
+{
+	pthread_mutex_lock(&lock);
+	*out = st;
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT void fakecuda_set_device(int d) { cur_dev = d; }
+
+EXPORT CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = (int)env_size("FAKECUDA_DEVICES", 1); return OK; }
+EXPORT CUresult cuDeviceGet(int *d, int i)
+{
+	if (i < 0 || i >= (int)env_size("FAKECUDA_DEVICES", 1))
+		return INVALID_DEVICE;
+	*d = i;
+	return OK;
+}
+EXPORT CUresult cuDeviceGetName(char *name, int len, int d)
+{
+	const char *n = getenv("FAKECUDA_NAME");
+	snprintf(name, (size_t)len, "%s", n && *n ? n : "Fake GPU");
+	return OK;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, int d) { *b = total(); return OK; }
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d) { *v = 0; return OK; }
+EXPORT CUresult cuCtxGetDevice(int *d) { *d = cur_dev; return OK; }
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
+{
+	*s = r == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR";
+	return OK;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
+{
+	unsigned long long used, others = env_size("FAKECUDA_OTHERS", 0);
+
+	pthread_mutex_lock(&lock);
+	st.info_calls++;
+	used = st.used;
+	pthread_mutex_unlock(&lock);
+	*t = total();
+	*f = used + others > *t ? 0 : *t - used - others;
+	return OK;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+	uintptr_t u = 0;
+	CUresult r = take(&u, size, 0);
+	if (r == OK) *p = u;
+	return r;
+}
+
+/* The 32-bit ABI of CUDA < 3.2; counted apart so a test can tell. */
+EXPORT CUresult cuMemAlloc(unsigned *p, unsigned size)
+{
+	pthread_mutex_lock(&lock);
+	st.v1_alloc_calls++;
+	pthread_mutex_unlock(&lock);
+	*p = 0;
+	return OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
+				   size_t h, unsigned elem)
+{
+	*pitch = (w + 511) & ~(size_t)511;
+	return cuMemAlloc_v2(p, *pitch * h);
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned f)
+{
+	return cuMemAlloc_v2(p, size);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return give(p, 0); }
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, void *s) { return cuMemAlloc_v2(p, size); }
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, void *s) { return cuMemAlloc_v2(p, size); }
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, void *pool, void *s) { return cuMemAlloc_v2(p, size); }
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, void *pool, void *s) { return cuMemAlloc_v2(p, size); }
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, void *s) { return give(p, 0); }
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, void *s) { return give(p, 0); }
+
+struct prop { int type, handle_types; struct { int type, id; } loc; };
+
+EXPORT CUresult cuMemCreate(unsigned long long *h, size_t size,
+			    const struct prop *prop, unsigned long long flags)
+{
+	uintptr_t u = 0;
+	CUresult r = take(&u, size, 1);
+	if (r == OK) *h = u;
+	return r;
+}
+
+EXPORT CUresult cuMemRelease(unsigned long long h) { return give(h, 1); }
+
+/* ==== cuGetProcAddress: name + version + flags -> entry point ==== */
+
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
+				 unsigned long long flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+				    unsigned long long flags, int *status);
+
+static const struct { const char *name; void *fn; } table[] = {
+#define E(f) {#f, (void *)f}
+	E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet),
+	E(cuDeviceGetName), E(cuDeviceTotalMem_v2), E(cuDeviceGetAttribute),
+	E(cuCtxGetDevice), E(cuGetErrorName), E(cuMemGetInfo_v2),
+	E(cuMemAlloc_v2), E(cuMemAlloc), E(cuMemAllocPitch_v2),
+	E(cuMemAllocManaged), E(cuMemFree_v2), E(cuMemAllocAsync),
+	E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync),
+	E(cuMemAllocFromPoolAsync_ptsz), E(cuMemFreeAsync),
+	E(cuMemFreeAsync_ptsz), E(cuMemCreate), E(cuMemRelease),
+	E(cuGetProcAddress), E(cuGetProcAddress_v2),
+#undef E
+};
+
+static CUresult lookup(const char *sym, void **pfn, int ver,
+		       unsigned long long flags)
+{
+	static const char *const v2[] = {"cuMemAlloc", "cuMemAllocPitch",
+		"cuMemFree", "cuMemGetInfo", "cuDeviceTotalMem"};
+	static const char *const ptsz[] = {"cuMemAllocAsync",
+		"cuMemAllocFromPoolAsync", "cuMemFreeAsync"};
+	char name[128];
+
+	pthread_mutex_lock(&lock);
+	st.getproc_calls++;
+	pthread_mutex_unlock(&lock);
+	snprintf(name, sizeof(name), "%s", sym);
+	for (size_t i = 0; i < sizeof(v2) / sizeof(v2[0]); i++)
+		if (strcmp(sym, v2[i]) == 0 && ver >= 3020)
+			snprintf(name, sizeof(name), "%s_v2", sym);
+	for (size_t i = 0; i < sizeof(ptsz) / sizeof(ptsz[0]); i++)
+		if (strcmp(sym, ptsz[i]) == 0 && (flags & 2))
+			snprintf(name, sizeof(name), "%s_ptsz", sym);
+	if (strcmp(sym, "cuGetProcAddress") == 0 && ver >= 12000)
+		snprintf(name, sizeof(name), "cuGetProcAddress_v2");
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (strcmp(name, table[i].name) == 0) {
+			*pfn = table[i].fn;
+			return OK;
+		}
+	}
+	*pfn = NULL;
+	return NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
+				 unsigned long long flags)
+{
+	return lookup(sym, pfn, ver, flags);
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+				    unsigned long long flags, int *status)
+{
+	CUresult r = lookup(sym, pfn, ver, flags);
+	if (status)
+		*status = r == OK ? 0 : 1;
+	return r;
+}
+
+/* The same functions under names gpumem does not wrap (fakecudart.c). */
+EXPORT CUresult fakecuda_raw_alloc(CUdeviceptr *p, size_t size) { return cuMemAlloc_v2(p, size); }
+EXPORT CUresult fakecuda_raw_free(CUdeviceptr p) { return give(p, 0); }
+EXPORT CUresult fakecuda_raw_info(size_t *f, size_t *t) { return cuMemGetInfo_v2(f, t); }

@@ -1,0 +1,367 @@
+/*
+ * pl_probe.c - reaches the (fake) driver the way the CUDA runtime and the
+ * frameworks do: dlopen("libcuda.so.1"), dlsym on that handle for
+ * cuGetProcAddress_v2, then every function through cuGetProcAddress with
+ * a CUDA version and flags. Run under LD_PRELOAD of the real
+ * libgpumem-preload.so by test_preload.py; each scenario checks what it
+ * can see from inside and exits 0, or prints why and exits 1.
+ *
+ * Usage: pl_probe SCENARIO   (see the table at the end)
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#pragma GCC diagnostic ignored "-Wpedantic"
+
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+struct fakecuda_stats {
+	unsigned long alloc_calls, free_calls, create_calls, release_calls;
+	unsigned long getproc_calls, info_calls, v1_alloc_calls;
+	unsigned long long used;
+	unsigned long live;
+};
+
+struct prop { int type, handle_types; struct { int type, id; } loc;
+	      void *win32; unsigned char flags[8]; };
+
+static int (*getproc)(const char *, void **, int, unsigned long long, int *);
+static CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+static CUresult (*mem_free)(CUdeviceptr);
+static CUresult (*mem_info)(size_t *, size_t *);
+static CUresult (*mem_create)(unsigned long long *, size_t,
+			      const struct prop *, unsigned long long);
+static CUresult (*mem_release)(unsigned long long);
+static CUresult (*alloc_async)(CUdeviceptr *, size_t, void *);
+static CUresult (*alloc_pool)(CUdeviceptr *, size_t, void *, void *);
+static CUresult (*free_async)(CUdeviceptr, void *);
+static CUresult (*alloc_managed)(CUdeviceptr *, size_t, unsigned);
+static CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t,
+			       unsigned);
+static CUresult (*total_mem)(size_t *, int);
+static void (*stats)(struct fakecuda_stats *);
+static void *cuda;
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "pl_probe:%d: %s: ", __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                      \
+			fputc('\n', stderr);                               \
+			failures++;                                        \
+		}                                                          \
+	} while (0)
+
+static void *proc(const char *name, int ver, unsigned long long flags)
+{
+	void *fn = NULL;
+	int status = -1;
+	CUresult r = getproc(name, &fn, ver, flags, &status);
+
+	if (r != 0 || !fn) {
+		fprintf(stderr, "pl_probe: cuGetProcAddress(%s) = %d\n", name,
+			r);
+		exit(1);
+	}
+	return fn;
+}
+
+static void open_driver(void)
+{
+	cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!cuda) {
+		fprintf(stderr, "pl_probe: %s\n", dlerror());
+		exit(1);
+	}
+	*(void **)&getproc = dlsym(cuda, "cuGetProcAddress_v2");
+	*(void **)&stats = dlsym(cuda, "fakecuda_stats");
+	if (!getproc || !stats) {
+		fprintf(stderr, "pl_probe: not the fake driver\n");
+		exit(1);
+	}
+	*(void **)&mem_alloc = proc("cuMemAlloc", 13000, 0);
+	*(void **)&mem_free = proc("cuMemFree", 13000, 0);
+	*(void **)&mem_info = proc("cuMemGetInfo", 13000, 0);
+	*(void **)&mem_create = proc("cuMemCreate", 13000, 0);
+	*(void **)&mem_release = proc("cuMemRelease", 13000, 0);
+	*(void **)&alloc_async = proc("cuMemAllocAsync", 13000, 2);
+	*(void **)&alloc_pool = proc("cuMemAllocFromPoolAsync", 13000, 0);
+	*(void **)&free_async = proc("cuMemFreeAsync", 13000, 2);
+	*(void **)&alloc_managed = proc("cuMemAllocManaged", 13000, 0);
+	*(void **)&alloc_pitch = proc("cuMemAllocPitch", 13000, 0);
+	*(void **)&total_mem = proc("cuDeviceTotalMem", 13000, 0);
+}
+
+static struct fakecuda_stats snap(void)
+{
+	struct fakecuda_stats s;
+	stats(&s);
+	return s;
+}
+
+/* GPUMEM_LIMIT=1GiB: under the cap works, over it fails with 2 before
+ * the driver sees it, freeing makes room again. */
+static void sc_cap(void)
+{
+	CUdeviceptr a = 0, b = 0;
+	unsigned long calls;
+	size_t f, t;
+
+	CHECK(mem_alloc(&a, 512 * MiB) == 0, "512 MiB under a 1 GiB cap");
+	calls = snap().alloc_calls;
+	CHECK(mem_alloc(&b, 600 * MiB) == 2, "600 MiB more must fail with "
+	      "CUDA_ERROR_OUT_OF_MEMORY (2)");
+	CHECK(snap().alloc_calls == calls, "the refused call reached the "
+	      "driver");
+	CHECK(mem_info(&f, &t) == 0 && t == GiB && f == 512 * MiB,
+	      "meminfo total %zu free %zu", t, f);
+	CHECK(mem_free(a) == 0, "free");
+	CHECK(mem_alloc(&b, 600 * MiB) == 0, "600 MiB after the free");
+	CHECK(mem_free(b) == 0, "free");
+	CHECK(snap().used == 0, "driver still holds %llu", snap().used);
+}
+
+/* GPUMEM_FRACTION=0.25 of a 76 GiB card, FAKECUDA_OTHERS=75G. */
+static void sc_info(void)
+{
+	size_t f = 1, t = 0, tm = 0;
+
+	CHECK(mem_info(&f, &t) == 0, "meminfo");
+	CHECK(t == 19 * GiB, "total %zu != 19 GiB (min(cap, physical))", t);
+	CHECK(f == 1 * GiB, "free %zu != 1 GiB (the card's real free)", f);
+	CHECK(total_mem(&tm, 0) == 0 && tm == 19 * GiB, "cuDeviceTotalMem "
+	      "%zu", tm);
+	CHECK(mem_info(NULL, &t) == 0 && t == 19 * GiB, "NULL free pointer");
+}
+
+/* GPUMEM_LIMIT=64MiB: free reaches exactly 0 at the cap, never below. */
+static void sc_clamp(void)
+{
+	CUdeviceptr a;
+	size_t f = 1, t;
+
+	CHECK(mem_alloc(&a, 64 * MiB) == 0, "exactly the cap");
+	CHECK(mem_info(&f, &t) == 0 && f == 0 && t == 64 * MiB,
+	      "free %zu total %zu", f, t);
+	CHECK(mem_alloc(&a, 1) == 2, "one byte over");
+}
+
+/* GPUMEM_LIMIT=64MiB: VMM handles are charged by physical size. */
+static void sc_vmm(void)
+{
+	unsigned long long h[40];
+	struct prop dev = {.type = 1, .loc = {1, 0}};
+	struct prop host = {.type = 1, .loc = {2, 0}};
+	unsigned long long hh;
+	size_t f, t;
+	int n = 0;
+
+	while (n < 40 && mem_create(&h[n], 2 * MiB, &dev, 0) == 0)
+		n++;
+	CHECK(n == 32, "%d handles of 2 MiB under 64 MiB", n);
+	CHECK(mem_create(&hh, 2 * MiB, &dev, 0) == 2, "33rd handle");
+	CHECK(mem_create(&hh, 2 * MiB, &host, 0) == 0, "host handles pass");
+	CHECK(mem_release(hh) == 0, "release host");
+	for (int i = 0; i < n; i++)
+		CHECK(mem_release(h[i]) == 0, "release");
+	CHECK(mem_info(&f, &t) == 0 && f == 64 * MiB, "free %zu", f);
+}
+
+/* GPUMEM_LIMIT=64MiB: stream-ordered and pool allocations, managed and
+ * pitched memory all count. */
+static void sc_async(void)
+{
+	CUdeviceptr a, b, c, d, e;
+	size_t pitch = 0, f, t;
+
+	CHECK(alloc_async(&a, 16 * MiB, NULL) == 0, "async");
+	CHECK(alloc_pool(&b, 16 * MiB, NULL, NULL) == 0, "pool");
+	CHECK(alloc_managed(&c, 16 * MiB, 1) == 0, "managed");
+	CHECK(alloc_pitch(&d, &pitch, 1000, 4096, 4) == 0 && pitch == 1024,
+	      "pitch %zu", pitch);
+	CHECK(mem_info(&f, &t) == 0 && f == 12 * MiB, "free %zu", f);
+	CHECK(alloc_async(&e, 13 * MiB, NULL) == 2, "async over the cap");
+	CHECK(free_async(a, NULL) == 0 && mem_free(b) == 0 &&
+	      mem_free(c) == 0 && mem_free(d) == 0, "frees");
+	CHECK(mem_info(&f, &t) == 0 && f == 64 * MiB, "free %zu", f);
+}
+
+/* The variant handed back matches the version asked for. */
+static void sc_variants(void)
+{
+	void *mine = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+	void *self = dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+	void *ptsz = dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz");
+	void *plain = dlsym(RTLD_DEFAULT, "cuMemAllocAsync");
+	void *real_v2 = dlsym(cuda, "cuMemAlloc_v2");
+	void *fn;
+	unsigned v1;
+
+	CHECK(mine && (void *)mem_alloc == mine, "12000+ gets the wrapper");
+	CHECK(real_v2 == mine, "dlsym(libcuda, cuMemAlloc_v2) is wrapped");
+	CHECK((void *)getproc == self, "dlsym(libcuda, cuGetProcAddress_v2)");
+	CHECK(proc("cuGetProcAddress", 12000, 0) == self, "self lookup");
+	CHECK(proc("cuGetProcAddress", 11000, 0) ==
+	      dlsym(RTLD_DEFAULT, "cuGetProcAddress"), "v1 self lookup");
+	CHECK((void *)alloc_async == ptsz, "per-thread flag gets _ptsz");
+	CHECK(proc("cuMemAllocAsync", 13000, 0) == plain, "legacy stream");
+	fn = proc("cuMemAlloc", 3010, 0);
+	CHECK(fn != mine, "3010 must get the v1 ABI, not the v2 wrapper");
+	((CUresult(*)(unsigned *, unsigned))fn)(&v1, 16);
+	CHECK(snap().v1_alloc_calls == 1, "v1 reached the driver");
+	CHECK(proc("cuInit", 13000, 0) == dlsym(cuda, "cuInit"),
+	      "unwrapped functions pass through");
+}
+
+/* Error codes are the driver's: its OOM (FAKECUDA_FAIL_ALLOC=2) and its
+ * answer for a pointer it does not know. */
+static void sc_errors(void)
+{
+	CUdeviceptr a, b;
+
+	CHECK(mem_alloc(&a, MiB) == 0, "first");
+	CHECK(mem_alloc(&b, MiB) == 2, "injected driver OOM");
+	CHECK(mem_free(0xdead000) == 1, "unknown pointer: driver's code");
+	CHECK(mem_free(a) == 0, "free");
+	CHECK(mem_alloc(&b, MiB) == 0, "charge was given back");
+	CHECK(mem_free(b) == 0, "free");
+}
+
+/* GPUMEM_LIMIT=64MiB, 8 threads: the cap holds, nothing leaks. */
+static void *worker(void *arg)
+{
+	unsigned seed = (unsigned)(size_t)arg;
+	CUdeviceptr p[16] = {0};
+
+	for (int i = 0; i < 4000; i++) {
+		int k = rand_r(&seed) % 16;
+		if (p[k]) {
+			if (mem_free(p[k]) != 0)
+				return (void *)1;
+			p[k] = 0;
+		} else {
+			CUresult r = mem_alloc(&p[k],
+					       (rand_r(&seed) % 1024 + 1) * 1024);
+			if (r != 0 && r != 2)
+				return (void *)1;
+			if (r)
+				p[k] = 0;
+		}
+	}
+	for (int k = 0; k < 16; k++)
+		if (p[k] && mem_free(p[k]) != 0)
+			return (void *)1;
+	return NULL;
+}
+
+static void sc_threads(void)
+{
+	pthread_t t[8];
+	size_t f, tot;
+	void *rc;
+
+	for (size_t i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(i + 1));
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], &rc);
+		CHECK(rc == NULL, "worker %d", i);
+	}
+	CHECK(mem_info(&f, &tot) == 0 && f == tot && tot == 64 * MiB,
+	      "all given back: free %zu of %zu", f, tot);
+	CHECK(snap().used == 0, "driver holds %llu", snap().used);
+}
+
+/* A forked child starts from zero and does not disturb the parent. */
+static void sc_fork(void)
+{
+	CUdeviceptr a, b;
+	size_t f, t;
+	int status;
+	pid_t pid;
+
+	CHECK(mem_alloc(&a, 40 * MiB) == 0, "parent 40 MiB");
+	pid = fork();
+	if (pid == 0) {
+		/* The child's own view: nothing of the parent's charged. */
+		int bad = mem_alloc(&b, 60 * MiB) != 0 || mem_free(b) != 0;
+		_exit(bad);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0, "child could use its own 60 MiB");
+	CHECK(mem_info(&f, &t) == 0 && f == 24 * MiB, "parent free %zu", f);
+	CHECK(mem_alloc(&b, 25 * MiB) == 2, "parent still capped");
+	mem_free(a);
+}
+
+/* Hold 48 MiB, ask for a report with SIGUSR1, wait for it (test_preload
+ * checks the file), then exit holding 16 MiB (the exit report). */
+static void sc_report(void)
+{
+	CUdeviceptr a, b, c;
+	const char *ready = getenv("PROBE_REPORT_READY");
+
+	CHECK(mem_alloc(&a, 32 * MiB) == 0, "a");
+	CHECK(mem_alloc(&b, 16 * MiB) == 0, "b");
+	CHECK(mem_alloc(&c, 32 * MiB) == 2, "refused: counted as an OOM");
+	kill(getpid(), SIGUSR1);
+	for (int i = 0; ready && i < 100 && access(ready, F_OK) != 0; i++)
+		usleep(50000);
+	CHECK(!ready || access(ready, F_OK) == 0, "no report after SIGUSR1");
+	usleep(1500000); /* one Prometheus period */
+	mem_free(a);
+}
+
+/* Every allocation fails on a card refused as undersized. */
+static void sc_refused(void)
+{
+	CUdeviceptr a;
+
+	CHECK(mem_alloc(&a, MiB) == 2, "refused");
+	CHECK(snap().alloc_calls == 0, "the driver saw it");
+}
+
+static void sc_plain(void)
+{
+	CUdeviceptr a;
+
+	CHECK(mem_alloc(&a, MiB) == 0, "one MiB");
+	CHECK(mem_free(a) == 0, "free");
+}
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} scenarios[] = {
+	{"cap", sc_cap},         {"info", sc_info},
+	{"clamp", sc_clamp},     {"vmm", sc_vmm},
+	{"async", sc_async},     {"variants", sc_variants},
+	{"errors", sc_errors},   {"threads", sc_threads},
+	{"fork", sc_fork},       {"report", sc_report},
+	{"refused", sc_refused}, {"plain", sc_plain},
+};
+
+int main(int argc, char **argv)
+{
+	for (size_t i = 0; argc == 2 && i < sizeof(scenarios) /
+					     sizeof(scenarios[0]); i++) {
+		if (strcmp(argv[1], scenarios[i].name) == 0) {
+			open_driver();
+			scenarios[i].run();
+			return failures ? 1 : 0;
+		}
+	}
+	fprintf(stderr, "usage: pl_probe SCENARIO\n");
+	return 2;
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Integration tests of libgpumem-preload.so over the fake driver.
+
+Usage: test_preload.py CASE BUILD_DIR
+Each case runs a probe (pl_probe.c, pl_linked.c, pl_plug.c) under
+LD_PRELOAD of the real library with the fake libcuda.so.1 first on
+LD_LIBRARY_PATH, and checks exit codes, stderr and the report files.
+Exit 0 pass, 1 fail.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+class Ctx:
+    def __init__(self, build):
+        self.build = build
+        self.lib = os.path.join(build, 'allocator/preload/libgpumem-preload.so')
+        self.fake = os.path.join(build, 'tests/fake')
+        self.bin = os.path.join(build, 'tests/integration')
+        self.gpumem = os.path.join(build, 'tools/gpumem/gpumem')
+        self.tmp = tempfile.mkdtemp(prefix='gpumem-preload-')
+
+    def env(self, preload=True, **extra):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(('GPUMEM_', 'FAKECUDA', 'RANK'))}
+        env['LD_LIBRARY_PATH'] = self.fake
+        if preload:
+            env['LD_PRELOAD'] = self.lib
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def run(self, argv, env, expect=0):
+        p = subprocess.run(argv, env=env, capture_output=True, text=True,
+                           timeout=60)
+        if p.returncode != expect:
+            fail(f'{argv} exited {p.returncode}, expected {expect}\n'
+                 f'stdout: {p.stdout}\nstderr: {p.stderr}')
+        return p
+
+    def probe(self, scenario, expect=0, **extra):
+        return self.run([os.path.join(self.bin, 'pl_probe'), scenario],
+                        self.env(**extra), expect)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+
+def fail(msg):
+    print('FAIL:', msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def load(path):
+    check(os.path.exists(path), f'no report at {path}')
+    with open(path) as f:
+        return json.load(f)
+
+
+def case_cap(c):
+    c.probe('cap', GPUMEM_LIMIT='1GiB')
+
+
+def case_info(c):
+    c.probe('info', GPUMEM_FRACTION='0.25', FAKECUDA_TOTAL='76G',
+            FAKECUDA_OTHERS='75G')
+
+
+def case_clamp(c):
+    c.probe('clamp', GPUMEM_LIMIT='64MiB')
+
+
+def case_vmm(c):
+    c.probe('vmm', GPUMEM_LIMIT='64MiB')
+
+
+def case_async(c):
+    c.probe('async', GPUMEM_LIMIT='64MiB')
+
+
+def case_variants(c):
+    c.probe('variants')
+
+
+def case_errors(c):
+    rep = c.path('errors.json')
+    c.probe('errors', GPUMEM_LIMIT='64MiB', FAKECUDA_FAIL_ALLOC='2',
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['oom_device_count'] == 1 and d['oom_cap_count'] == 0,
+          f'driver OOM not counted as such: {d}')
+    check(d['oom_verdict'] == 'device', d['oom_verdict'])
+    check(d['allocated_bytes'] == 0, d)
+
+
+def case_threads(c):
+    rep = c.path('threads.json')
+    c.probe('threads', GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] <= 64 * MiB, d)
+    check(d['reserved_bytes'] == 0 and d['allocated_bytes'] == 0, d)
+    check(d['alloc_count'] == d['free_count'] and d['alloc_count'] > 1000,
+          d)
+
+
+def case_fork(c):
+    c.probe('fork', GPUMEM_LIMIT='64MiB')
+
+
+def case_report(c):
+    rep = c.path('r-%r.json')
+    prom = c.path('m-%r.prom')
+    c.probe('report', GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep,
+            GPUMEM_PROMETHEUS=prom, RANK='3',
+            PROBE_REPORT_READY=c.path('r-3.json'))
+    r = load(c.path('r-3.json'))
+    check(r['kind'] == 'gpumem-report' and r['rank'] == 3, r)
+    check(r['reason'] == 'exit' and r['mode'] == 'limit', r)
+    d = r['devices'][0]
+    want = {'device': 0, 'name': 'Fake GPU', 'cap_bytes': 64 * MiB,
+            'allocated_bytes': 16 * MiB, 'reserved_bytes': 16 * MiB,
+            'peak_allocated_bytes': 48 * MiB,
+            'peak_reserved_bytes': 48 * MiB, 'oom_count': 1,
+            'oom_cap_count': 1, 'oom_verdict': 'cap',
+            'last_refused_bytes': 32 * MiB, 'fragmentation': 0.0,
+            'largest_free_block_bytes': 0}
+    for k, v in want.items():
+        check(d.get(k) == v, f'{k}: {d.get(k)} != {v}')
+    with open(c.path('m-3.prom')) as f:
+        text = f.read()
+    for line in ['gpumem_peak_reserved_bytes{device="0",rank="3"} %d'
+                 % (48 * MiB),
+                 'gpumem_reserved_bytes{device="0",rank="3"} %d' % (16 * MiB),
+                 'gpumem_cap_bytes{device="0",rank="3"} %d' % (64 * MiB),
+                 'gpumem_oom_total{device="0",rank="3"} 1',
+                 '# TYPE gpumem_oom_total counter']:
+        check(line in text.splitlines(), f'missing {line!r} in\n{text}')
+
+
+def case_no_cuda_no_report(c):
+    rep = c.path('none.json')
+    c.run(['true'], c.env(GPUMEM_REPORT=rep))
+    check(not os.path.exists(rep), 'a process without CUDA wrote a report')
+
+
+def case_undersized_warn(c):
+    p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='76G', GPUMEM_CLAIMED='80GiB')
+    check('undersized' in p.stderr, p.stderr)
+    check(p.stdout == '', 'wrote to stdout')
+
+
+def case_undersized_fail(c):
+    rep = c.path('under.json')
+    p = c.probe('refused', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='76G', GPUMEM_CLAIMED='80GiB',
+                GPUMEM_ON_UNDERSIZED='fail', GPUMEM_REPORT=rep)
+    check('GPUMEM_ON_UNDERSIZED=fail' in p.stderr, p.stderr)
+    d = load(rep)['devices'][0]
+    check(d['undersized'] and d['oom_verdict'] == 'undersized', d)
+
+
+def case_genuine_quiet(c):
+    p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='80G', GPUMEM_CLAIMED='80GiB')
+    check('undersized' not in p.stderr, p.stderr)
+
+
+def case_undersized_catalog(c):
+    """Needs the catalog built in: the name alone gives the claim."""
+    p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='76G')
+    check('undersized' in p.stderr, p.stderr)
+
+
+def case_linked_cu(c):
+    c.run([os.path.join(c.bin, 'pl_linked_cu')], c.env(GPUMEM_LIMIT='64MiB'))
+
+
+def case_linked_rt(c):
+    rep = c.path('rt.json')
+    c.run([os.path.join(c.bin, 'pl_linked_rt')],
+          c.env(GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep))
+    d = load(rep)['devices'][0]
+    # 40 MiB once (not twice: runtime and driver wrappers both saw it).
+    check(d['peak_reserved_bytes'] == 40 * MiB and d['alloc_count'] == 1,
+          d)
+
+
+def case_linked_rt_bypass(c):
+    rep = c.path('rtb.json')
+    c.run([os.path.join(c.bin, 'pl_linked_rt')],
+          c.env(GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep,
+                FAKECUDART_BYPASS='1'))
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] == 40 * MiB and d['oom_cap_count'] == 1,
+          d)
+
+
+def case_pluggable(c):
+    rep = c.path('plug.json')
+    c.run([os.path.join(c.bin, 'pl_plug'), c.lib],
+          c.env(preload=False, GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep))
+    d = load(rep)['devices'][0]
+    check(d['async_bytes'] == 0 and d['peak_reserved_bytes'] == 40 * MiB
+          and d['oom_cap_count'] == 1, d)
+
+
+def case_run(c):
+    rep = c.path('run-%r.json')
+    env = c.env(preload=False, RANK='1')
+    c.run([c.gpumem, 'run', '--limit', '1GiB', '--report', rep, '--',
+           os.path.join(c.bin, 'pl_probe'), 'cap'], env)
+    r = load(c.path('run-1.json'))
+    check(r['devices'][0]['cap_bytes'] == GiB, r)
+    p = c.run([c.gpumem, 'run', '--fraction', '0.25', '--', 'sh', '-c',
+               'echo "$GPUMEM_FRACTION $LD_PRELOAD"'], env)
+    check(p.stdout.startswith('0.25 ') and 'libgpumem-preload.so' in
+          p.stdout, p.stdout)
+    c.run([c.gpumem, 'run', '--fraction', '2', '--', 'true'], env, 2)
+    c.run([c.gpumem, 'run', '--limit', 'lots', '--', 'true'], env, 2)
+    c.run([c.gpumem, 'run', '--limit', '1GiB'], env, 2)
+    p = c.run([c.gpumem, 'run', '--', 'no-such-program-gpumem'], env, 127)
+    check('no-such-program-gpumem' in p.stderr, p.stderr)
+    p = c.run([c.gpumem, 'run', '--help'], env)
+    check('--fraction' in p.stdout, p.stdout)
+
+
+def case_report_merge(c):
+    env = c.env(preload=False)
+    for rank in (0, 1):
+        c.probe('plain', GPUMEM_LIMIT='64MiB', RANK=rank,
+                GPUMEM_REPORT=c.path('m-%r.json'))
+    verify = c.path('verify-node2.json')
+    with open(verify, 'w') as f:
+        json.dump({'kind': 'gpumem-verify', 'host': 'node2', 'devices': [
+            {'device': 0, 'name': 'NVIDIA H200', 'claimed_bytes': 141 * GiB,
+             'reported_bytes': 143155 * MiB, 'verified_bytes': 143155 * MiB,
+             'errors': 0, 'verdict': 'ok', 'bandwidth_gbps': 4220.5}]}, f)
+    files = [c.path('m-0.json'), c.path('m-1.json'), verify]
+    p = c.run([c.gpumem, 'report', '--format', 'json'] + files, env)
+    m = json.loads(p.stdout)
+    check(m['kind'] == 'gpumem-report-merged', m)
+    check([r['rank'] for r in m['ranks']] == [0, 1], m['ranks'])
+    check(m['ranks'][0]['peak_reserved_bytes'] == MiB, m['ranks'][0])
+    check(m['totals']['peak_reserved_bytes'] == 2 * MiB, m['totals'])
+    check(m['verify'][0]['host'] == 'node2' and
+          m['verify'][0]['verdict'] == 'ok', m['verify'])
+    p = c.run([c.gpumem, 'report'] + files, env)
+    check('peak reserved' in p.stdout.lower() and 'node2' in p.stdout,
+          p.stdout)
+    bad = c.path('bad.json')
+    with open(bad, 'w') as f:
+        f.write('{"kind": "gpumem-report", "devices": [')
+    p = c.run([c.gpumem, 'report', bad], env, 2)
+    check(bad in p.stderr, p.stderr)
+    c.run([c.gpumem, 'report', c.path('missing.json')], env, 2)
+    c.run([c.gpumem, 'report'], env, 2)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    fn = globals().get('case_' + sys.argv[1])
+    if not fn:
+        print('no case', sys.argv[1])
+        return 2
+    fn(Ctx(sys.argv[2]))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,119 @@
+/* Unit tests of the preload library's pure parts (no driver needed). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "account.h"
+#include "error.h"
+#include "hooks.h"
+#include "options.h"
+#include "ptrmap.h"
+
+static void test_variants(void **state)
+{
+	(void)state;
+	assert_string_equal(gm_pl_proc_variant("cuMemAlloc", 12000, 0),
+			    "cuMemAlloc_v2");
+	assert_null(gm_pl_proc_variant("cuMemAlloc", 3010, 0));
+	assert_string_equal(gm_pl_proc_variant("cuMemGetInfo", 13000, 0),
+			    "cuMemGetInfo_v2");
+	assert_string_equal(gm_pl_proc_variant("cuMemAllocAsync", 13000, 2),
+			    "cuMemAllocAsync_ptsz");
+	assert_string_equal(gm_pl_proc_variant("cuMemFreeAsync", 13000, 1),
+			    "cuMemFreeAsync");
+	assert_string_equal(gm_pl_proc_variant("cuGetProcAddress", 12000, 0),
+			    "cuGetProcAddress_v2");
+	assert_string_equal(gm_pl_proc_variant("cuGetProcAddress", 11080, 0),
+			    "cuGetProcAddress");
+	assert_null(gm_pl_proc_variant("cuLaunchKernel", 13000, 0));
+	assert_int_equal(gm_pl_hook_find("cuMemCreate"), GM_PL_HOOK_MEM_CREATE);
+	assert_int_equal(gm_pl_hook_find("cuMemAlloc"), -1);
+}
+
+static void test_path(void **state)
+{
+	char out[64];
+
+	(void)state;
+	assert_int_equal(gm_pl_path_expand(out, sizeof(out), "r-%p-%r.json",
+					   42, 3), 0);
+	assert_string_equal(out, "r-42-3.json");
+	assert_int_equal(gm_pl_path_expand(out, sizeof(out), "%r%%", 1, -1),
+			 0);
+	assert_string_equal(out, "0%");
+	assert_int_equal(gm_pl_path_expand(out, 4, "abcd", 1, 1), GM_ERANGE);
+}
+
+static void test_opts(void **state)
+{
+	char *env[] = {"GPUMEM_FRACTION=1.5", "GPUMEM_LIMIT=2GiB",
+		       "GPUMEM_ON_UNDERSIZED=fail", "SLURM_PROCID=7",
+		       "GPUMEM_REPORT=/tmp/x-%r", NULL};
+	struct gm_pl_opts o;
+
+	(void)state;
+	gm_pl_opts_parse(env, &o);
+	assert_true(o.fraction == 0.0); /* 1.5 rejected */
+	assert_int_equal(o.limit, 2ULL << 30);
+	assert_true(o.fail_undersized);
+	assert_int_equal(o.rank, 7);
+	assert_string_equal(o.report, "/tmp/x-%r");
+	gm_pl_opts_parse(NULL, &o);
+	assert_int_equal(o.mode, GM_PL_MODE_LIMIT);
+	assert_int_equal(o.rank, -1);
+}
+
+static void test_ptrmap(void **state)
+{
+	static struct gm_ptrmap m;
+	struct gm_ptrmap_entry e;
+
+	(void)state;
+	gm_ptrmap_init(&m);
+	for (uint64_t i = 1; i <= 20000; i++)
+		assert_int_equal(gm_ptrmap_put(&m, i << 9, i, 0, 1), 0);
+	assert_int_equal(gm_ptrmap_count(&m), 20000);
+	for (uint64_t i = 1; i <= 20000; i += 2) {
+		assert_true(gm_ptrmap_take(&m, i << 9, &e));
+		assert_int_equal(e.size, i);
+	}
+	assert_false(gm_ptrmap_take(&m, 1 << 9, &e));
+	assert_int_equal(gm_ptrmap_count(&m), 10000);
+	gm_ptrmap_reset(&m);
+	assert_int_equal(gm_ptrmap_count(&m), 0);
+}
+
+static void test_cap_and_clamp(void **state)
+{
+	struct gm_pl_opts o = {.fraction = 0.25, .limit = 30ULL << 30};
+	static struct gm_pl_dev d;
+	uint64_t f = 70ULL << 30, t = 80ULL << 30;
+
+	(void)state;
+	gm_pl_dev_setup(&d, &o, 0, "Fake", 0, 80ULL << 30);
+	assert_int_equal(d.cap, 20ULL << 30); /* min(limit, 0.25 x 80) */
+	assert_int_equal(gm_pl_charge(&d, 15ULL << 30, GM_PL_KIND_DEVICE), 0);
+	assert_int_equal(gm_pl_charge(&d, 6ULL << 30, GM_PL_KIND_DEVICE),
+			 GM_ELIMIT);
+	gm_pl_clamp_info(&d, &f, &t);
+	assert_int_equal(t, 20ULL << 30);
+	assert_int_equal(f, 5ULL << 30);
+	assert_string_equal(gm_pl_oom_verdict(&d), "cap");
+	assert_int_equal(atomic_load(&d.peak_reserved), 15ULL << 30);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_variants),
+		cmocka_unit_test(test_path),
+		cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_ptrmap),
+		cmocka_unit_test(test_cap_and_clamp),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

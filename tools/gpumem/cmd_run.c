@@ -1,0 +1,171 @@
+/*
+ * cmd_run.c - gpumem run [--fraction F] [--limit SIZE] [--report FILE]
+ *             [--mode limit|cache] [--prometheus FILE] -- COMMAND ...
+ *
+ * Sets LD_PRELOAD (the library first, what was there kept after it) and
+ * the GPUMEM_* variables, then executes COMMAND. The library is found
+ * beside this program: $GPUMEM_PRELOAD_LIBRARY, then the build tree
+ * (../../allocator/preload/), then the install tree (../lib*, same dir).
+ */
+#include "cmd.h"
+
+#include "error.h"
+#include "units.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LIB "libgpumem-preload.so"
+
+#ifndef GM_LIBDIR
+#define GM_LIBDIR "lib"
+#endif
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: gpumem run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+		"Run COMMAND with the gpumem preload allocator: every CUDA "
+		"device allocation\nis accounted and capped, and a report is "
+		"written at exit.\n\n"
+		"  --fraction F       cap per process and device: F of the "
+		"device's memory (0 < F <= 1)\n"
+		"  --limit SIZE       cap as a size (40GiB, 80GB); with "
+		"--fraction the smaller wins\n"
+		"  --report FILE      JSON report at exit and on SIGUSR1 "
+		"(%%p pid, %%r rank)\n"
+		"  --prometheus FILE  Prometheus text file, rewritten while "
+		"running\n"
+		"  --mode MODE        limit (pass through, account, cap) or "
+		"cache\n"
+		"  --claimed SIZE     capacity the card is sold as (undersized "
+		"check)\n"
+		"  --on-undersized W  warn (default) or fail\n"
+		"  -h, --help         this help\n\n"
+		"Each option sets the GPUMEM_* variable of the same name "
+		"(see README.md).\n");
+}
+
+/* Path of the preload library, or NULL with a message. */
+static int find_library(char *out, size_t len)
+{
+	const char *env = getenv("GPUMEM_PRELOAD_LIBRARY");
+	char exe[PATH_MAX], dir[PATH_MAX];
+	static const char *const rel[] = {
+		"../../allocator/preload/" LIB, "../" GM_LIBDIR "/" LIB, LIB,
+	};
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, R_OK) == 0 ? 0 : GM_ENOTFOUND;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return GM_ENOTFOUND;
+	exe[n] = '\0';
+	snprintf(dir, sizeof(dir), "%s", dirname(exe));
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char path[PATH_MAX * 2];
+		snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
+		if (access(path, R_OK) == 0 && realpath(path, out))
+			return 0;
+	}
+	return GM_ENOTFOUND;
+}
+
+int gm_cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"fraction", required_argument, NULL, 'f'},
+		{"limit", required_argument, NULL, 'l'},
+		{"report", required_argument, NULL, 'r'},
+		{"prometheus", required_argument, NULL, 'p'},
+		{"mode", required_argument, NULL, 'm'},
+		{"claimed", required_argument, NULL, 'c'},
+		{"on-undersized", required_argument, NULL, 'u'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char lib[PATH_MAX], *preload;
+	const char *old;
+	uint64_t bytes;
+	double f;
+	char *end;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			f = strtod(optarg, &end);
+			if (*end || !(f > 0.0 && f <= 1.0))
+				return gm_cmd_usage_error("run", "--fraction: "
+					"'%s' is not a fraction in (0, 1]",
+					optarg);
+			setenv("GPUMEM_FRACTION", optarg, 1);
+			break;
+		case 'l':
+		case 'c':
+			if (gm_size_parse(optarg, &bytes) || !bytes)
+				return gm_cmd_usage_error("run", "--%s: '%s' "
+					"is not a size such as 40GiB or 80GB",
+					c == 'l' ? "limit" : "claimed", optarg);
+			setenv(c == 'l' ? "GPUMEM_LIMIT" : "GPUMEM_CLAIMED",
+			       optarg, 1);
+			break;
+		case 'r':
+			setenv("GPUMEM_REPORT", optarg, 1);
+			break;
+		case 'p':
+			setenv("GPUMEM_PROMETHEUS", optarg, 1);
+			break;
+		case 'm':
+			if (strcmp(optarg, "limit") && strcmp(optarg, "cache"))
+				return gm_cmd_usage_error("run", "--mode: '%s' "
+					"is not limit or cache", optarg);
+			setenv("GPUMEM_MODE", optarg, 1);
+			break;
+		case 'u':
+			if (strcmp(optarg, "warn") && strcmp(optarg, "fail"))
+				return gm_cmd_usage_error("run",
+					"--on-undersized: '%s' is not warn or "
+					"fail", optarg);
+			setenv("GPUMEM_ON_UNDERSIZED", optarg, 1);
+			break;
+		case 'h':
+			usage(stdout);
+			return GM_EXIT_OK;
+		default:
+			return gm_cmd_usage_error("run", "unknown option");
+		}
+	}
+	if (optind >= argc)
+		return gm_cmd_usage_error("run", "no COMMAND to run (put it "
+					  "after --)");
+	if (find_library(lib, sizeof(lib))) {
+		fprintf(stderr, "gpumem run: cannot find %s (set "
+			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
+		return GM_EXIT_USAGE;
+	}
+	old = getenv("LD_PRELOAD");
+	if (old && *old) {
+		size_t n = strlen(lib) + strlen(old) + 2;
+		preload = malloc(n);
+		if (!preload)
+			return GM_EXIT_USAGE;
+		snprintf(preload, n, "%s:%s", lib, old);
+	} else {
+		preload = lib;
+	}
+	setenv("LD_PRELOAD", preload, 1);
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "gpumem run: %s: %s\n", argv[optind], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
