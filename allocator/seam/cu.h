@@ -90,6 +90,23 @@ enum {
 	GM_CU_EVENT_DISABLE_TIMING = 2,
 };
 
+/* cuMemHostAlloc flags (CU_MEMHOSTALLOC_*, equal to cudaHostAlloc*). */
+enum {
+	GM_CU_MEMHOSTALLOC_PORTABLE = 0x01,
+	GM_CU_MEMHOSTALLOC_DEVICEMAP = 0x02,
+	GM_CU_MEMHOSTALLOC_WRITECOMBINED = 0x04,
+};
+
+/* CUpointer_attribute and CUmemorytype values used by gpumem. */
+enum {
+	GM_CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+	GM_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+	GM_CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+	GM_CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+	GM_CU_MEMORYTYPE_HOST = 1,
+	GM_CU_MEMORYTYPE_DEVICE = 2,
+};
+
 /*
  * XX(return type, field, exported symbol, parameter list)
  * Add a driver function here and it is resolved by gm_cu_open().
@@ -176,7 +193,22 @@ enum {
 	XX(gm_cu_result, mem_alloc_async, "cuMemAllocAsync",                \
 	   (gm_cu_ptr *p, size_t bytes, gm_cu_stream s))                    \
 	XX(gm_cu_result, mem_free_async, "cuMemFreeAsync",                  \
-	   (gm_cu_ptr p, gm_cu_stream s))
+	   (gm_cu_ptr p, gm_cu_stream s))                                   \
+	/* pinned host memory (allocator/pinned) */                         \
+	XX(gm_cu_result, mem_free_host, "cuMemFreeHost", (void *p))         \
+	XX(gm_cu_result, mem_host_alloc, "cuMemHostAlloc",                  \
+	   (void **p, size_t bytes, unsigned flags))                        \
+	XX(gm_cu_result, mem_host_get_device_pointer,                       \
+	   "cuMemHostGetDevicePointer_v2",                                  \
+	   (gm_cu_ptr *d, void *p, unsigned flags))                         \
+	XX(gm_cu_result, mem_host_get_flags, "cuMemHostGetFlags",           \
+	   (unsigned *flags, void *p))                                      \
+	XX(gm_cu_result, memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2",         \
+	   (void *dst, gm_cu_ptr src, size_t bytes, gm_cu_stream s))        \
+	XX(gm_cu_result, memcpy_htod_async, "cuMemcpyHtoDAsync_v2",         \
+	   (gm_cu_ptr dst, const void *src, size_t bytes, gm_cu_stream s))  \
+	XX(gm_cu_result, pointer_get_attribute, "cuPointerGetAttribute",    \
+	   (void *data, int attr, gm_cu_ptr p))
 
 struct gm_cu {
 	void *lib; /* dlopen handle */
