@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -15,9 +14,12 @@ struct fake_alloc {
 	unsigned flags;
 };
 
+/* A fixed table: the fake never calls malloc, so a test can check that
+ * pinned allocations leave the program's heap alone. */
+#define FAKE_MAX 16384
 static pthread_mutex_t fake_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct fake_alloc *fake_tab;
-static size_t fake_n, fake_cap;
+static struct fake_alloc fake_tab[FAKE_MAX];
+static size_t fake_n;
 
 /* Contiguous mode: one reserved region handed out from the bottom up. */
 #define FAKE_REGION ((size_t)4 << 30)
@@ -84,17 +86,10 @@ static gm_cu_result fake_host_alloc(void **pp, size_t bytes, unsigned flags)
 		pthread_mutex_unlock(&fake_mtx);
 		return GM_CU_ERROR_OUT_OF_MEMORY;
 	}
-	if (fake_n == fake_cap) {
-		size_t cap = fake_cap ? fake_cap * 2 : 256;
-		struct fake_alloc *t = realloc(fake_tab, cap * sizeof(*t));
-
-		if (!t) {
-			pthread_mutex_unlock(&fake_mtx);
-			fake_unmap(p, bytes);
-			return GM_CU_ERROR_OUT_OF_MEMORY;
-		}
-		fake_tab = t;
-		fake_cap = cap;
+	if (fake_n == FAKE_MAX) {
+		pthread_mutex_unlock(&fake_mtx);
+		fake_unmap(p, bytes);
+		return GM_CU_ERROR_OUT_OF_MEMORY;
 	}
 	fake_tab[fake_n++] = (struct fake_alloc){ (uintptr_t)p, bytes, flags };
 	pthread_mutex_unlock(&fake_mtx);
