@@ -614,18 +614,3 @@ void gm_pinned_stats(struct gm_pinned *pc, struct gm_pinned_stats *s)
 	s->driver_failures = atomic_load(&pc->driver_failures);
 	s->merges_refused = atomic_load(&pc->merges_refused);
 }
-
-void gm_pinned_stats_set(struct gm_val *obj, const struct gm_pinned_stats *s)
-{
-	gm_obj_set_uint(obj, "pinned_in_use_bytes", s->in_use_bytes);
-	gm_obj_set_uint(obj, "pinned_cached_bytes", s->cached_bytes);
-	gm_obj_set_uint(obj, "pinned_reserved_bytes", s->reserved_bytes);
-	gm_obj_set_uint(obj, "pinned_peak_reserved_bytes",
-			s->peak_reserved_bytes);
-	gm_obj_set_uint(obj, "pinned_buffers", s->buffers);
-	gm_obj_set_uint(obj, "pinned_chunks", s->chunks);
-	gm_obj_set_uint(obj, "pinned_allocs_total", s->allocs);
-	gm_obj_set_uint(obj, "pinned_frees_total", s->frees);
-	gm_obj_set_uint(obj, "pinned_driver_allocs_total", s->driver_allocs);
-	gm_obj_set_uint(obj, "pinned_driver_frees_total", s->driver_frees);
-}

@@ -36,14 +36,17 @@
 #define GM_PINNED_H
 
 #include "cu.h"
+#include "emit.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct gm_diag;
-struct gm_val;
 struct gm_pinned;
+
+/* Exported from libgpumem-pinned.so (the preload library finds it). */
+#define GM_PINNED_API __attribute__((visibility("default")))
 
 /* The flag bits the cache serves (CU_MEMHOSTALLOC_*); others pass through. */
 #define GM_PINNED_FLAGS_ALL                                                  \
@@ -88,14 +91,14 @@ struct gm_pinned_info {
  * cache; opts may be NULL. Returns 0, GM_ENOTSUP when cu lacks the
  * host-allocation functions, GM_ENOMEM.
  */
-int gm_pinned_create(struct gm_pinned **out, const struct gm_cu *cu,
+GM_PINNED_API int gm_pinned_create(struct gm_pinned **out, const struct gm_cu *cu,
 		     const struct gm_pinned_opts *opts, struct gm_diag *diag);
 
 /*
  * Give every chunk back to the driver and free the cache. Buffers still
  * live become invalid. NULL is ignored.
  */
-void gm_pinned_destroy(struct gm_pinned *pc);
+GM_PINNED_API void gm_pinned_destroy(struct gm_pinned *pc);
 
 /*
  * A pinned buffer of size bytes with CU_MEMHOSTALLOC_* flags, page
@@ -104,7 +107,7 @@ void gm_pinned_destroy(struct gm_pinned *pc);
  * through); GM_ENOMEM or GM_EDEVICE when the driver failed, with its
  * CUresult in *res (res may be NULL).
  */
-int gm_pinned_alloc(struct gm_pinned *pc, void **p, size_t size,
+GM_PINNED_API int gm_pinned_alloc(struct gm_pinned *pc, void **p, size_t size,
 		    unsigned flags, gm_cu_result *res);
 
 /*
@@ -112,10 +115,10 @@ int gm_pinned_alloc(struct gm_pinned *pc, void **p, size_t size,
  * GM_ENOTFOUND when p is not in a cached chunk (pass the call through).
  * p must be the start of a live buffer, as for cuMemFreeHost.
  */
-int gm_pinned_free(struct gm_pinned *pc, void *p);
+GM_PINNED_API int gm_pinned_free(struct gm_pinned *pc, void *p);
 
 /* Fill *info for p, any address inside a cached chunk; GM_ENOTFOUND. */
-int gm_pinned_query(struct gm_pinned *pc, const void *p,
+GM_PINNED_API int gm_pinned_query(struct gm_pinned *pc, const void *p,
 		    struct gm_pinned_info *info);
 
 /*
@@ -124,7 +127,7 @@ int gm_pinned_query(struct gm_pinned *pc, const void *p,
  * GM_EINVAL when its chunk is not mapped (the driver's
  * CUDA_ERROR_INVALID_VALUE).
  */
-int gm_pinned_device_pointer(struct gm_pinned *pc, const void *p,
+GM_PINNED_API int gm_pinned_device_pointer(struct gm_pinned *pc, const void *p,
 			     gm_cu_ptr *d);
 
 /*
@@ -132,19 +135,35 @@ int gm_pinned_device_pointer(struct gm_pinned *pc, const void *p,
  * to the driver), and arenas without live buffers are destroyed, which
  * returns all their chunks. Returns the bytes given back.
  */
-size_t gm_pinned_trim(struct gm_pinned *pc);
+GM_PINNED_API size_t gm_pinned_trim(struct gm_pinned *pc);
 
 /* A consistent-enough snapshot of the counters (each read atomically). */
-void gm_pinned_stats(struct gm_pinned *pc, struct gm_pinned_stats *s);
+GM_PINNED_API void gm_pinned_stats(struct gm_pinned *pc, struct gm_pinned_stats *s);
 
 /*
  * Add the report keys to obj: pinned_in_use_bytes, pinned_cached_bytes,
  * pinned_reserved_bytes, pinned_peak_reserved_bytes, pinned_buffers,
  * pinned_chunks, pinned_allocs_total, pinned_frees_total,
  * pinned_driver_allocs_total, pinned_driver_frees_total. Prometheus
- * metrics are the same names prefixed "gpumem_".
+ * metrics are the same names prefixed "gpumem_". Inline, so the caller's
+ * own output layer builds the values (the cache may live in another
+ * shared library).
  */
-void gm_pinned_stats_set(struct gm_val *obj, const struct gm_pinned_stats *s);
+static inline void gm_pinned_stats_set(struct gm_val *obj,
+				       const struct gm_pinned_stats *s)
+{
+	gm_obj_set_uint(obj, "pinned_in_use_bytes", s->in_use_bytes);
+	gm_obj_set_uint(obj, "pinned_cached_bytes", s->cached_bytes);
+	gm_obj_set_uint(obj, "pinned_reserved_bytes", s->reserved_bytes);
+	gm_obj_set_uint(obj, "pinned_peak_reserved_bytes",
+			s->peak_reserved_bytes);
+	gm_obj_set_uint(obj, "pinned_buffers", s->buffers);
+	gm_obj_set_uint(obj, "pinned_chunks", s->chunks);
+	gm_obj_set_uint(obj, "pinned_allocs_total", s->allocs);
+	gm_obj_set_uint(obj, "pinned_frees_total", s->frees);
+	gm_obj_set_uint(obj, "pinned_driver_allocs_total", s->driver_allocs);
+	gm_obj_set_uint(obj, "pinned_driver_frees_total", s->driver_frees);
+}
 
 /* ==== Internal, for tests ==== */
 

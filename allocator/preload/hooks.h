@@ -37,7 +37,12 @@
 	XX(MEM_FREE_ASYNC, cuMemFreeAsync)               \
 	XX(MEM_FREE_ASYNC_PTSZ, cuMemFreeAsync_ptsz)     \
 	XX(MEM_GET_INFO, cuMemGetInfo_v2)                \
-	XX(DEVICE_TOTAL_MEM, cuDeviceTotalMem_v2)
+	XX(DEVICE_TOTAL_MEM, cuDeviceTotalMem_v2)         \
+	XX(MEM_HOST_ALLOC, cuMemHostAlloc)               \
+	XX(MEM_ALLOC_HOST, cuMemAllocHost_v2)            \
+	XX(MEM_FREE_HOST, cuMemFreeHost)                 \
+	XX(MEM_HOST_GET_DPTR, cuMemHostGetDevicePointer_v2) \
+	XX(MEM_HOST_GET_FLAGS, cuMemHostGetFlags)
 
 enum gm_pl_hook {
 #define GM__PL_HOOK_ENUM(id, sym) GM_PL_HOOK_##id,
@@ -87,5 +92,23 @@ int gm__pl_resolve_dl(void);
  * 0, or GM_ENODEV when there is no driver library.
  */
 int gm__pl_init(void);
+
+/*
+ * The pinned host memory cache (host_cache.c), made on first use; NULL
+ * when libgpumem-pinned.so is not loaded, GPUMEM_PINNED=off, no driver,
+ * or inside the library's own driver calls: then pass through.
+ */
+struct gm_pinned;
+struct gm_pinned *gm__pl_pinned(void);
+
+/*
+ * The pinned cache's report keys (pinned_*_bytes ...) into a JSON
+ * report, and its Prometheus metrics (hooks_host.c); nothing when the
+ * cache is not in use.
+ */
+struct gm_val;
+void gm__pl_pinned_report(struct gm_val *root);
+#include <stdio.h>
+void gm__pl_pinned_prom(FILE *out, const char *rank);
 
 #endif

@@ -398,6 +398,14 @@ GM_EXPORT gm_cu_result cuGetProcAddress_v2(const char *symbol, void **pfn,
 	return r;
 }
 
+/* The pinned host memory entry points (hooks_host.c). */
+gm_cu_result cuMemHostAlloc(void **pp, size_t size, unsigned flags);
+gm_cu_result cuMemAllocHost_v2(void **pp, size_t size);
+gm_cu_result cuMemFreeHost(void *p);
+gm_cu_result cuMemHostGetDevicePointer_v2(gm_cu_ptr *d, void *p,
+					  unsigned flags);
+gm_cu_result cuMemHostGetFlags(unsigned *flags, void *p);
+
 #define GM__PL_HOOK_FN(id, sym) (void *)sym,
 void *const gm__pl_hook_fn[GM_PL_N_HOOKS] = {GM_PL_HOOKS(GM__PL_HOOK_FN)};
 #undef GM__PL_HOOK_FN

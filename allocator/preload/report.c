@@ -1,5 +1,6 @@
 /* report.c - JSON and Prometheus reports (see report.h). */
 #include "report.h"
+#include "hooks.h"
 
 #include "account.h"
 #include "emit.h"
@@ -97,6 +98,7 @@ struct gm_val *gm_pl_report_build(const char *reason)
 		if (atomic_load(&gm__pl.dev[i].ready))
 			gm_arr_push(devs, device_val(&gm__pl.dev[i]));
 	gm_obj_set(r, "devices", devs);
+	gm__pl_pinned_report(r);
 	return r;
 }
 
@@ -187,6 +189,13 @@ void gm_pl_prom_print(FILE *out)
 	prom_family(out, "gpumem_oom_total", "counter",
 		    "Allocations answered out of memory.", 0, true);
 #undef F
+	{
+		char rank[24];
+
+		snprintf(rank, sizeof(rank), "%ld",
+			 gm__pl.opts.rank < 0 ? 0 : gm__pl.opts.rank);
+		gm__pl_pinned_prom(out, rank);
+	}
 }
 
 int gm_pl_prom_write(void)

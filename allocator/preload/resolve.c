@@ -48,6 +48,8 @@ const char *gm_pl_proc_variant(const char *symbol, int cuda_version,
 		{"cuMemFree", "cuMemFree_v2"},
 		{"cuMemGetInfo", "cuMemGetInfo_v2"},
 		{"cuDeviceTotalMem", "cuDeviceTotalMem_v2"},
+		{"cuMemAllocHost", "cuMemAllocHost_v2"},
+		{"cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"},
 	};
 	/* Stream-ordered functions with a per-thread-stream variant. */
 	static const char *const ptsz[][2] = {
@@ -57,6 +59,7 @@ const char *gm_pl_proc_variant(const char *symbol, int cuda_version,
 	};
 	static const char *const plain[] = {
 		"cuMemAllocManaged", "cuMemCreate", "cuMemRelease",
+		"cuMemHostAlloc", "cuMemFreeHost", "cuMemHostGetFlags",
 	};
 
 	if (!symbol)
