@@ -124,7 +124,8 @@ static int gm__map_insert(struct gm_pinned *pc, const struct gm__chunk *c)
 			pthread_mutex_unlock(&pc->map_write);
 			return GM_ENOMEM;
 		}
-		memcpy(grown, pc->map, pc->map_n * sizeof(*grown));
+		if (pc->map_n)
+			memcpy(grown, pc->map, pc->map_n * sizeof(*grown));
 		pthread_rwlock_wrlock(&pc->map_lock);
 		old = pc->map;
 		pc->map = grown;
