@@ -17,6 +17,9 @@
 
 #pragma weak gm_pinned_create
 #pragma weak gm_pinned_stats
+/* Defined by preload.c in the shared library; absent in the static
+ * library the unit tests link, where no cache is made. */
+#pragma weak gm__pl_init
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static struct gm_pinned *cache_pc;
@@ -27,7 +30,7 @@ static void cache_make(void)
 	struct gm_diag d;
 
 	if (!gm_pinned_create || (e && strcmp(e, "off") == 0) ||
-	    gm__pl_init() != 0)
+	    !gm__pl_init || gm__pl_init() != 0)
 		return;
 	if (gm_pinned_create(&cache_pc, &gm__pl_cu, NULL, &d) != 0)
 		cache_pc = NULL;
