@@ -1,0 +1,290 @@
+"""gmspec - read a gpumem model spec (YAML or JSON) into a plain dict.
+
+The measurement tools read the same spec files as `gpumem plan` (schema in
+shared INTERFACES.md and models/README.md). This reader is deliberately
+strict: unknown keys, wrong types and values outside the schema are errors
+(SpecError), so that the harness never silently runs something other than
+what the planner is asked about. Defaults mirror the planner's; where a
+default is not fixed by the schema the calibration specs spell the key out.
+
+YAML needs PyYAML. transformers and huggingface_hub both depend on it, so
+wherever the harness can run at all it is present; a .json spec needs
+nothing beyond the standard library.
+"""
+
+import copy
+import json
+import os
+
+ARCHS = ("llama", "gpt2", "bert", "custom")
+HEADS = ("causal-lm", "masked-lm", "classification")
+PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "fp16-true", "bf16-true")
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adamw-8bit",
+              "adafactor")
+CKPTS = ("none", "full", "selective")
+ATTNS = ("flash", "sdpa", "eager")
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8")
+TASKS = ("train", "inference")
+
+# key -> (type, default). type: int, float, bool, str or a tuple of names.
+# A default of None means "not given" (optional or derived below).
+SCHEMA = {
+    "name": (str, None),
+    "task": (TASKS, "train"),
+    "model": {
+        "architecture": (ARCHS, None),
+        "layers": (int, None),
+        "hidden_size": (int, None),
+        "ffn_hidden_size": (int, None),
+        "attention_heads": (int, None),
+        "kv_heads": (int, None),
+        "vocab_size": (int, None),
+        "max_position_embeddings": (int, None),
+        "type_vocab_size": (int, None),
+        "tied_embeddings": (bool, None),
+        "head": (HEADS, None),
+        "num_labels": (int, 2),
+        "parameters": (float, None),
+        "activation_bytes_per_token": (float, None),
+    },
+    "training": {
+        "micro_batch_size": (int, 1),
+        "global_batch_size": (int, None),
+        "sequence_length": (int, None),
+        "precision": (PRECISIONS, "bf16-mixed"),
+        "optimizer": (OPTIMIZERS, "adamw"),
+        "activation_checkpointing": (CKPTS, "none"),
+        "attention": (ATTNS, "sdpa"),
+    },
+    "inference": {
+        "precision": (PRECISIONS, "bf16-true"),
+        "batch_size": (int, 1),
+        "prompt_length": (int, None),
+        "generate_length": (int, 0),
+        "kv_cache_dtype": (KV_DTYPES, None),
+    },
+    "parallelism": {
+        "data_parallel": (int, 1),
+        "tensor_parallel": (int, 1),
+        "pipeline_parallel": (int, 1),
+        "sequence_parallel": (bool, False),
+        "zero_stage": (int, 0),
+    },
+    "hardware": {
+        "gpu": (str, None),
+    },
+}
+
+# Per-architecture defaults of the shape keys (Hugging Face's own config
+# defaults for the same models).
+ARCH_DEFAULTS = {
+    "llama": {"head": "causal-lm", "tied_embeddings": False,
+              "max_position_embeddings": 4096, "type_vocab_size": 0},
+    "gpt2": {"head": "causal-lm", "tied_embeddings": True,
+             "max_position_embeddings": 1024, "type_vocab_size": 0},
+    "bert": {"head": "masked-lm", "tied_embeddings": True,
+             "max_position_embeddings": 512, "type_vocab_size": 2},
+    "custom": {"head": "causal-lm", "tied_embeddings": False,
+               "max_position_embeddings": 0, "type_vocab_size": 0},
+}
+
+PREC_DTYPE = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16",
+              "fp16-true": "fp16", "bf16-true": "bf16"}
+
+
+class SpecError(Exception):
+    """A spec that does not parse or validate; str() names the key."""
+
+
+def _load_text(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 ({e})") from None
+    if path.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"{path}:{e.lineno}:{e.colno}: {e.msg}") \
+                from None
+    try:
+        import yaml
+    except ImportError:
+        raise SpecError(f"{path}: reading YAML needs PyYAML (a dependency "
+                        "of transformers); or give the spec as .json") \
+            from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: {e}") from None
+
+
+def _parse_scalar(text):
+    """A --set value: YAML scalar rules where PyYAML is there, else JSON,
+    else the bare string."""
+    try:
+        import yaml
+        return yaml.safe_load(text)
+    except ImportError:
+        pass
+    except Exception:
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def apply_set(doc, assignment):
+    """Apply one --set "dotted.key=value" to the raw document."""
+    if "=" not in assignment:
+        raise SpecError(f"--set {assignment}: expected KEY=VALUE")
+    key, value = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    node = SCHEMA
+    for p in parts[:-1]:
+        if not isinstance(node.get(p), dict):
+            raise SpecError(f"--set {assignment}: unknown section '{p}'")
+        node = node[p]
+    if parts[-1] not in node or isinstance(node[parts[-1]], dict):
+        raise SpecError(f"--set {assignment}: unknown key '{key}'")
+    tgt = doc
+    for p in parts[:-1]:
+        tgt = tgt.setdefault(p, {})
+        if not isinstance(tgt, dict):
+            raise SpecError(f"--set {assignment}: '{p}' is not a mapping")
+    tgt[parts[-1]] = _parse_scalar(value.strip())
+
+
+def _check(kind, value, where):
+    if isinstance(kind, tuple):
+        if not isinstance(value, str) or value not in kind:
+            raise SpecError(f"{where}: '{value}' is not one of "
+                            + ", ".join(kind))
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: expected true or false")
+        return value
+    if kind is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: expected an integer")
+        if value < 0:
+            raise SpecError(f"{where}: must not be negative")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where}: expected a number")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise SpecError(f"{where}: expected a string")
+        return value
+    raise AssertionError(kind)
+
+
+def _resolve(schema, doc, where):
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise SpecError(f"{where or 'spec'}: expected a mapping")
+    out = {}
+    for k in doc:
+        if k not in schema:
+            raise SpecError(f"{where}{'.' if where else ''}{k}: unknown key")
+    for k, kind in schema.items():
+        path = f"{where}.{k}" if where else k
+        if isinstance(kind, dict):
+            out[k] = _resolve(kind, doc.get(k), path)
+            continue
+        typ, default = kind
+        out[k] = _check(typ, doc[k], path) if doc.get(k) is not None \
+            else default
+    return out
+
+
+def load(path, sets=()):
+    """Read, override, default and validate a spec. Returns a dict with
+    every key of SCHEMA filled in (None where not given and optional)."""
+    doc = _load_text(path)
+    if doc is None:
+        raise SpecError(f"{path}: empty spec")
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: expected a mapping at the top")
+    doc = copy.deepcopy(doc)
+    for s in sets:
+        apply_set(doc, s)
+    try:
+        spec = _resolve(SCHEMA, doc, "")
+        _derive(spec, path)
+    except SpecError as e:
+        raise SpecError(f"{path}: {e}") from None
+    return spec
+
+
+def _need(d, key, where):
+    if d[key] is None:
+        raise SpecError(f"{where}.{key}: required")
+    if d[key] == 0:
+        raise SpecError(f"{where}.{key}: must be positive")
+
+
+def _derive(spec, path):
+    if spec["name"] is None:
+        spec["name"] = os.path.splitext(os.path.basename(path))[0]
+    m = spec["model"]
+    if m["architecture"] is None:
+        raise SpecError("model.architecture: required")
+    arch = m["architecture"]
+    for k, v in ARCH_DEFAULTS[arch].items():
+        if m[k] is None:
+            m[k] = v
+    if arch != "custom":
+        for k in ("layers", "hidden_size", "attention_heads", "vocab_size"):
+            _need(m, k, "model")
+        if m["ffn_hidden_size"] is None:
+            if arch == "llama":
+                raise SpecError("model.ffn_hidden_size: required for llama")
+            m["ffn_hidden_size"] = 4 * m["hidden_size"]
+        if m["kv_heads"] is None:
+            m["kv_heads"] = m["attention_heads"]
+        if m["hidden_size"] % m["attention_heads"]:
+            raise SpecError("model.attention_heads: does not divide "
+                            "hidden_size")
+        if m["attention_heads"] % m["kv_heads"]:
+            raise SpecError("model.kv_heads: does not divide "
+                            "attention_heads")
+    if spec["task"] == "train":
+        _need(spec["training"], "sequence_length", "training")
+        _need(spec["training"], "micro_batch_size", "training")
+    else:
+        inf = spec["inference"]
+        _need(inf, "prompt_length", "inference")
+        _need(inf, "batch_size", "inference")
+        if inf["kv_cache_dtype"] is None:
+            inf["kv_cache_dtype"] = PREC_DTYPE[inf["precision"]]
+    par = spec["parallelism"]
+    if par["zero_stage"] > 3:
+        raise SpecError("parallelism.zero_stage: must be 0..3")
+    for k in ("data_parallel", "tensor_parallel", "pipeline_parallel"):
+        _need(par, k, "parallelism")
+
+
+def shape_key(spec):
+    """The keys that decide a model's parameter count, as a canonical
+    string (what tests/data/hf-params.json is keyed by)."""
+    m = spec["model"]
+    keys = ["architecture", "layers", "hidden_size", "ffn_hidden_size",
+            "attention_heads", "kv_heads", "vocab_size", "tied_embeddings",
+            "head"]
+    if m["head"] == "classification":
+        keys.append("num_labels")
+    if m["architecture"] in ("gpt2", "bert"):
+        keys.append("max_position_embeddings")
+    if m["architecture"] == "bert":
+        keys.append("type_vocab_size")
+    return ",".join(f"{k}={m[k]}" for k in keys).lower()

@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+"""measure.py - measure what a gpumem spec really takes on one GPU.
+
+    measure.py SPEC.yaml [--set KEY=VALUE ...] --out FILE.json
+    measure.py --manifest tests/data/calibration/manifest.json --out FILE.json
+    measure.py --manifest ... --check          (no GPU, no torch: validate)
+
+Builds the Hugging Face model the spec describes with random weights,
+directly on the GPU in its dtype, runs a few real training steps (or
+inference with a KV cache) and records mem.max_memory_allocated(),
+max_memory_reserved(), the device's used memory (cudaMemGetInfo total -
+free) at the end of the steps, step time and versions. All configurations
+run in one process, one after another; between them everything is freed,
+the cache emptied and the peak statistics reset. Failures and OOMs are
+recorded, not fatal. The exact spec-to-PyTorch mapping is in README.md.
+"""
+
+import argparse
+import contextlib
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gmspec  # noqa: E402
+import hfbuild  # noqa: E402
+from hfbuild import Unsupported  # noqa: E402
+
+FORMAT = "gpumem-measurements-1"
+LR = 1e-5
+
+# The device and its memory statistics: torch.cuda, or for --cpu-dry-run
+# (which only exercises the code paths on tiny models) a stand-in of zeros.
+DEV = "cuda"
+mem = None
+
+
+class CpuMem:
+    def __getattr__(self, name):
+        if name == "mem_get_info":
+            return lambda: (0, 0)
+        return lambda *a: 0
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def load_manifest(path):
+    with open(path) as f:
+        man = json.load(f)
+    base = os.path.dirname(os.path.abspath(path))
+    out = []
+    for c in man["configs"]:
+        out.append(dict(name=c["name"],
+                        spec=os.path.normpath(os.path.join(base, c["spec"])),
+                        spec_rel=c["spec"], set=c.get("set", []),
+                        heldout=c.get("heldout", False)))
+    return out
+
+
+def write_atomic(path, obj):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".measure-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- versions
+
+def driver_version():
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            for word in f.readline().split():
+                if word[:1].isdigit() and "." in word:
+                    return word
+    except OSError:
+        pass
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version",
+             "--format=csv,noheader"], capture_output=True, text=True,
+            timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def environment(torch):
+    import transformers
+    props = torch.cuda.get_device_properties(0)
+    free, total = mem.mem_get_info()
+    return {
+        "gpu_name": torch.cuda.get_device_name(0),
+        "gpu_total_bytes": total,
+        "gpu_total_global_mem_bytes": props.total_memory,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "driver": driver_version(),
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
+        "date": datetime.datetime.now(datetime.timezone.utc)
+        .strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+# ---------------------------------------------------------------- one run
+
+def torch_dtype(torch, name):
+    return getattr(torch, hfbuild.TORCH_DTYPE[name])
+
+
+def make_optimizer(torch, name, params):
+    """The spec's optimizer with torch.optim defaults (foreach on CUDA);
+    lr does not change memory."""
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=LR)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=LR)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=LR)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=LR, momentum=0.9)
+    raise Unsupported(f"training.optimizer: {name}")
+
+
+def input_ids(torch, spec, batch, length):
+    m = spec["model"]
+    high = m["vocab_size"]
+    if m["head"] == "classification" and m["architecture"] != "bert":
+        high -= 1  # the pad id (see hfbuild.config_kwargs) never appears
+    g = torch.Generator(device=DEV).manual_seed(0)
+    return torch.randint(0, high, (batch, length), device=DEV,
+                         generator=g)
+
+
+def train_batch(torch, spec):
+    t, m = spec["training"], spec["model"]
+    ids = input_ids(torch, spec, t["micro_batch_size"], t["sequence_length"])
+    kw = {"input_ids": ids}
+    if m["head"] == "classification":
+        kw["labels"] = torch.randint(0, m["num_labels"],
+                                     (t["micro_batch_size"],), device=DEV)
+    else:
+        kw["labels"] = ids  # causal LM shifts inside; MLM: every position
+    if m["architecture"] != "bert":
+        kw["use_cache"] = False
+    return kw
+
+
+class Stats:
+    """Peaks over steps; per-step figures for the record."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.steps = []
+
+    def step_done(self, seconds):
+        self.steps.append({"time_s": round(seconds, 4),
+                           "peak_allocated_bytes": mem.max_memory_allocated(),
+                           "peak_reserved_bytes": mem.max_memory_reserved()})
+
+
+def run_train(torch, spec, model, stats, steps, deadline):
+    t = spec["training"]
+    prec = t["precision"]
+    ga = 1
+    if t["global_batch_size"]:
+        ga = t["global_batch_size"] // (t["micro_batch_size"] *
+                                        spec["parallelism"]["data_parallel"])
+    # Micro-batches 3..k of an accumulation repeat micro-batch 2 exactly
+    # (same live tensors, same allocator state), so 2 stand for k.
+    micro = min(ga, 2)
+    model.train()
+    if t["activation_checkpointing"] == "full":
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    opt = make_optimizer(torch, t["optimizer"], model.parameters())
+    scaler = torch.amp.GradScaler(DEV) if prec == "fp16-mixed" else None
+    if prec.endswith("-mixed"):
+        autocast = torch.autocast(DEV, dtype=torch_dtype(
+            torch, gmspec.PREC_DTYPE[prec]))
+    else:
+        autocast = contextlib.nullcontext()
+    batch = train_batch(torch, spec)
+    sel = None
+    if t["activation_checkpointing"] == "selective":
+        from selective import SelectiveAttention
+        sel = SelectiveAttention(model)
+    with sel if sel else contextlib.nullcontext():
+        for step in range(steps):
+            t0 = time.perf_counter()
+            for _ in range(micro):
+                with autocast:
+                    loss = model(**batch).loss
+                if ga > 1:
+                    loss = loss / ga
+                if scaler:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                del loss
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            mem.synchronize()
+            stats.step_done(time.perf_counter() - t0)
+            if sel and sel.calls == 0:
+                raise Unsupported("training.activation_checkpointing: "
+                                  "selective: this transformers' model does "
+                                  "not call a wrappable attention function")
+            if step >= 1 and time.monotonic() > deadline:
+                break
+    return {"gradient_accumulation_steps": ga,
+            "micro_batches_per_step": micro}
+
+
+def run_inference(torch, spec, model, stats, steps, deadline):
+    i, m = spec["inference"], spec["model"]
+    model.eval()
+    ids = input_ids(torch, spec, i["batch_size"], i["prompt_length"])
+    for step in range(steps):
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            if i["generate_length"]:
+                out = model.generate(
+                    ids, attention_mask=torch.ones_like(ids),
+                    max_new_tokens=i["generate_length"],
+                    min_new_tokens=i["generate_length"], do_sample=False,
+                    use_cache=True, pad_token_id=0)
+            elif m["architecture"] == "bert":
+                out = model(input_ids=ids)
+            else:
+                out = model(input_ids=ids, use_cache=True)
+            mem.synchronize()
+        del out
+        stats.step_done(time.perf_counter() - t0)
+        if step >= 1 and time.monotonic() > deadline:
+            break
+    return {}
+
+
+def cleanup(torch):
+    gc.collect()
+    gc.collect()
+    mem.synchronize()
+    mem.empty_cache()
+    mem.reset_peak_memory_stats()
+
+
+def measure_one(torch, cfg, args):
+    """Run one configuration; returns its record (never raises for a
+    failure of the configuration itself)."""
+    rec = {"name": cfg["name"], "spec": cfg.get("spec_rel", cfg["spec"]),
+           "set": cfg["set"], "heldout": cfg["heldout"]}
+    try:
+        spec = gmspec.load(cfg["spec"], cfg["set"])
+        hfbuild.refuse_unrunnable(spec, 1)
+    except (gmspec.SpecError, Unsupported) as e:
+        rec.update(status="refused", message=str(e))
+        return rec
+    rec["task"] = spec["task"]
+    cleanup(torch)
+    rec["leftover_allocated_bytes"] = mem.memory_allocated()
+    rec["leftover_reserved_bytes"] = mem.memory_reserved()
+    deadline = time.monotonic() + args.budget_s
+    state = {}
+    t0 = time.perf_counter()
+    try:
+        if spec["task"] == "train":
+            prec = spec["training"]["precision"]
+            attn = spec["training"]["attention"]
+            dtype = "fp32" if prec.endswith("-mixed") or prec == "fp32" \
+                else gmspec.PREC_DTYPE[prec]
+        else:
+            prec = spec["inference"]["precision"]
+            attn = "sdpa"
+            dtype = gmspec.PREC_DTYPE[prec]
+        torch.manual_seed(0)
+        state["model"] = hfbuild.build_model(spec, DEV,
+                                             torch_dtype(torch, dtype), attn)
+        rec["parameters"] = sum(p.numel() for p in
+                                state["model"].parameters())
+        mem.synchronize()
+        rec["build_time_s"] = round(time.perf_counter() - t0, 3)
+        rec["weights_allocated_bytes"] = mem.memory_allocated() - \
+            rec["leftover_allocated_bytes"]
+        # Measure the steps, not the construction: construction leaves
+        # no free cached blocks once the cache is emptied.
+        mem.empty_cache()
+        mem.reset_peak_memory_stats()
+        stats = Stats(torch)
+        state["stats"] = stats
+        if spec["task"] == "train":
+            extra = run_train(torch, spec, state["model"], stats,
+                              args.steps, deadline)
+        else:
+            extra = run_inference(torch, spec, state["model"], stats,
+                                  max(2, args.steps - 1), deadline)
+        rec.update(extra)
+        free, total = mem.mem_get_info()
+        reserved_end = mem.memory_reserved()
+        rec.update(
+            status="ok",
+            peak_allocated_bytes=mem.max_memory_allocated(),
+            peak_reserved_bytes=mem.max_memory_reserved(),
+            device_used_bytes=total - free,
+            reserved_end_bytes=reserved_end,
+            outside_allocator_bytes=total - free - reserved_end,
+            steps=len(stats.steps),
+            step_time_s=round(statistics.median(
+                s["time_s"] for s in stats.steps[1:] or stats.steps), 4),
+            per_step=stats.steps)
+    except Unsupported as e:
+        rec.update(status="refused", message=str(e))
+    except torch.OutOfMemoryError as e:
+        free, total = mem.mem_get_info()
+        rec.update(status="oom", message=str(e).splitlines()[0][:400],
+                   peak_allocated_bytes=mem.max_memory_allocated(),
+                   peak_reserved_bytes=mem.max_memory_reserved(),
+                   device_used_bytes=total - free)
+    except Exception as e:  # recorded, the set goes on
+        rec.update(status="error",
+                   message=f"{type(e).__name__}: {str(e)[:400]}")
+    finally:
+        st = state.get("stats")
+        if st and "per_step" not in rec:
+            rec["per_step"] = st.steps
+        state.clear()
+        cleanup(torch)
+    rec["wall_s"] = round(time.perf_counter() - t0, 3)
+    return rec
+
+
+# ---------------------------------------------------------------- driver
+
+def check_only(configs):
+    """Validate every configuration without a GPU or torch."""
+    bad = 0
+    for c in configs:
+        try:
+            spec = gmspec.load(c["spec"], c["set"])
+            hfbuild.refuse_unrunnable(spec, 1)
+            print(f"ok      {c['name']}")
+        except (gmspec.SpecError, Unsupported) as e:
+            bad += 1
+            print(f"REFUSED {c['name']}: {e}")
+    return 1 if bad else 0
+
+
+def gib(n):
+    return f"{n / 2**30:7.2f}" if isinstance(n, int) else "      -"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec", nargs="*", help="spec files (YAML or JSON)")
+    ap.add_argument("--set", action="append", default=[],
+                    metavar="KEY=VALUE", help="override a spec key")
+    ap.add_argument("--manifest", help="a calibration manifest (JSON)")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only this manifest entry (repeatable)")
+    ap.add_argument("--out", help="the measurement file to write")
+    ap.add_argument("--steps", type=int, default=3,
+                    help="training steps per configuration (>= 2)")
+    ap.add_argument("--budget-s", type=float, default=40,
+                    help="per configuration: no new step after this")
+    ap.add_argument("--total-budget-s", type=float, default=400,
+                    help="no new configuration after this")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="run on the CPU without memory figures: only to "
+                    "exercise the code on tiny models")
+    ap.add_argument("--check", action="store_true",
+                    help="only validate the specs (no GPU, no torch)")
+    args = ap.parse_args(argv)
+    if args.steps < 2:
+        ap.error("--steps: at least 2 (optimizer states appear in step 1)")
+
+    configs = []
+    if args.manifest:
+        configs = load_manifest(args.manifest)
+        if args.only:
+            configs = [c for c in configs if c["name"] in args.only]
+    for s in args.spec:
+        configs.append(dict(name=os.path.splitext(os.path.basename(s))[0],
+                            spec=s, set=args.set, heldout=False))
+    if not configs:
+        ap.error("give a SPEC or --manifest")
+    if args.check:
+        return check_only(configs)
+    if not args.out:
+        ap.error("--out is required")
+
+    start = time.monotonic()
+    global DEV, mem
+    import torch
+    if args.cpu_dry_run:
+        DEV, mem = "cpu", CpuMem()
+        env = {"gpu_name": "cpu dry run (no memory figures)",
+               "torch": torch.__version__}
+    else:
+        if not torch.cuda.is_available():
+            print("measure.py: no CUDA device", file=sys.stderr)
+            return 77
+        mem = torch.cuda
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+        env = environment(torch)
+    mem.synchronize()
+    free, total = mem.mem_get_info()
+    doc = {"format": FORMAT, "environment": env,
+           "baseline": {"device_used_after_init_bytes": total - free,
+                        "import_s": round(time.monotonic() - start, 2)},
+           "settings": {"steps": args.steps, "budget_s": args.budget_s,
+                        "lr": LR},
+           "configs": []}
+    log(f"# {env['gpu_name']}, driver {env.get('driver')}, CUDA "
+        f"{env.get('cuda_runtime')}, torch {env['torch']}, transformers "
+        f"{env.get('transformers')}; {len(configs)} configurations")
+    log(f"# {'name':34s} {'status':7s} {'alloc':>7s} {'reserv':>7s} "
+        f"{'used':>7s} GiB   wall")
+    for n, cfg in enumerate(configs):
+        if time.monotonic() - start > args.total_budget_s:
+            doc["configs"].append({"name": cfg["name"], "spec":
+                                   cfg.get("spec_rel", cfg["spec"]),
+                                   "set": cfg["set"],
+                                   "heldout": cfg["heldout"],
+                                   "status": "skipped",
+                                   "message": "total time budget spent"})
+            log(f"  {cfg['name']:34s} skipped (time budget)")
+            continue
+        rec = measure_one(torch, cfg, args)
+        doc["configs"].append(rec)
+        log(f"  {rec['name']:34s} {rec['status']:7s} "
+            f"{gib(rec.get('peak_allocated_bytes'))} "
+            f"{gib(rec.get('peak_reserved_bytes'))} "
+            f"{gib(rec.get('device_used_bytes'))} "
+            f"{rec.get('wall_s', 0):6.1f}s"
+            + (f"  {rec['message']}" if rec.get("message") else ""))
+        doc["total_s"] = round(time.monotonic() - start, 1)
+        write_atomic(args.out, doc)
+    ok = sum(c["status"] == "ok" for c in doc["configs"])
+    log(f"# {ok} ok of {len(configs)} in {doc['total_s']} s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
