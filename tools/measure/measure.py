@@ -174,7 +174,10 @@ class Stats:
                            "peak_reserved_bytes": mem.max_memory_reserved()})
 
 
-def run_train(torch, spec, model, stats, steps, deadline):
+def run_train(torch, spec, model, stats, steps, deadline, wrap=None,
+              make_opt=None):
+    """Training steps. wrap(model) -> the model to call (DDP, FSDP, ...);
+    make_opt(name, params) -> the optimizer (ZeroRedundancyOptimizer)."""
     t = spec["training"]
     prec = t["precision"]
     ga = 1
@@ -188,7 +191,14 @@ def run_train(torch, spec, model, stats, steps, deadline):
     if t["activation_checkpointing"] == "full":
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False})
-    opt = make_optimizer(torch, t["optimizer"], model.parameters())
+    sel = None
+    if t["activation_checkpointing"] == "selective":
+        from selective import SelectiveAttention
+        sel = SelectiveAttention(model)
+    if wrap:
+        model = wrap(model)
+    opt = (make_opt or (lambda name, params: make_optimizer(
+        torch, name, params)))(t["optimizer"], model.parameters())
     scaler = torch.amp.GradScaler(DEV) if prec == "fp16-mixed" else None
     if prec.endswith("-mixed"):
         autocast = torch.autocast(DEV, dtype=torch_dtype(
@@ -196,10 +206,6 @@ def run_train(torch, spec, model, stats, steps, deadline):
     else:
         autocast = contextlib.nullcontext()
     batch = train_batch(torch, spec)
-    sel = None
-    if t["activation_checkpointing"] == "selective":
-        from selective import SelectiveAttention
-        sel = SelectiveAttention(model)
     with sel if sel else contextlib.nullcontext():
         for step in range(steps):
             t0 = time.perf_counter()
@@ -264,14 +270,16 @@ def cleanup(torch):
     mem.reset_peak_memory_stats()
 
 
-def measure_one(torch, cfg, args):
+def measure_one(torch, cfg, args, world_size=1, parallel=None):
     """Run one configuration; returns its record (never raises for a
-    failure of the configuration itself)."""
+    failure of the configuration itself). parallel(spec) -> (wrap,
+    make_opt) for run_train, or raises Unsupported (measure_multi.py)."""
     rec = {"name": cfg["name"], "spec": cfg.get("spec_rel", cfg["spec"]),
            "set": cfg["set"], "heldout": cfg["heldout"]}
     try:
         spec = gmspec.load(cfg["spec"], cfg["set"])
-        hfbuild.refuse_unrunnable(spec, 1)
+        hfbuild.refuse_unrunnable(spec, world_size)
+        wrap, make_opt = parallel(spec) if parallel else (None, None)
     except (gmspec.SpecError, Unsupported) as e:
         rec.update(status="refused", message=str(e))
         return rec
@@ -309,7 +317,7 @@ def measure_one(torch, cfg, args):
         state["stats"] = stats
         if spec["task"] == "train":
             extra = run_train(torch, spec, state["model"], stats,
-                              args.steps, deadline)
+                              args.steps, deadline, wrap, make_opt)
         else:
             extra = run_inference(torch, spec, state["model"], stats,
                                   max(2, args.steps - 1), deadline)
@@ -352,6 +360,11 @@ def measure_one(torch, cfg, args):
 
 def check_only(configs):
     """Validate every configuration without a GPU or torch."""
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        print("PyYAML (python3-yaml) is not installed (skipped)")
+        return 77
     bad = 0
     for c in configs:
         try:

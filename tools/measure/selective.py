@@ -37,10 +37,14 @@ class SelectiveAttention(contextlib.AbstractContextManager):
 
     def __enter__(self):
         from transformers import modeling_utils
-        mapping = modeling_utils.ALL_ATTENTION_FUNCTIONS._global_mapping
-        old = mapping["sdpa"]
-        mapping["sdpa"] = self._wrap(old)
-        self._undo.append(lambda: mapping.__setitem__("sdpa", old))
+        funcs = getattr(modeling_utils, "ALL_ATTENTION_FUNCTIONS", None)
+        # transformers >= 4.50: a GeneralInterface whose class-wide
+        # mapping all models read; 4.48-4.49: a plain dict.
+        mapping = getattr(funcs, "_global_mapping", funcs)
+        if isinstance(mapping, dict) and "sdpa" in mapping:
+            old = mapping["sdpa"]
+            mapping["sdpa"] = self._wrap(old)
+            self._undo.append(lambda: mapping.__setitem__("sdpa", old))
         mods = {type(m).__module__ for m in self.model.modules()}
         for name in mods:
             mod = sys.modules.get(name)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run-measure-multi.sh BUILD_DIR OUT_DIR - measure the several-GPU
+# calibration set (tests/data/calibration/multi/manifest.json) per rank
+# with torchrun: on 2 GPUs, and on 4 where the machine has them (each run
+# about 1-2 minutes). Writes OUT_DIR/measured-h200x2.json (and x4) and
+# their logs. Exit 77 with fewer than 2 GPUs.
+set -u
+build=${1:?usage: run-measure-multi.sh BUILD_DIR OUT_DIR}
+out=${2:?usage: run-measure-multi.sh BUILD_DIR OUT_DIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+
+n=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+if [ "${n:-0}" -lt 2 ]; then
+	echo "run-measure-multi.sh: needs at least 2 GPUs (skipped)"
+	exit 77
+fi
+
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+export OMP_NUM_THREADS=4
+# NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (the GPU hosts' rule).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+
+rc=0
+for w in 2 4; do
+	[ "$n" -ge "$w" ] || continue
+	timeout 200 torchrun --standalone --nproc-per-node "$w" \
+		"$root/tools/measure/measure_multi.py" \
+		--manifest "$root/tests/data/calibration/multi/manifest.json" \
+		--out "$out/measured-h200x$w.json" --total-budget-s 120 \
+		2>&1 | tee "$out/measure-x$w.log"
+	r=${PIPESTATUS[0]}
+	[ "$r" -eq 0 ] || rc=$r
+done
+gpumem="$build/tools/gpumem/gpumem"
+for f in "$out"/measured-h200x*.json; do
+	[ -f "$f" ] && "$gpumem" plan --help >/dev/null 2>&1 || continue
+	python3 "$root/tools/measure/error_table.py" --gpumem "$gpumem" \
+		--manifest "$root/tests/data/calibration/multi/manifest.json" \
+		"$f" >"${f%.json}-error-table.md" 2>&1 || true
+done
+echo "run-measure-multi.sh: exit $rc; results in $out"
+exit "$rc"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run-measure.sh BUILD_DIR OUT_DIR - measure the single-GPU calibration set
+# (tests/data/calibration/manifest.json) on this machine's GPU 0 with
+# PyTorch and transformers, in one process, in about 3-6 minutes.
+# Writes OUT_DIR/measured-h200.json, OUT_DIR/measure.log and, where the
+# build's gpumem has `plan`, OUT_DIR/error-table.md. Exit 77 without a GPU.
+set -u
+build=${1:?usage: run-measure.sh BUILD_DIR OUT_DIR}
+out=${2:?usage: run-measure.sh BUILD_DIR OUT_DIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+
+if ! python3 -c 'import torch, transformers, yaml
+assert torch.cuda.is_available()' 2>/dev/null; then
+	echo "run-measure.sh: needs a CUDA GPU and python3 with torch, transformers and yaml (skipped)"
+	exit 77
+fi
+
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+# Measure PyTorch's default caching allocator, as the planner predicts it.
+unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+
+name=$(python3 -c 'import torch; print(torch.cuda.get_device_name(0))')
+case "$name" in
+*H200*) file=measured-h200.json ;;
+*) file="measured-$(echo "$name" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-').json"
+   echo "run-measure.sh: GPU is '$name', writing $file" ;;
+esac
+
+timeout 470 python3 "$root/tools/measure/measure.py" \
+	--manifest "$root/tests/data/calibration/manifest.json" \
+	--out "$out/$file" --total-budget-s 360 --budget-s 40 \
+	2>&1 | tee "$out/measure.log"
+rc=${PIPESTATUS[0]}
+nvidia-smi >>"$out/measure.log" 2>&1 || true
+
+gpumem="$build/tools/gpumem/gpumem"
+if [ -f "$out/$file" ] && "$gpumem" plan --help >/dev/null 2>&1; then
+	python3 "$root/tools/measure/error_table.py" --gpumem "$gpumem" \
+		"$out/$file" >"$out/error-table.md" 2>&1 || true
+fi
+echo "run-measure.sh: exit $rc; results in $out/$file"
+exit "$rc"

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""measure_multi.py - measure data and tensor parallel training per rank.
+
+    torchrun --standalone --nproc-per-node N measure_multi.py \\
+        --manifest tests/data/calibration/multi/manifest.json --out FILE.json
+    measure_multi.py --manifest ... --check        (no GPU, no torch)
+
+Runs every manifest configuration whose data_parallel x tensor_parallel
+equals the number of ranks (the others are recorded as skipped), all in
+one process per rank, with the single-GPU harness's steps (measure.py).
+The spec's parallelism maps onto PyTorch as:
+  zero_stage 0, data_parallel N   DistributedDataParallel (defaults:
+                                  25 MiB buckets, gradient_as_bucket_view
+                                  off)
+  zero_stage 1                    DDP + ZeroRedundancyOptimizer wrapping
+                                  the spec's optimizer
+  zero_stage 3                    FSDP2 fully_shard (full shard, reshard
+                                  after forward) on every decoder layer,
+                                  then on the root; parameters in the
+                                  spec's weight dtype (fp32 for *-mixed,
+                                  with autocast as on one GPU)
+  tensor_parallel N (llama only)  torch.distributed.tensor.parallel:
+                                  q/k/v, gate and up projections
+                                  ColwiseParallel, o and down projections
+                                  RowwiseParallel, local outputs;
+                                  embedding, norms and lm_head replicated
+zero_stage 2, pipeline and sequence parallel are refused. Each rank
+records its own peaks and device used memory (which holds NCCL's buffers);
+rank 0 writes all of them, and for each configuration the figures of the
+most loaded rank at the top (what the planner predicts).
+"""
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gmspec  # noqa: E402
+import hfbuild  # noqa: E402
+import measure  # noqa: E402
+from hfbuild import Unsupported  # noqa: E402
+
+PEAKS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes")
+
+
+def parallel_factory(torch, world):
+    """parallel(spec) -> (wrap, make_opt) for measure.run_train."""
+    import torch.distributed as dist
+
+    def parallel(spec):
+        par = spec["parallelism"]
+        if spec["task"] != "train":
+            raise Unsupported("task: inference is measured on one GPU")
+        zero, tp = par["zero_stage"], par["tensor_parallel"]
+        if zero == 2:
+            raise Unsupported("parallelism.zero_stage: 2 has no exact "
+                              "PyTorch counterpart here (0, 1, 3 are "
+                              "measured)")
+        if tp > 1:
+            m = spec["model"]
+            if m["attention_heads"] % tp or m["kv_heads"] % tp:
+                raise Unsupported("parallelism.tensor_parallel: must "
+                                  "divide attention_heads and kv_heads")
+            return tensor_parallel(torch, world), None
+        if zero == 3:
+            return fsdp_wrap(torch), None
+        if zero == 1:
+            return ddp_wrap(torch), zero1_optimizer(torch)
+        return ddp_wrap(torch), None
+    del dist
+    return parallel
+
+
+def ddp_wrap(torch):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def wrap(model):
+        if measure.DEV == "cpu":
+            return DDP(model)
+        return DDP(model, device_ids=[torch.cuda.current_device()])
+    return wrap
+
+
+def zero1_optimizer(torch):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam,
+               "sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD}
+
+    def make(name, params):
+        kw = {"lr": measure.LR}
+        if name == "sgd-momentum":
+            kw["momentum"] = 0.9
+        return ZeroRedundancyOptimizer(params, optimizer_class=classes[name],
+                                       **kw)
+    return make
+
+
+def decoder_layers(model):
+    base = model.base_model
+    for attr in ("layers", "h", "encoder"):
+        layers = getattr(base, attr, None)
+        if layers is not None:
+            return getattr(layers, "layer", layers)
+    raise Unsupported("model: no decoder layers found to shard")
+
+
+def fsdp_wrap(torch):
+    from torch.distributed.fsdp import fully_shard
+
+    def wrap(model):
+        for layer in decoder_layers(model):
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+    return wrap
+
+
+def tensor_parallel(torch, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+
+    def wrap(model):
+        mesh = init_device_mesh(measure.DEV, (world,))
+        plan = {"self_attn.q_proj": ColwiseParallel(),
+                "self_attn.k_proj": ColwiseParallel(),
+                "self_attn.v_proj": ColwiseParallel(),
+                "self_attn.o_proj": RowwiseParallel(),
+                "mlp.gate_proj": ColwiseParallel(),
+                "mlp.up_proj": ColwiseParallel(),
+                "mlp.down_proj": RowwiseParallel()}
+        for layer in model.model.layers:
+            parallelize_module(layer, mesh, plan)
+        return model
+    return wrap
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--out")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=30)
+    ap.add_argument("--total-budget-s", type=float, default=200)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="gloo on the CPU, no memory figures: only to "
+                    "exercise the code on tiny models")
+    args = ap.parse_args(argv)
+    configs = measure.load_manifest(args.manifest)
+    if args.only:
+        configs = [c for c in configs if c["name"] in args.only]
+    if args.check:
+        return check(configs)
+    if not args.out:
+        ap.error("--out is required")
+    # Only the configurations for this many GPUs; the others belong to
+    # another run (a spec that does not load is kept: it is recorded).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    configs = [c for c in configs if gpus_of(c) in (None, world)]
+
+    start = time.monotonic()
+    import torch
+    import torch.distributed as dist
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.cpu_dry_run:
+        measure.DEV, measure.mem = "cpu", measure.CpuMem()
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo")
+        env = {"gpu_name": "cpu dry run (no memory figures)",
+               "torch": torch.__version__, "nccl": None}
+    else:
+        if not torch.cuda.is_available() or \
+                torch.cuda.device_count() < world:
+            print("measure_multi.py: not enough CUDA devices",
+                  file=sys.stderr)
+            return 77
+        torch.cuda.set_device(local)
+        measure.mem = torch.cuda
+        dev = torch.device("cuda", local)
+        dist.init_process_group("nccl", device_id=dev,
+                                timeout=datetime.timedelta(seconds=120))
+        torch.zeros(1, device=dev)
+        env = measure.environment(torch)
+        env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    free, total = measure.mem.mem_get_info()
+    env["world_size"] = world
+    doc = {"format": measure.FORMAT, "environment": env,
+           "baseline": {"device_used_after_init_bytes": total - free},
+           "settings": {"steps": args.steps, "budget_s": args.budget_s},
+           "configs": []}
+    parallel = parallel_factory(torch, world)
+    if rank == 0:
+        measure.log(f"# {env['gpu_name']} x{world}, NCCL {env['nccl']}, "
+                    f"torch {env['torch']}; {len(configs)} configurations")
+    for cfg in configs:
+        over = time.monotonic() - start > args.total_budget_s
+        flag = torch.tensor([1 if over else 0], device=dev)
+        dist.all_reduce(flag)
+        if flag.item():
+            rec = {"status": "skipped", "message": "total time budget spent"}
+            recs = [rec] * world
+        else:
+            rec = measure.measure_one(torch, cfg, args, world, parallel)
+            recs = [None] * world
+            dist.all_gather_object(recs, rec)
+        top = {"name": cfg["name"], "spec": cfg["spec_rel"],
+               "set": cfg["set"], "heldout": cfg["heldout"]}
+        statuses = {r["status"] for r in recs}
+        top["status"] = "ok" if statuses == {"ok"} else (
+            "oom" if "oom" in statuses else sorted(statuses - {"ok"})[0])
+        msgs = [r["message"] for r in recs if r.get("message")]
+        if msgs:
+            top["message"] = msgs[0]
+        if top["status"] == "ok":
+            for k in PEAKS:
+                top[k] = max(r[k] for r in recs)
+            top["step_time_s"] = max(r["step_time_s"] for r in recs)
+        top["ranks"] = recs
+        doc["configs"].append(top)
+        if rank == 0:
+            measure.log(f"  {top['name']:34s} {top['status']:7s} "
+                        f"{measure.gib(top.get('peak_allocated_bytes'))} "
+                        f"{measure.gib(top.get('peak_reserved_bytes'))} "
+                        f"{measure.gib(top.get('device_used_bytes'))}"
+                        + (f"  {top.get('message')}"
+                           if top.get("message") else ""))
+            doc["total_s"] = round(time.monotonic() - start, 1)
+            measure.write_atomic(args.out, doc)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def gpus_of(cfg):
+    try:
+        par = gmspec.load(cfg["spec"], cfg["set"])["parallelism"]
+    except gmspec.SpecError:
+        return None
+    return par["data_parallel"] * par["tensor_parallel"]
+
+
+def check(configs):
+    """Validate without GPUs: every configuration parses and is runnable
+    on data_parallel x tensor_parallel GPUs."""
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        print("PyYAML (python3-yaml) is not installed (skipped)")
+        return 77
+    bad = 0
+    for c in configs:
+        try:
+            spec = gmspec.load(c["spec"], c["set"])
+            par = spec["parallelism"]
+            n = par["data_parallel"] * par["tensor_parallel"]
+            hfbuild.refuse_unrunnable(spec, n)
+            if spec["task"] != "train" or par["zero_stage"] == 2:
+                raise Unsupported("not measured (see measure_multi.py)")
+            if par["tensor_parallel"] > 1 and (
+                    spec["model"]["attention_heads"] % n or
+                    spec["model"]["kv_heads"] % n):
+                raise Unsupported("tensor_parallel must divide the heads")
+            print(f"ok      {c['name']} ({n} GPUs)")
+        except (gmspec.SpecError, Unsupported) as e:
+            bad += 1
+            print(f"REFUSED {c['name']}: {e}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

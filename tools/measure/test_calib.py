@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""test_calib.py - tests of the calibration check itself (no GPU, no
+planner): a stand-in `gpumem` answers from a table, so each bound can be
+shown to pass and to fail. Run by meson (suite calibration)."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import calib  # noqa: E402
+
+GIB = 2**30
+
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys
+table = json.load(open(os.environ["FAKE_TABLE"]))
+caps = {"NVIDIA H200": 150 * 2**30, "Small": 8 * 2**30,
+        "Edge": int(10.1 * 2**30)}
+if sys.argv[1] == "gpus":
+    print(json.dumps([{"name": n} for n in caps]))
+    sys.exit(0)
+spec = os.path.basename(sys.argv[2]).rsplit(".", 1)[0]
+gpu = sys.argv[sys.argv.index("--gpu") + 1]
+used = table[spec]["used"]
+fits = used <= caps[gpu]
+print(json.dumps({"name": spec, "gpu": gpu, "gpu_capacity_bytes": caps[gpu],
+                  "fits": fits, "per_gpu": {
+                      "peak_allocated_bytes": table[spec]["reserved"],
+                      "peak_reserved_bytes": table[spec]["reserved"],
+                      "device_used_bytes": used}}))
+sys.exit(0 if fits else 1)
+'''
+
+
+def setup(tmp, predictions, measured):
+    fake = os.path.join(tmp, "gpumem")
+    with open(fake, "w") as f:
+        f.write(FAKE)
+    os.chmod(fake, stat.S_IRWXU)
+    configs = []
+    for name in predictions:
+        configs.append({"name": name, "spec": f"specs/{name}.yaml",
+                        "set": [], "heldout": calib.heldout_rule(name)})
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump({"configs": configs}, f)
+    with open(os.path.join(tmp, "table.json"), "w") as f:
+        json.dump(predictions, f)
+    with open(os.path.join(tmp, "measured.json"), "w") as f:
+        json.dump({"environment": {"gpu_name": "NVIDIA H200",
+                                   "gpu_total_bytes": 140 * GIB},
+                   "configs": measured}, f)
+    os.environ["FAKE_TABLE"] = os.path.join(tmp, "table.json")
+    return fake
+
+
+def run(tmp, fake, files=("measured.json",)):
+    return subprocess.run(
+        [sys.executable, os.path.join(HERE, "check_calibration.py"), fake,
+         os.path.join(tmp, "manifest.json")]
+        + [os.path.join(tmp, f) for f in files],
+        capture_output=True, text=True)
+
+
+def rec(name, reserved, used, status="ok"):
+    return {"name": name, "status": status, "peak_reserved_bytes": reserved,
+            "device_used_bytes": used, "peak_allocated_bytes": reserved}
+
+
+NAMES = [f"cfg-{i}" for i in range(6)]
+
+
+def base_case(scale=1.0, oom_used=None):
+    pred, meas = {}, []
+    for i, n in enumerate(NAMES):
+        r = (2 + i) * GIB
+        meas.append(rec(n, r, r + GIB // 2))
+        pred[n] = {"reserved": int(r * scale), "used": int((r + GIB // 2)
+                                                            * scale)}
+    pred["big"] = {"reserved": 200 * GIB,
+                   "used": oom_used or 201 * GIB}
+    meas.append({"name": "big", "status": "oom"})
+    return pred, meas
+
+
+def expect(code, pred, meas, what, files=("measured.json",)):
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = setup(tmp, pred, meas)
+        r = run(tmp, fake, files)
+        if r.returncode != code:
+            print(f"FAIL {what}: exit {r.returncode}, expected {code}\n"
+                  f"{r.stdout}{r.stderr}")
+            return 1
+        print(f"ok   {what}")
+        return 0
+
+
+def main():
+    bad = 0
+    pred, meas = base_case()
+    bad += expect(0, pred, meas, "exact predictions pass")
+    bad += expect(77, pred, meas, "no measurement file skips",
+                  files=("missing.json",))
+    pred, meas = base_case(1.015)
+    bad += expect(0, pred, meas, "1.5% everywhere passes")
+    pred, meas = base_case(1.03)
+    bad += expect(1, pred, meas, "3% everywhere fails the median bound")
+    pred, meas = base_case()
+    pred["cfg-3"]["used"] = int(meas[3]["device_used_bytes"] * 1.06)
+    bad += expect(1, pred, meas, "one config 6% off fails")
+    pred, meas = base_case()
+    pred["cfg-3"]["used"] = int(meas[3]["device_used_bytes"] * 0.96)
+    bad += expect(0, pred, meas, "one config 4% off passes")
+    pred, meas = base_case(oom_used=100 * GIB)
+    bad += expect(1, pred, meas, "an OOM predicted to fit fails")
+    # The stand-in catalog has a 10.1 GiB card ("Edge").
+    pred, meas = base_case()
+    meas[7] = rec("cfg-7", 9 * GIB, int(9.8 * GIB))
+    pred["cfg-7"] = {"reserved": 9 * GIB, "used": int(10.25 * GIB)}
+    bad += expect(1, pred, meas, "crossing a capacity 3% from the "
+                  "measurement, 4.6% off, fails the fits check")
+    meas[7] = rec("cfg-7", 9 * GIB, int(10.0 * GIB))
+    pred["cfg-7"] = {"reserved": 9 * GIB, "used": int(10.2 * GIB)}
+    bad += expect(0, pred, meas, "crossing a capacity within the 2% band "
+                  "passes")
+    print(f"{len(NAMES)} configs per case; {bad} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
