@@ -324,11 +324,17 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         rec.update(extra)
         free, total = mem.mem_get_info()
         reserved_end = mem.memory_reserved()
+        peak_reserved = mem.max_memory_reserved()
+        # Used memory is read after the steps; the caching allocator only
+        # gives segments back when a cudaMalloc fails (then reserved_end <
+        # peak_reserved), so the used memory at the reserved peak is the
+        # reading plus what was given back.
         rec.update(
             status="ok",
             peak_allocated_bytes=mem.max_memory_allocated(),
-            peak_reserved_bytes=mem.max_memory_reserved(),
-            device_used_bytes=total - free,
+            peak_reserved_bytes=peak_reserved,
+            device_used_bytes=total - free + peak_reserved - reserved_end,
+            device_used_end_bytes=total - free,
             reserved_end_bytes=reserved_end,
             outside_allocator_bytes=total - free - reserved_end,
             steps=len(stats.steps),
