@@ -10,6 +10,11 @@ out=${2:?usage: run-measure-multi.sh BUILD_DIR OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 
+if ! python3 -c 'import transformers, yaml' 2>/dev/null && [ -d "$root/.whl" ]; then
+	python3 -m pip install -q --no-index --find-links "$root/.whl" \
+		--target "$out/.pylib" transformers pyyaml &&
+		export PYTHONPATH="$out/.pylib${PYTHONPATH:+:$PYTHONPATH}"
+fi
 n=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if [ "${n:-0}" -lt 2 ]; then
 	echo "run-measure-multi.sh: needs at least 2 GPUs (skipped)"

@@ -10,6 +10,13 @@ out=${2:?usage: run-measure.sh BUILD_DIR OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 
+# Where transformers (or PyYAML) is missing, wheels carried in .whl/
+# (tools/measure/README.md says how to fetch them) are installed beside.
+if ! python3 -c 'import transformers, yaml' 2>/dev/null && [ -d "$root/.whl" ]; then
+	python3 -m pip install -q --no-index --find-links "$root/.whl" \
+		--target "$out/.pylib" transformers pyyaml &&
+		export PYTHONPATH="$out/.pylib${PYTHONPATH:+:$PYTHONPATH}"
+fi
 if ! python3 -c 'import torch, transformers, yaml
 assert torch.cuda.is_available()' 2>/dev/null; then
 	echo "run-measure.sh: needs a CUDA GPU and python3 with torch, transformers and yaml (skipped)"

@@ -117,6 +117,22 @@ def environment(torch):
     }
 
 
+def nvml_process_used():
+    """This process's used memory on GPU 0 as NVML (nvidia-smi) reports
+    it, or None where pynvml or the process entry is missing: a cross-check
+    of the cudaMemGetInfo figure."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+            if p.pid == os.getpid():
+                return p.usedGpuMemory
+    except Exception:
+        return None
+    return None
+
+
 # ---------------------------------------------------------------- one run
 
 def torch_dtype(torch, name):
@@ -335,6 +351,8 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
             peak_reserved_bytes=peak_reserved,
             device_used_bytes=total - free + peak_reserved - reserved_end,
             device_used_end_bytes=total - free,
+            nvml_process_used_bytes=(nvml_process_used()
+                                     if DEV == "cuda" else None),
             reserved_end_bytes=reserved_end,
             outside_allocator_bytes=total - free - reserved_end,
             steps=len(stats.steps),

@@ -187,7 +187,9 @@ def main(argv=None):
                                 timeout=datetime.timedelta(seconds=120))
         torch.zeros(1, device=dev)
         env = measure.environment(torch)
-        env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        v = torch.cuda.nccl.version()
+        env["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) \
+            else str(v)
     free, total = measure.mem.mem_get_info()
     env["world_size"] = world
     doc = {"format": measure.FORMAT, "environment": env,
