@@ -32,7 +32,7 @@ SCHEMA = {
     "name": (str, None),
     "task": (TASKS, "train"),
     "model": {
-        "architecture": (ARCHS, None),
+        "architecture": (ARCHS, "llama"),
         "layers": (int, None),
         "hidden_size": (int, None),
         "ffn_hidden_size": (int, None),
@@ -46,6 +46,7 @@ SCHEMA = {
         "num_labels": (int, 2),
         "parameters": (float, None),
         "activation_bytes_per_token": (float, None),
+        "qkv_bias": (bool, False),
     },
     "training": {
         "micro_batch_size": (int, 1),
@@ -75,15 +76,20 @@ SCHEMA = {
     },
 }
 
-# Per-architecture defaults of the shape keys (Hugging Face's own config
-# defaults for the same models).
+# Per-architecture defaults of the shape keys, as models/README.md gives
+# them (Hugging Face's own config defaults for the same models). Llama's
+# max_position_embeddings only sizes the rotary cache (no table): 4096 is
+# passed to transformers when the spec gives none.
 ARCH_DEFAULTS = {
     "llama": {"head": "causal-lm", "tied_embeddings": False,
-              "max_position_embeddings": 4096, "type_vocab_size": 0},
+              "max_position_embeddings": 4096, "type_vocab_size": 0,
+              "vocab_size": 32000},
     "gpt2": {"head": "causal-lm", "tied_embeddings": True,
-             "max_position_embeddings": 1024, "type_vocab_size": 0},
+             "max_position_embeddings": 1024, "type_vocab_size": 0,
+             "vocab_size": 50257},
     "bert": {"head": "masked-lm", "tied_embeddings": True,
-             "max_position_embeddings": 512, "type_vocab_size": 2},
+             "max_position_embeddings": 512, "type_vocab_size": 2,
+             "vocab_size": 30522},
     "custom": {"head": "causal-lm", "tied_embeddings": False,
                "max_position_embeddings": 0, "type_vocab_size": 0},
 }
@@ -237,18 +243,21 @@ def _derive(spec, path):
     if spec["name"] is None:
         spec["name"] = os.path.splitext(os.path.basename(path))[0]
     m = spec["model"]
-    if m["architecture"] is None:
-        raise SpecError("model.architecture: required")
     arch = m["architecture"]
+    given_maxpos = m["max_position_embeddings"]
     for k, v in ARCH_DEFAULTS[arch].items():
-        if m[k] is None:
+        if k in m and m[k] is None:
             m[k] = v
+    if m["qkv_bias"] and arch != "llama":
+        raise SpecError("model.qkv_bias: for llama only")
     if arch != "custom":
         for k in ("layers", "hidden_size", "attention_heads", "vocab_size"):
             _need(m, k, "model")
-        if m["ffn_hidden_size"] is None:
-            if arch == "llama":
-                raise SpecError("model.ffn_hidden_size: required for llama")
+        if m["ffn_hidden_size"] is None and arch == "llama":
+            # Meta's SwiGLU width: int(2/3 * 4h) rounded up to 256
+            f = int(2 * 4 * m["hidden_size"] / 3)
+            m["ffn_hidden_size"] = 256 * ((f + 255) // 256)
+        elif m["ffn_hidden_size"] is None:
             m["ffn_hidden_size"] = 4 * m["hidden_size"]
         if m["kv_heads"] is None:
             m["kv_heads"] = m["attention_heads"]
@@ -258,9 +267,14 @@ def _derive(spec, path):
         if m["attention_heads"] % m["kv_heads"]:
             raise SpecError("model.kv_heads: does not divide "
                             "attention_heads")
+    t = spec["training"]
+    if t["sequence_length"] is None:
+        t["sequence_length"] = given_maxpos or 2048
+    if spec["inference"]["prompt_length"] is None:
+        spec["inference"]["prompt_length"] = t["sequence_length"]
     if spec["task"] == "train":
-        _need(spec["training"], "sequence_length", "training")
-        _need(spec["training"], "micro_batch_size", "training")
+        _need(t, "sequence_length", "training")
+        _need(t, "micro_batch_size", "training")
     else:
         inf = spec["inference"]
         _need(inf, "prompt_length", "inference")
@@ -283,6 +297,8 @@ def shape_key(spec):
             "head"]
     if m["head"] == "classification":
         keys.append("num_labels")
+    if m["architecture"] == "llama":
+        keys.append("qkv_bias")
     if m["architecture"] in ("gpt2", "bert"):
         keys.append("max_position_embeddings")
     if m["architecture"] == "bert":

@@ -18,9 +18,15 @@ TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 def model_class_name(spec):
     m = spec["model"]
     arch, head = m["architecture"], m["head"]
+    if arch == "llama" and m["qkv_bias"]:
+        # Qwen2 is Llama with biases on q, k and v only (Llama's own
+        # attention_bias would add one to o_proj too).
+        arch = "qwen2"
     table = {
         ("llama", "causal-lm"): "LlamaForCausalLM",
         ("llama", "classification"): "LlamaForSequenceClassification",
+        ("qwen2", "causal-lm"): "Qwen2ForCausalLM",
+        ("qwen2", "classification"): "Qwen2ForSequenceClassification",
         ("gpt2", "causal-lm"): "GPT2LMHeadModel",
         ("gpt2", "classification"): "GPT2ForSequenceClassification",
         ("bert", "masked-lm"): "BertForMaskedLM",
@@ -86,6 +92,10 @@ def config_kwargs(spec, attn_implementation=None):
 
 def build_config(spec, attn_implementation=None):
     import transformers
+    m = spec["model"]
+    if m["architecture"] == "llama" and m["qkv_bias"]:
+        return transformers.Qwen2Config(**config_kwargs(spec,
+                                                        attn_implementation))
     cls = {"llama": transformers.LlamaConfig,
            "gpt2": transformers.GPT2Config,
            "bert": transformers.BertConfig}[spec["model"]["architecture"]]
