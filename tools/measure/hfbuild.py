@@ -168,9 +168,9 @@ def refuse_unrunnable(spec, world_size=1):
         if t["optimizer"] in ("adamw-8bit", "adafactor"):
             raise Unsupported(f"training.optimizer: {t['optimizer']} is not "
                               "measured (adamw, adam, sgd, sgd-momentum are)")
-        if t["attention"] == "flash":
-            raise Unsupported("training.attention: flash needs the "
-                              "flash-attn package; use sdpa or eager")
+        if t["attention"] == "flash" and t["precision"] == "fp32":
+            raise Unsupported("training.attention: flash kernels need "
+                              "fp16 or bf16 (precision fp32)")
         if m["architecture"] in ("gpt2", "bert") and \
                 t["sequence_length"] > m["max_position_embeddings"]:
             raise Unsupported("training.sequence_length: longer than "

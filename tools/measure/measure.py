@@ -222,7 +222,13 @@ def run_train(torch, spec, model, stats, steps, deadline, wrap=None,
     else:
         autocast = contextlib.nullcontext()
     batch = train_batch(torch, spec)
-    with sel if sel else contextlib.nullcontext():
+    kernels = contextlib.nullcontext()
+    if t["attention"] == "flash" and DEV == "cuda":
+        # PyTorch's FlashAttention-2 kernel, and nothing else: an input
+        # it cannot take raises instead of falling back.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        kernels = sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+    with sel if sel else contextlib.nullcontext(), kernels:
         for step in range(steps):
             t0 = time.perf_counter()
             for _ in range(micro):
@@ -310,6 +316,8 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         if spec["task"] == "train":
             prec = spec["training"]["precision"]
             attn = spec["training"]["attention"]
+            if attn == "flash":  # sdpa held to its flash backend
+                attn = "sdpa"
             dtype = "fp32" if prec.endswith("-mixed") or prec == "fp32" \
                 else gmspec.PREC_DTYPE[prec]
         else:
