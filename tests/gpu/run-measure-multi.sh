@@ -2,8 +2,9 @@
 # run-measure-multi.sh BUILD_DIR OUT_DIR - measure the several-GPU
 # calibration set (tests/data/calibration/multi/manifest.json) per rank
 # with torchrun: on 2 GPUs, and on 4 where the machine has them (each run
-# about 1-2 minutes). Writes OUT_DIR/measured-h200x2.json (and x4) and
-# their logs. Exit 77 with fewer than 2 GPUs.
+# at most 110 s, both within run-all.sh's 240 s). Writes
+# OUT_DIR/measured-h200x2.json (and x4) and their logs. Exit 77 with fewer
+# than 2 GPUs.
 set -u
 build=${1:?usage: run-measure-multi.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: run-measure-multi.sh BUILD_DIR OUT_DIR}
@@ -31,10 +32,10 @@ unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 rc=0
 for w in 2 4; do
 	[ "$n" -ge "$w" ] || continue
-	timeout 200 torchrun --standalone --nproc-per-node "$w" \
+	timeout -k 5 110 torchrun --standalone --nproc-per-node "$w" \
 		"$root/tools/measure/measure_multi.py" \
 		--manifest "$root/tests/data/calibration/multi/manifest.json" \
-		--out "$out/measured-h200x$w.json" --total-budget-s 120 \
+		--out "$out/measured-h200x$w.json" --total-budget-s 75 \
 		2>&1 | tee "$out/measure-x$w.log"
 	r=${PIPESTATUS[0]}
 	[ "$r" -eq 0 ] || rc=$r

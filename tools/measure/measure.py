@@ -433,6 +433,9 @@ def main(argv=None):
                     "exercise the code on tiny models")
     ap.add_argument("--check", action="store_true",
                     help="only validate the specs (no GPU, no torch)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the configurations already measured (ok, "
+                    "oom, refused) in --out and run only the rest")
     args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps: at least 2 (optimizer states appear in step 1)")
@@ -475,12 +478,24 @@ def main(argv=None):
            "settings": {"steps": args.steps, "budget_s": args.budget_s,
                         "lr": LR},
            "configs": []}
+    done = {}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        if old.get("environment", {}).get("gpu_name") == env["gpu_name"]:
+            done = {c["name"]: c for c in old.get("configs", [])
+                    if c.get("status") in ("ok", "oom", "refused")}
+            log(f"# resuming: {len(done)} configurations kept from "
+                f"{args.out}")
     log(f"# {env['gpu_name']}, driver {env.get('driver')}, CUDA "
         f"{env.get('cuda_runtime')}, torch {env['torch']}, transformers "
         f"{env.get('transformers')}; {len(configs)} configurations")
     log(f"# {'name':34s} {'status':7s} {'alloc':>7s} {'reserv':>7s} "
         f"{'used':>7s} GiB   wall")
     for n, cfg in enumerate(configs):
+        if cfg["name"] in done:
+            doc["configs"].append(done[cfg["name"]])
+            continue
         if time.monotonic() - start > args.total_budget_s:
             doc["configs"].append({"name": cfg["name"], "spec":
                                    cfg.get("spec_rel", cfg["spec"]),
@@ -500,6 +515,8 @@ def main(argv=None):
             + (f"  {rec['message']}" if rec.get("message") else ""))
         doc["total_s"] = round(time.monotonic() - start, 1)
         write_atomic(args.out, doc)
+    doc["total_s"] = round(time.monotonic() - start, 1)
+    write_atomic(args.out, doc)
     ok = sum(c["status"] == "ok" for c in doc["configs"])
     log(f"# {ok} ok of {len(configs)} in {doc['total_s']} s -> {args.out}")
     return 0
