@@ -136,32 +136,46 @@ out:
 	return d;
 }
 
+/* Add size to d's reserved bytes unless that passes the cap; true when
+ * charged. The add is undone when it overshoots, so the cap is exact
+ * under threads. */
+static bool reserve_try(struct gm_pl_dev *d, uint64_t size)
+{
+	uint64_t now = atomic_fetch_add_explicit(&d->reserved, size,
+						 memory_order_relaxed) + size;
+
+	if (now > d->cap || now < size) {
+		atomic_fetch_sub_explicit(&d->reserved, size,
+					  memory_order_relaxed);
+		return false;
+	}
+	max_update(&d->peak_reserved, now);
+	return true;
+}
+
+void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
+{
+	atomic_fetch_add_explicit(d->refuse ? &d->oom_undersized :
+				  &d->oom_cap, 1, memory_order_relaxed);
+	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+}
+
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 {
 	uint64_t now;
 
 	if (d->refuse) {
-		atomic_fetch_add_explicit(&d->oom_undersized, 1,
-					  memory_order_relaxed);
-		atomic_store_explicit(&d->last_refused, size,
-				      memory_order_relaxed);
+		gm_pl_note_cap_oom(d, size);
 		return GM_ELIMIT;
 	}
-	now = atomic_fetch_add_explicit(&d->reserved, size,
-					memory_order_relaxed) + size;
-	if (now > d->cap || now < size) {
-		atomic_fetch_sub_explicit(&d->reserved, size,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&d->oom_cap, 1,
-					  memory_order_relaxed);
-		atomic_store_explicit(&d->last_refused, size,
-				      memory_order_relaxed);
-		atomic_fetch_add_explicit(&gm__pl.changes, 1,
-					  memory_order_relaxed);
+	if (!reserve_try(d, size) &&
+	    !(gm__pl.release_cached && gm__pl.release_cached(d) &&
+	      reserve_try(d, size))) {
+		gm_pl_note_cap_oom(d, size);
 		return GM_ELIMIT;
 	}
-	max_update(&d->peak_reserved, now);
-	/* In limit mode what the driver maps is both reserved and
+	/* What the driver maps for these calls is both reserved and
 	 * allocated: there is no pool between the two. */
 	now = atomic_fetch_add_explicit(&d->allocated, size,
 					memory_order_relaxed) + size;
@@ -172,6 +186,42 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 	atomic_fetch_add_explicit(&d->n_alloc, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
 	return 0;
+}
+
+int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size)
+{
+	if (d->refuse || !reserve_try(d, size))
+		return GM_ELIMIT;
+	atomic_fetch_add_explicit(&d->by_kind[GM_PL_KIND_POOL], size,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	return 0;
+}
+
+void gm_pl_unreserve(struct gm_pl_dev *d, uint64_t size)
+{
+	atomic_fetch_sub_explicit(&d->reserved, size, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&d->by_kind[GM_PL_KIND_POOL], size,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+}
+
+void gm_pl_use(struct gm_pl_dev *d, uint64_t size, uint64_t requested)
+{
+	uint64_t now = atomic_fetch_add_explicit(&d->allocated, size,
+						 memory_order_relaxed) + size;
+
+	max_update(&d->peak_allocated, now);
+	max_update(&d->peak_request, requested);
+	atomic_fetch_add_explicit(&d->n_alloc, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+}
+
+void gm_pl_unuse(struct gm_pl_dev *d, uint64_t size)
+{
+	atomic_fetch_sub_explicit(&d->allocated, size, memory_order_relaxed);
+	atomic_fetch_add_explicit(&d->n_free, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
 }
 
 void gm_pl_uncharge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)

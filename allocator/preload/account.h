@@ -34,6 +34,9 @@ enum gm_pl_kind {
 	GM_PL_KIND_MANAGED, /* cuMemAllocManaged */
 	GM_PL_KIND_ASYNC,   /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
 	GM_PL_KIND_VMM,     /* cuMemCreate physical handle */
+	GM_PL_KIND_POOL,    /* segments of the cache-mode pool (reserved
+			     * only: its blocks are counted as allocated
+			     * by gm_pl_use) */
 	GM_PL_KIND_COUNT,
 };
 
@@ -58,7 +61,10 @@ struct gm_pl_dev {
 	_Atomic uint64_t oom_undersized; /* refused: undersized card */
 	_Atomic uint64_t peak_request;   /* largest single request */
 	_Atomic uint64_t last_refused;   /* size of the last refused request */
+	struct gm_pool *_Atomic pool;    /* cache mode: made on first use */
 } __attribute__((aligned(64)));
+
+struct gm_pool;
 
 struct gm_pl_state {
 	struct gm_pl_opts opts;
@@ -67,6 +73,10 @@ struct gm_pl_state {
 	struct gm_ptrmap handles; /* CUmemGenericAllocationHandle -> entry */
 	_Atomic uint64_t changes; /* bumped on every charge/uncharge */
 	atomic_bool used;         /* a device was set up in this process */
+	/* Cache mode: give the pool's cached segments on d back to the
+	 * driver; true when that freed any reserved bytes. Set by
+	 * cache.c; NULL otherwise. */
+	bool (*release_cached)(struct gm_pl_dev *d);
 };
 
 /* The one state of the library (defined in account.c). */
@@ -107,8 +117,31 @@ void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 		     int ordinal, const char *name, uint32_t pci_id,
 		     uint64_t total);
 
-/* Charge size bytes of kind to d: 0 or GM_ELIMIT (counted as an OOM). */
+/*
+ * Charge size bytes of kind to d: 0 or GM_ELIMIT (counted as an OOM).
+ * Reserved and allocated both grow (nothing sits between the program and
+ * the driver). Over the cap, when a pool caches memory on d
+ * (gm__pl.release_cached), its cached segments are given back and the
+ * charge is tried once more before it fails.
+ */
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind);
+
+/*
+ * The pool's side of the one cap (cache mode): gm_pl_reserve charges a
+ * new pool segment to reserved only (kind GM_PL_KIND_POOL), exact like
+ * gm_pl_charge but counting no OOM (the pool retries after releasing its
+ * cache, and its caller counts the final answer); 0 or GM_ELIMIT
+ * (over the cap, or a card refused as undersized). gm_pl_unreserve gives
+ * a segment back. gm_pl_use / gm_pl_unuse count a block the pool hands
+ * out or takes back as allocated (not reserved: its segment is).
+ */
+int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size);
+void gm_pl_unreserve(struct gm_pl_dev *d, uint64_t size);
+void gm_pl_use(struct gm_pl_dev *d, uint64_t size, uint64_t requested);
+void gm_pl_unuse(struct gm_pl_dev *d, uint64_t size);
+
+/* Count a refusal by the cap (or the undersized check) of size bytes. */
+void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size);
 
 /* Undo a charge (the driver refused, or the memory was freed). */
 void gm_pl_uncharge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind);

@@ -12,6 +12,8 @@
 #pragma GCC diagnostic ignored "-Wpedantic"
 
 #include "account.h"
+#include "cache.h"
+#include "error.h"
 #include "hooks.h"
 
 #include <stddef.h>
@@ -64,6 +66,65 @@ static gm_cu_result settle(struct gm_pl_dev *d, struct gm_ptrmap *m,
 	return r;
 }
 
+/*
+ * Cache mode: serve an allocation of size bytes on d from the pool (arena
+ * key, cache.h). Returns true with *r the answer when the pool took the
+ * call, false when it must pass through (no pool could be made).
+ */
+static bool cache_alloc(struct gm_pl_dev *d, gm_cu_ptr *p, size_t size,
+			uintptr_t key, gm_cu_result *r)
+{
+	uint64_t addr = 0;
+	int err;
+
+	if (!gm_pl_cache_on())
+		return false;
+	if (!p || !size) {
+		*r = GM_CU_ERROR_INVALID_VALUE;
+		return true;
+	}
+	err = gm_pl_cache_alloc(d, size, key, &addr);
+	if (err == GM_ENODEV)
+		return false;
+	gm__pl_tls.seen_alloc++;
+	switch (err) {
+	case 0:
+		*p = addr;
+		*r = GM_CU_SUCCESS;
+		break;
+	case GM_EINVAL:
+		*r = GM_CU_ERROR_INVALID_VALUE;
+		break;
+	case GM_ELIMIT:
+	case GM_EDEVNOMEM:
+	case GM_ENOMEM:
+		*r = GM_CU_ERROR_OUT_OF_MEMORY;
+		break;
+	default:
+		*r = GM_CU_ERROR_UNKNOWN;
+	}
+	return true;
+}
+
+/*
+ * Cache mode: free p if the pool owns it (sync: cuMemFree; else the
+ * stream-ordered free's arena key). True with *r set when it did.
+ */
+static bool cache_free(gm_cu_ptr p, bool sync, uintptr_t key,
+		       gm_cu_result *r)
+{
+	int err;
+
+	if (gm__pl_tls.guard || !gm_pl_cache_on())
+		return false;
+	err = gm_pl_cache_free(p, sync, key);
+	if (err == GM_ENOTFOUND)
+		return false;
+	gm__pl_tls.seen_free++;
+	*r = err ? GM_CU_ERROR_INVALID_VALUE : GM_CU_SUCCESS;
+	return true;
+}
+
 /* Untrack key, free it with the real function, put it back on failure. */
 #define GM__FREE(map, key, call)                                           \
 	do {                                                               \
@@ -92,6 +153,8 @@ GM_EXPORT gm_cu_result cuMemAlloc_v2(gm_cu_ptr *p, size_t size)
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, size);
+	if (cache_alloc(d, p, size, GM_PL_SYNC_KEY, &r))
+		return r;
 	if (gm_pl_charge(d, size, GM_PL_KIND_DEVICE))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(p, size);
@@ -138,6 +201,22 @@ GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, pitch, width, height, elem);
+	if (gm_pl_cache_on()) {
+		/* The pool picks the pitch: the width rounded up to 512 B,
+		 * the pool's block alignment. Element sizes as the driver
+		 * accepts them (4, 8 or 16 bytes). */
+		size_t w = (width + 511) & ~(size_t)511;
+
+		if (!pitch || !width || !height || w < width ||
+		    (elem != 4 && elem != 8 && elem != 16) ||
+		    height > SIZE_MAX / w)
+			return GM_CU_ERROR_INVALID_VALUE;
+		if (cache_alloc(d, p, w * height, GM_PL_SYNC_KEY, &r)) {
+			if (r == GM_CU_SUCCESS)
+				*pitch = w;
+			return r;
+		}
+	}
 	r = fn(p, pitch, width, height, elem);
 	gm__pl_tls.seen_alloc++;
 	if (r != GM_CU_SUCCESS) {
@@ -161,8 +240,12 @@ GM_EXPORT gm_cu_result cuMemFree_v2(gm_cu_ptr p)
 	gm_cu_result (*fn)(gm_cu_ptr) =
 		(gm_cu_result(*)(gm_cu_ptr))real(GM_PL_HOOK_MEM_FREE);
 
+	gm_cu_result r;
+
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
+	if (cache_free(p, true, 0, &r))
+		return r;
 	GM__FREE(&gm__pl.ptrs, p, fn(p));
 }
 
@@ -190,6 +273,11 @@ GM_EXPORT gm_cu_result cuMemCreate(gm_cu_handle *h, size_t size,
 	if (gm_pl_charge(d, size, GM_PL_KIND_VMM))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(h, size, prop, flags);
+	/* The card is full but the pool caches memory: give it back and
+	 * try once more (cache mode; PyTorch's expandable segments). */
+	if (r == GM_CU_ERROR_OUT_OF_MEMORY && gm__pl.release_cached &&
+	    gm__pl.release_cached(d))
+		r = fn(h, size, prop, flags);
 	return settle(d, &gm__pl.handles, r, h ? *h : 0, size, GM_PL_KIND_VMM);
 }
 
@@ -211,7 +299,7 @@ typedef gm_cu_result (*pool_fn)(gm_cu_ptr *, size_t, gm_cu_pool,
 typedef gm_cu_result (*free_async_fn)(gm_cu_ptr, gm_cu_stream);
 
 static gm_cu_result alloc_async(async_fn fn, gm_cu_ptr *p, size_t size,
-				gm_cu_stream s)
+				gm_cu_stream s, bool ptsz)
 {
 	struct gm_pl_dev *d;
 	gm_cu_result r;
@@ -220,6 +308,8 @@ static gm_cu_result alloc_async(async_fn fn, gm_cu_ptr *p, size_t size,
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, size, s);
+	if (cache_alloc(d, p, size, gm_pl_cache_key((uintptr_t)s, ptsz), &r))
+		return r;
 	if (gm_pl_charge(d, size, GM_PL_KIND_ASYNC))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(p, size, s);
@@ -227,7 +317,7 @@ static gm_cu_result alloc_async(async_fn fn, gm_cu_ptr *p, size_t size,
 }
 
 static gm_cu_result alloc_pool(pool_fn fn, gm_cu_ptr *p, size_t size,
-			       gm_cu_pool pool, gm_cu_stream s)
+			       gm_cu_pool pool, gm_cu_stream s, bool ptsz)
 {
 	struct gm_pl_dev *d;
 	gm_cu_result r;
@@ -236,16 +326,25 @@ static gm_cu_result alloc_pool(pool_fn fn, gm_cu_ptr *p, size_t size,
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, size, pool, s);
+	/* Cache mode serves these from gpumem's pool too: the driver
+	 * pool's attributes (IPC export, release threshold) do not apply. */
+	if (cache_alloc(d, p, size, gm_pl_cache_key((uintptr_t)s, ptsz), &r))
+		return r;
 	if (gm_pl_charge(d, size, GM_PL_KIND_ASYNC))
 		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(p, size, pool, s);
 	return settle(d, &gm__pl.ptrs, r, p ? *p : 0, size, GM_PL_KIND_ASYNC);
 }
 
-static gm_cu_result free_async(free_async_fn fn, gm_cu_ptr p, gm_cu_stream s)
+static gm_cu_result free_async(free_async_fn fn, gm_cu_ptr p, gm_cu_stream s,
+				bool ptsz)
 {
+	gm_cu_result r;
+
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
+	if (cache_free(p, false, gm_pl_cache_key((uintptr_t)s, ptsz), &r))
+		return r;
 	GM__FREE(&gm__pl.ptrs, p, fn(p, s));
 }
 
@@ -253,14 +352,14 @@ GM_EXPORT gm_cu_result cuMemAllocAsync(gm_cu_ptr *p, size_t size,
 				       gm_cu_stream s)
 {
 	return alloc_async((async_fn)real(GM_PL_HOOK_MEM_ALLOC_ASYNC), p,
-			   size, s);
+			   size, s, false);
 }
 
 GM_EXPORT gm_cu_result cuMemAllocAsync_ptsz(gm_cu_ptr *p, size_t size,
 					    gm_cu_stream s)
 {
 	return alloc_async((async_fn)real(GM_PL_HOOK_MEM_ALLOC_ASYNC_PTSZ), p,
-			   size, s);
+			   size, s, true);
 }
 
 GM_EXPORT gm_cu_result cuMemAllocFromPoolAsync(gm_cu_ptr *p, size_t size,
@@ -268,7 +367,7 @@ GM_EXPORT gm_cu_result cuMemAllocFromPoolAsync(gm_cu_ptr *p, size_t size,
 					       gm_cu_stream s)
 {
 	return alloc_pool((pool_fn)real(GM_PL_HOOK_MEM_ALLOC_POOL), p, size,
-			  pool, s);
+			  pool, s, false);
 }
 
 GM_EXPORT gm_cu_result cuMemAllocFromPoolAsync_ptsz(gm_cu_ptr *p,
@@ -277,19 +376,19 @@ GM_EXPORT gm_cu_result cuMemAllocFromPoolAsync_ptsz(gm_cu_ptr *p,
 						    gm_cu_stream s)
 {
 	return alloc_pool((pool_fn)real(GM_PL_HOOK_MEM_ALLOC_POOL_PTSZ), p,
-			  size, pool, s);
+			  size, pool, s, true);
 }
 
 GM_EXPORT gm_cu_result cuMemFreeAsync(gm_cu_ptr p, gm_cu_stream s)
 {
 	return free_async((free_async_fn)real(GM_PL_HOOK_MEM_FREE_ASYNC), p,
-			  s);
+			  s, false);
 }
 
 GM_EXPORT gm_cu_result cuMemFreeAsync_ptsz(gm_cu_ptr p, gm_cu_stream s)
 {
 	return free_async(
-		(free_async_fn)real(GM_PL_HOOK_MEM_FREE_ASYNC_PTSZ), p, s);
+		(free_async_fn)real(GM_PL_HOOK_MEM_FREE_ASYNC_PTSZ), p, s, true);
 }
 
 /* ==== What the device looks like: total = min(cap, physical) ==== */

@@ -13,9 +13,15 @@
  * (stream safety as in PyTorch's own allocator), charged against the cap
  * and reported like every other allocation. Over the cap gpumem_malloc
  * returns NULL, which PyTorch turns into its out-of-memory error.
+ *
+ * With GPUMEM_MODE=cache the pair is served from gpumem's pool instead
+ * (cache.h), on the stream PyTorch passes, with the same stream rules.
  */
 #include "account.h"
+#include "cache.h"
 #include "hooks.h"
+
+#include "error.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,6 +40,15 @@ GM_EXPORT void *gpumem_malloc(ssize_t size, int device, void *stream)
 
 	if (size <= 0 || gm__pl_init() != 0 || !(d = gm_pl_dev_get(device)))
 		return NULL;
+	if (gm_pl_cache_on()) {
+		uint64_t addr = 0;
+		int err = gm_pl_cache_alloc(d, (uint64_t)size,
+					    gm_pl_cache_key((uintptr_t)stream,
+							    false), &addr);
+
+		if (err != GM_ENODEV)
+			return err ? NULL : (void *)(uintptr_t)addr;
+	}
 	if (gm_pl_charge(d, (uint64_t)size, kind))
 		return NULL;
 	gm__pl_guard_enter();
@@ -69,6 +84,10 @@ GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream)
 	(void)size;
 	(void)device;
 	if (!ptr || gm__pl_init() != 0)
+		return;
+	if (gm_pl_cache_free(p, false, gm_pl_cache_key((uintptr_t)stream,
+							false)) !=
+	    GM_ENOTFOUND)
 		return;
 	if (!gm_pl_untrack(&gm__pl.ptrs, p, &e))
 		e.kind = GM_PL_KIND_ASYNC;

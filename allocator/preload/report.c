@@ -6,6 +6,7 @@
 #include "emit.h"
 #include "error.h"
 #include "log.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,8 +37,39 @@ static const char *mode_name(void)
 	return gm__pl.opts.mode == GM_PL_MODE_CACHE ? "cache" : "limit";
 }
 
+/*
+ * Cache mode: free space, fragmentation and the OOM verdict from the
+ * pool's statistics and its last OOM report; the pool's own statistics
+ * (PyTorch memory_stats names) under "pool", its last OOM under
+ * "pool_oom".
+ */
+static void pool_keys(struct gm_val *o, struct gm_pl_dev *d,
+		      struct gm_pool *pool)
+{
+	struct gm_pool_stats st;
+	struct gm_pool_oom oom;
+	const char *verdict = gm_pl_oom_verdict(d);
+
+	gm_pool_get_stats(pool, &st);
+	gm_pool_last_oom(pool, &oom);
+	/* The pool's OOM tells a real shortage from a fragmented cache. */
+	if (oom.kind == GM_OOM_FRAGMENTATION && !d->refuse)
+		verdict = "fragmentation";
+	gm_obj_set_str(o, "oom_verdict", verdict);
+	gm_obj_set_real(o, "fragmentation", st.fragmentation);
+	gm_obj_set_uint(o, "largest_free_block_bytes", st.largest_free_bytes);
+	gm_obj_set_uint(o, "pool_reserved_bytes", st.reserved_bytes.current);
+	gm_obj_set_uint(o, "pool_allocated_bytes",
+			st.allocated_bytes.current);
+	gm_obj_set_uint(o, "pool_free_bytes", st.free_bytes);
+	gm_obj_set(o, "pool", gm_pool_stats_val(&st));
+	if (oom.kind != GM_OOM_NONE)
+		gm_obj_set(o, "pool_oom", gm_pool_oom_val(&oom));
+}
+
 static struct gm_val *device_val(struct gm_pl_dev *d)
 {
+	struct gm_pool *pool = atomic_load(&d->pool);
 	struct gm_val *o = gm_val_obj();
 	uint64_t cap = d->cap < d->total ? d->cap : d->total;
 	uint64_t ooms = ld(&d->oom_cap) + ld(&d->oom_device) +
@@ -69,8 +101,12 @@ static struct gm_val *device_val(struct gm_pl_dev *d)
 	gm_obj_set_uint(o, "oom_count", ooms);
 	gm_obj_set_uint(o, "oom_cap_count", ld(&d->oom_cap));
 	gm_obj_set_uint(o, "oom_device_count", ld(&d->oom_device));
-	gm_obj_set_str(o, "oom_verdict", gm_pl_oom_verdict(d));
 	gm_obj_set_uint(o, "last_refused_bytes", ld(&d->last_refused));
+	if (pool) {
+		pool_keys(o, d, pool);
+		return o;
+	}
+	gm_obj_set_str(o, "oom_verdict", gm_pl_oom_verdict(d));
 	/* Limit mode keeps no cached memory: nothing is free inside it. */
 	gm_obj_set_real(o, "fragmentation", 0.0);
 	gm_obj_set_uint(o, "largest_free_block_bytes", 0);
@@ -165,6 +201,41 @@ static void prom_family(FILE *out, const char *name, const char *type,
 	}
 }
 
+/* Cache mode: the pool's free cached bytes and largest free block. */
+static void prom_pool(FILE *out, const char *rank)
+{
+	static const char *const name[2] = {
+		"gpumem_pool_free_bytes", "gpumem_largest_free_block_bytes",
+	};
+	static const char *const help[2] = {
+		"Cached device memory free for reuse (cache mode).",
+		"Largest free block in the cache (cache mode).",
+	};
+
+	for (int k = 0; k < 2; k++) {
+		bool head = false;
+
+		for (int i = 0; i < GM_PL_MAX_DEVICES; i++) {
+			struct gm_pl_dev *d = &gm__pl.dev[i];
+			struct gm_pool *p;
+			struct gm_pool_stats st;
+
+			if (!atomic_load(&d->ready) ||
+			    !(p = atomic_load(&d->pool)))
+				continue;
+			if (!head)
+				fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n",
+					name[k], help[k], name[k]);
+			head = true;
+			gm_pool_get_stats(p, &st);
+			fprintf(out, "%s{device=\"%d\",rank=\"%s\"} %llu\n",
+				name[k], d->ordinal, rank,
+				(unsigned long long)(k ? st.largest_free_bytes :
+						     st.free_bytes));
+		}
+	}
+}
+
 void gm_pl_prom_print(FILE *out)
 {
 #define F(field) offsetof(struct gm_pl_dev, field)
@@ -194,6 +265,7 @@ void gm_pl_prom_print(FILE *out)
 
 		snprintf(rank, sizeof(rank), "%ld",
 			 gm__pl.opts.rank < 0 ? 0 : gm__pl.opts.rank);
+		prom_pool(out, rank);
 		gm__pl_pinned_prom(out, rank);
 	}
 }

@@ -12,6 +12,12 @@
  *   FAKECUDA_OTHERS      bytes "used by other processes" (lowers free)
  *   FAKECUDA_DEVICES     number of devices (default 1)
  *   FAKECUDA_FAIL_ALLOC  N: the Nth allocation call answers out of memory
+ *
+ * Streams and events: any stream handle is accepted. fakecuda_hold(s, 1)
+ * stands for a kernel still running on stream s: events recorded on s
+ * while it is held answer CUDA_ERROR_NOT_READY until fakecuda_hold(s, 0),
+ * or until something waits for them (cuEventSynchronize,
+ * cuStreamSynchronize of s, cuCtxSynchronize), which ends the hold.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,6 +44,8 @@ struct fakecuda_stats {
 	unsigned long getproc_calls, info_calls, v1_alloc_calls;
 	unsigned long long used;
 	unsigned long live;
+	/* streams and events */
+	unsigned long event_records, ctx_syncs, stream_syncs, events_live;
 };
 
 #define MAX_LIVE 65536
@@ -167,6 +175,127 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
 	return OK;
 }
 
+/* ==== Streams and events ==== */
+
+#define MAX_HOLDS 64
+struct hold { uintptr_t stream; unsigned gen; int held; };
+static struct hold holds[MAX_HOLDS];
+
+struct event { uintptr_t stream; unsigned gen; int waits; };
+
+/* The hold slot of stream s (made when make); NULL if none. Under lock. */
+static struct hold *hold_of(uintptr_t s, int make)
+{
+	struct hold *fr = NULL;
+
+	for (int i = 0; i < MAX_HOLDS; i++) {
+		if (holds[i].stream == s && (holds[i].held || holds[i].gen))
+			return &holds[i];
+		if (!fr && !holds[i].held && !holds[i].gen)
+			fr = &holds[i];
+	}
+	if (make && fr)
+		fr->stream = s;
+	return make ? fr : NULL;
+}
+
+static void release(struct hold *h)
+{
+	if (h && h->held) {
+		h->held = 0;
+		h->gen++;
+	}
+}
+
+EXPORT void fakecuda_hold(void *stream, int on)
+{
+	struct hold *h;
+
+	pthread_mutex_lock(&lock);
+	h = hold_of((uintptr_t)stream, 1);
+	if (on && h)
+		h->held = 1;
+	else
+		release(h);
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT CUresult cuEventCreate(struct event **e, unsigned flags)
+{
+	*e = calloc(1, sizeof(**e));
+	if (!*e)
+		return OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	st.events_live++;
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+EXPORT CUresult cuEventRecord(struct event *e, void *stream)
+{
+	struct hold *h;
+
+	if (!e)
+		return INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	st.event_records++;
+	h = hold_of((uintptr_t)stream, 0);
+	e->stream = (uintptr_t)stream;
+	e->waits = h && h->held;
+	e->gen = h ? h->gen : 0;
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+EXPORT CUresult cuEventQuery(struct event *e)
+{
+	struct hold *h;
+	int busy;
+
+	pthread_mutex_lock(&lock);
+	h = hold_of(e->stream, 0);
+	busy = e->waits && h && h->held && h->gen == e->gen;
+	pthread_mutex_unlock(&lock);
+	return busy ? 600 : OK; /* CUDA_ERROR_NOT_READY */
+}
+
+EXPORT CUresult cuEventSynchronize(struct event *e)
+{
+	pthread_mutex_lock(&lock);
+	if (e->waits)
+		release(hold_of(e->stream, 0));
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+EXPORT CUresult cuEventDestroy_v2(struct event *e)
+{
+	pthread_mutex_lock(&lock);
+	st.events_live--;
+	pthread_mutex_unlock(&lock);
+	free(e);
+	return OK;
+}
+
+EXPORT CUresult cuStreamSynchronize(void *stream)
+{
+	pthread_mutex_lock(&lock);
+	st.stream_syncs++;
+	release(hold_of((uintptr_t)stream, 0));
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+	pthread_mutex_lock(&lock);
+	st.ctx_syncs++;
+	for (int i = 0; i < MAX_HOLDS; i++)
+		release(&holds[i]);
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
 	unsigned long long used, others = env_size("FAKECUDA_OTHERS", 0);
@@ -249,7 +378,9 @@ static const struct { const char *name; void *fn; } table[] = {
 	E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync),
 	E(cuMemAllocFromPoolAsync_ptsz), E(cuMemFreeAsync),
 	E(cuMemFreeAsync_ptsz), E(cuMemCreate), E(cuMemRelease),
-	E(cuGetProcAddress), E(cuGetProcAddress_v2),
+	E(cuGetProcAddress), E(cuGetProcAddress_v2), E(cuEventCreate),
+	E(cuEventRecord), E(cuEventQuery), E(cuEventSynchronize),
+	E(cuEventDestroy_v2), E(cuStreamSynchronize), E(cuCtxSynchronize),
 #undef E
 };
 

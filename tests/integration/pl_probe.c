@@ -30,6 +30,7 @@ struct fakecuda_stats {
 	unsigned long getproc_calls, info_calls, v1_alloc_calls;
 	unsigned long long used;
 	unsigned long live;
+	unsigned long event_records, ctx_syncs, stream_syncs, events_live;
 };
 
 struct prop { int type, handle_types; struct { int type, id; } loc;
@@ -45,6 +46,10 @@ static CUresult (*mem_release)(unsigned long long);
 static CUresult (*alloc_async)(CUdeviceptr *, size_t, void *);
 static CUresult (*alloc_pool)(CUdeviceptr *, size_t, void *, void *);
 static CUresult (*free_async)(CUdeviceptr, void *);
+static CUresult (*alloc_async_l)(CUdeviceptr *, size_t, void *);
+static CUresult (*free_async_l)(CUdeviceptr, void *);
+static void (*hold)(void *, int);
+static CUresult (*raw_alloc)(CUdeviceptr *, size_t);
 static CUresult (*alloc_managed)(CUdeviceptr *, size_t, unsigned);
 static CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t,
 			       unsigned);
@@ -99,6 +104,10 @@ static void open_driver(void)
 	*(void **)&alloc_async = proc("cuMemAllocAsync", 13000, 2);
 	*(void **)&alloc_pool = proc("cuMemAllocFromPoolAsync", 13000, 0);
 	*(void **)&free_async = proc("cuMemFreeAsync", 13000, 2);
+	*(void **)&alloc_async_l = proc("cuMemAllocAsync", 13000, 0);
+	*(void **)&free_async_l = proc("cuMemFreeAsync", 13000, 0);
+	*(void **)&hold = dlsym(cuda, "fakecuda_hold");
+	*(void **)&raw_alloc = dlsym(cuda, "fakecuda_raw_alloc");
 	*(void **)&alloc_managed = proc("cuMemAllocManaged", 13000, 0);
 	*(void **)&alloc_pitch = proc("cuMemAllocPitch", 13000, 0);
 	*(void **)&total_mem = proc("cuDeviceTotalMem", 13000, 0);
@@ -340,6 +349,195 @@ static void sc_plain(void)
 	CHECK(mem_free(a) == 0, "free");
 }
 
+
+/* ==== GPUMEM_MODE=cache ==== */
+
+/* GPUMEM_LIMIT=1GiB: alloc/free pairs cost one driver allocation. */
+static void sc_cache_reuse(void)
+{
+	struct fakecuda_stats s0 = snap(), s1;
+	CUdeviceptr a = 0, first = 0, d;
+	size_t pitch = 0, f, t;
+
+	for (int i = 0; i < 100; i++) {
+		CHECK(mem_alloc(&a, 4 * MiB) == 0, "alloc %d", i);
+		if (!i)
+			first = a;
+		CHECK(a == first, "alloc %d not reused: %llx", i, a);
+		CHECK(mem_free(a) == 0, "free %d", i);
+	}
+	CHECK(alloc_pitch(&d, &pitch, 1000, 4096, 4) == 0 && pitch == 1024,
+	      "pitch %zu", pitch);
+	CHECK(d == first, "pitched block from the cache");
+	CHECK(mem_free(d) == 0, "free pitched");
+	s1 = snap();
+	CHECK(s1.alloc_calls - s0.alloc_calls == 1, "%lu driver allocations",
+	      s1.alloc_calls - s0.alloc_calls);
+	CHECK(s1.free_calls == s0.free_calls, "the cache gave memory back");
+	CHECK(s1.used == 20 * MiB, "one 20 MiB segment: %llu", s1.used);
+	CHECK(s1.ctx_syncs - s0.ctx_syncs == 101, "every cuMemFree waits "
+	      "for the device: %lu", s1.ctx_syncs - s0.ctx_syncs);
+	CHECK(mem_info(&f, &t) == 0 && t == GiB && f == GiB - 20 * MiB,
+	      "meminfo free %zu total %zu", f, t);
+	CHECK(alloc_pitch(&d, &pitch, 1000, 16, 3) == 1, "element size 3");
+}
+
+/* A block freed on stream A goes to stream B only once A's work before
+ * the free is done; on A itself at once. */
+static void sc_cache_streams(void)
+{
+	void *A = (void *)0x100, *B = (void *)0x200, *C = (void *)0x300;
+	CUdeviceptr p, q, r, x, y, z, m, m2, m3;
+	unsigned long calls;
+
+	CHECK(alloc_async_l(&p, 8 * MiB, A) == 0, "p on A");
+	calls = snap().alloc_calls;
+	hold(A, 1); /* a kernel on A still uses p */
+	CHECK(free_async_l(p, A) == 0, "free p on A");
+	CHECK(alloc_async_l(&q, 8 * MiB, A) == 0 && q == p,
+	      "A reuses its own free at once (stream order)");
+	CHECK(free_async_l(q, A) == 0, "free q on A");
+	CHECK(alloc_async_l(&r, 8 * MiB, B) == 0, "r on B");
+	CHECK(r < p || r >= p + 20 * MiB, "B got A's memory while A's "
+	      "work was running: r %llx p %llx", r, p);
+	CHECK(snap().alloc_calls == calls + 1, "B needed its own segment");
+	hold(A, 0); /* A's work is done */
+	CHECK(free_async_l(r, B) == 0, "free r on B");
+	CHECK(alloc_async_l(&z, 8 * MiB, C) == 0, "z on C");
+	CHECK(snap().alloc_calls == calls + 1, "C took a done segment");
+	CHECK(free_async_l(z, C) == 0, "free z");
+
+	/* Freed on another stream than its own: held for that stream. */
+	CHECK(alloc_async_l(&x, 8 * MiB, A) == 0, "x on A");
+	hold(B, 1);
+	CHECK(free_async_l(x, B) == 0, "free x on B");
+	CHECK(alloc_async_l(&y, 8 * MiB, A) == 0 && y != x,
+	      "x reused on A while B's work may use it");
+	CHECK(free_async_l(y, A) == 0, "free y");
+	hold(B, 0);
+	CHECK(alloc_async_l(&z, 8 * MiB, A) == 0 && z == x,
+	      "x not reused after B's work: %llx %llx", z, x);
+	CHECK(free_async_l(z, A) == 0, "free z");
+
+	/* cuMemFree waits for the device before the block is reused. */
+	CHECK(mem_alloc(&m, 8 * MiB) == 0, "m");
+	hold(C, 1);
+	calls = snap().ctx_syncs;
+	CHECK(mem_free(m) == 0, "free m");
+	CHECK(snap().ctx_syncs == calls + 1, "cuMemFree did not wait");
+
+	/* A cuMemAlloc block freed stream-ordered (legacy stream): no
+	 * synchronous allocation gets it before the stream's work is done. */
+	CHECK(mem_alloc(&m2, 8 * MiB) == 0, "m2");
+	hold(NULL, 1);
+	CHECK(free_async_l(m2, NULL) == 0, "free m2 on the legacy stream");
+	CHECK(mem_alloc(&m3, 8 * MiB) == 0 && m3 != m2,
+	      "cuMemAlloc got a block the legacy stream may still use");
+	hold(NULL, 0);
+	CHECK(mem_free(m3) == 0, "free m3");
+
+	/* The per-thread default stream (_ptsz, stream 0). */
+	CHECK(alloc_async(&m2, 8 * MiB, NULL) == 0, "per-thread alloc");
+	hold((void *)2, 1);
+	CHECK(free_async(m2, NULL) == 0, "per-thread free");
+	CHECK(mem_alloc(&m3, 8 * MiB) == 0 && m3 != m2,
+	      "reused before the per-thread stream's work was done");
+	CHECK(alloc_async_l(&x, 8 * MiB, C) == 0 && x != m2,
+	      "C reused it before the per-thread stream's work was done");
+	hold((void *)2, 0);
+	CHECK(mem_free(m3) == 0 && free_async_l(x, C) == 0, "frees");
+}
+
+/* GPUMEM_LIMIT=64MiB: the pool and pass-through allocations share the
+ * cap exactly; over it, cached segments are given back and the request
+ * tried again. */
+static void sc_cache_cap(void)
+{
+	struct prop dev = {.type = 1, .loc = {1, 0}};
+	CUdeviceptr a, b, c, e;
+	unsigned long long h;
+	unsigned long calls, frees;
+	size_t f, t;
+
+	CHECK(mem_alloc(&a, 40 * MiB) == 0, "a 40 MiB");
+	calls = snap().alloc_calls;
+	CHECK(mem_alloc(&b, 30 * MiB) == 2, "30 MiB more is over the cap");
+	CHECK(snap().alloc_calls == calls, "the refused call reached the "
+	      "driver");
+	CHECK(mem_info(&f, &t) == 0 && f == 24 * MiB && t == 64 * MiB,
+	      "meminfo free %zu total %zu", f, t);
+	CHECK(mem_free(a) == 0, "free a (cached)");
+	CHECK(snap().used == 40 * MiB, "cached segment");
+	CHECK(mem_info(&f, &t) == 0 && f == 24 * MiB, "cached memory is "
+	      "reserved: free %zu", f);
+	frees = snap().free_calls;
+	/* A pass-through VMM handle: the cache makes room. */
+	CHECK(mem_create(&h, 32 * MiB, &dev, 0) == 0, "VMM 32 MiB after "
+	      "releasing the cache");
+	CHECK(snap().free_calls == frees + 1, "cache not released");
+	CHECK(mem_alloc(&b, 30 * MiB) == 0, "b 30 MiB");
+	CHECK(mem_alloc(&c, 4 * MiB) == 2, "over: 32 + 30 + 20");
+	CHECK(mem_release(h) == 0 && mem_free(b) == 0, "release, free b");
+	frees = snap().free_calls;
+	/* The pool's own retry: 30 MiB cached + 50 MiB > 64 MiB. */
+	CHECK(mem_alloc(&c, 50 * MiB) == 0, "50 MiB after the pool released "
+	      "its cache");
+	CHECK(snap().free_calls == frees + 1, "pool did not release");
+	CHECK(mem_alloc(&e, 14 * MiB) == 0, "exactly to the cap");
+	CHECK(mem_alloc(&a, 512) == 2, "one more block is over");
+	CHECK(mem_info(&f, &t) == 0 && f == 0 && t == 64 * MiB,
+	      "at the cap: free %zu", f);
+	CHECK(mem_free(c) == 0 && mem_free(e) == 0, "frees");
+}
+
+/* GPUMEM_LIMIT=20MiB: fragmentation verdict (test_preload checks the
+ * report): 4 MiB live in a 20 MiB segment whose 16 MiB free are split
+ * in 4 + 12. */
+static void sc_cache_frag(void)
+{
+	CUdeviceptr a, b, c, x;
+
+	CHECK(mem_alloc(&a, 4 * MiB) == 0 && mem_alloc(&b, 4 * MiB) == 0 &&
+	      mem_alloc(&c, 4 * MiB) == 0, "three blocks");
+	CHECK(mem_free(a) == 0 && mem_free(c) == 0, "frees");
+	CHECK(mem_alloc(&x, 14 * MiB) == 2, "14 MiB: no block, no room");
+}
+
+/* Frees of memory the pool does not own go to the driver. */
+static void sc_cache_foreign(void)
+{
+	CUdeviceptr p = 0, a;
+	unsigned long frees;
+
+	CHECK(raw_alloc && raw_alloc(&p, MiB) == 0, "driver allocation");
+	frees = snap().free_calls;
+	CHECK(mem_free(p) == 0, "foreign free forwarded");
+	CHECK(snap().free_calls == frees + 1, "driver did not free it");
+	CHECK(mem_free(0xdead000) == 1, "unknown pointer: driver's code");
+	CHECK(mem_alloc(&a, 4 * MiB) == 0, "pool block");
+	CHECK(mem_free(a + 512) == 1, "inside a block: invalid value");
+	CHECK(mem_free(a) == 0, "free");
+	CHECK(snap().used == 20 * MiB, "used %llu", snap().used);
+}
+
+/* GPUMEM_LIMIT=64MiB, 8 threads in cache mode. */
+static void sc_cache_threads(void)
+{
+	pthread_t t[8];
+	size_t f, tot;
+	void *rc;
+
+	for (size_t i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(i + 1));
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], &rc);
+		CHECK(rc == NULL, "worker %d", i);
+	}
+	CHECK(snap().used <= 64 * MiB, "driver holds %llu", snap().used);
+	CHECK(mem_info(&f, &tot) == 0 && tot == 64 * MiB &&
+	      f == 64 * MiB - snap().used, "free %zu", f);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
@@ -350,6 +548,10 @@ static const struct {
 	{"errors", sc_errors},   {"threads", sc_threads},
 	{"fork", sc_fork},       {"report", sc_report},
 	{"refused", sc_refused}, {"plain", sc_plain},
+	{"cache_reuse", sc_cache_reuse}, {"cache_streams", sc_cache_streams},
+	{"cache_cap", sc_cache_cap},     {"cache_frag", sc_cache_frag},
+	{"cache_foreign", sc_cache_foreign},
+	{"cache_threads", sc_cache_threads},
 };
 
 int main(int argc, char **argv)

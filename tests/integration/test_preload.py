@@ -268,6 +268,107 @@ def case_report_merge(c):
     c.run([c.gpumem, 'report'], env, 2)
 
 
+# ==== GPUMEM_MODE=cache ====
+
+def case_cache_reuse(c):
+    rep = c.path('cr.json')
+    c.probe('cache_reuse', GPUMEM_MODE='cache', GPUMEM_LIMIT='1GiB',
+            GPUMEM_REPORT=rep)
+    r = load(rep)
+    d = r['devices'][0]
+    check(r['mode'] == 'cache', r)
+    check(d['alloc_count'] == 101 and d['free_count'] == 101, d)
+    check(d['reserved_bytes'] == 20 * MiB and d['allocated_bytes'] == 0, d)
+    check(d['pool']['num_device_alloc'] == 1, d['pool'])
+
+
+def case_cache_streams(c):
+    c.probe('cache_streams', GPUMEM_MODE='cache')
+
+
+def case_cache_cap(c):
+    rep = c.path('cc.json')
+    c.probe('cache_cap', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] == 64 * MiB, d)
+    check(d['oom_cap_count'] == 3 and d['oom_verdict'] == 'cap', d)
+    check(d['allocated_bytes'] == 0 and d['vmm_bytes'] == 0, d)
+    # What the pool still caches is reserved, and is the pool's.
+    check(d['reserved_bytes'] == d['pool_reserved_bytes'] ==
+          d['pool_free_bytes'], d)
+
+
+def case_cache_frag(c):
+    rep = c.path('cf-%r.json')
+    prom = c.path('cf-%r.prom')
+    c.probe('cache_frag', GPUMEM_MODE='cache', GPUMEM_LIMIT='20MiB',
+            GPUMEM_REPORT=rep, GPUMEM_PROMETHEUS=prom, RANK='2')
+    r = load(c.path('cf-2.json'))
+    d = r['devices'][0]
+    check(r['mode'] == 'cache', r)
+    want = {'reserved_bytes': 20 * MiB, 'allocated_bytes': 4 * MiB,
+            'peak_allocated_bytes': 12 * MiB, 'peak_reserved_bytes': 20 * MiB,
+            'pool_reserved_bytes': 20 * MiB, 'pool_allocated_bytes': 4 * MiB,
+            'pool_free_bytes': 16 * MiB,
+            'largest_free_block_bytes': 12 * MiB, 'fragmentation': 0.25,
+            'oom_count': 1, 'oom_cap_count': 1,
+            'oom_verdict': 'fragmentation', 'last_refused_bytes': 14 * MiB,
+            'cap_bytes': 20 * MiB}
+    for k, v in want.items():
+        check(d.get(k) == v, f'{k}: {d.get(k)} != {v}')
+    check(d['pool']['reserved_bytes'] == 20 * MiB, d['pool'])
+    check(d['pool_oom']['requested_bytes'] == 14 * MiB, d['pool_oom'])
+    with open(c.path('cf-2.prom')) as f:
+        text = f.read()
+    for line in ['gpumem_reserved_bytes{device="0",rank="2"} %d' % (20 * MiB),
+                 'gpumem_allocated_bytes{device="0",rank="2"} %d' % (4 * MiB),
+                 'gpumem_pool_free_bytes{device="0",rank="2"} %d'
+                 % (16 * MiB),
+                 'gpumem_largest_free_block_bytes{device="0",rank="2"} %d'
+                 % (12 * MiB)]:
+        check(line in text.splitlines(), f'missing {line!r} in\n{text}')
+
+
+def case_cache_foreign(c):
+    c.probe('cache_foreign', GPUMEM_MODE='cache')
+
+
+def case_cache_threads(c):
+    rep = c.path('ct.json')
+    c.probe('cache_threads', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] <= 64 * MiB, d)
+    check(d['allocated_bytes'] == 0 and d['pool_allocated_bytes'] == 0, d)
+    check(d['alloc_count'] == d['free_count'] and d['alloc_count'] > 1000,
+          d)
+
+
+def case_cache_linked(c):
+    for prog in ('pl_linked_cu', 'pl_linked_rt'):
+        rep = c.path(prog + '.json')
+        c.run([os.path.join(c.bin, prog)],
+              c.env(GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+                    GPUMEM_REPORT=rep))
+        d = load(rep)['devices'][0]
+        # One 40 MiB segment, counted once, cached after the free.
+        check(d['peak_reserved_bytes'] == 40 * MiB and
+              d['alloc_count'] == 1 and d['pool_free_bytes'] == 40 * MiB,
+              d)
+
+
+def case_cache_pluggable(c):
+    rep = c.path('cplug.json')
+    c.run([os.path.join(c.bin, 'pl_plug'), c.lib],
+          c.env(preload=False, GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+                GPUMEM_REPORT=rep))
+    d = load(rep)['devices'][0]
+    check(d['async_bytes'] == 0 and d['peak_reserved_bytes'] == 40 * MiB
+          and d['oom_cap_count'] == 1 and d['alloc_count'] == 2 and
+          d['pool_reserved_bytes'] == 40 * MiB, d)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
