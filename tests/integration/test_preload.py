@@ -227,6 +227,20 @@ def case_run(c):
                'echo "$GPUMEM_FRACTION $LD_PRELOAD"'], env)
     check(p.stdout.startswith('0.25 ') and 'libgpumem-preload.so' in
           p.stdout, p.stdout)
+    # The pinned host memory cache goes next to the preload library when
+    # it was built; --no-pinned leaves it out and turns it off.
+    pinned = os.path.join(c.build, 'allocator/pinned/libgpumem-pinned.so')
+    show = ['sh', '-c', 'echo "$LD_PRELOAD|${GPUMEM_PINNED-unset}"']
+    p = c.run([c.gpumem, 'run', '--'] + show, env)
+    libs = p.stdout.strip().split('|')[0].split(':')
+    check(libs[0].endswith('/libgpumem-preload.so'), p.stdout)
+    if os.path.exists(pinned):
+        check(len(libs) == 2 and libs[1] == os.path.realpath(pinned) and
+              p.stdout.strip().endswith('|unset'), p.stdout)
+    p = c.run([c.gpumem, 'run', '--no-pinned', '--'] + show,
+              dict(env, LD_PRELOAD='/x/other.so'))
+    check(p.stdout.strip() == os.path.realpath(c.lib) + ':/x/other.so|off',
+          p.stdout)
     c.run([c.gpumem, 'run', '--fraction', '2', '--', 'true'], env, 2)
     c.run([c.gpumem, 'run', '--limit', 'lots', '--', 'true'], env, 2)
     c.run([c.gpumem, 'run', '--limit', '1GiB'], env, 2)

@@ -2,10 +2,14 @@
  * cmd_run.c - gpumem run [--fraction F] [--limit SIZE] [--report FILE]
  *             [--mode limit|cache] [--prometheus FILE] -- COMMAND ...
  *
- * Sets LD_PRELOAD (the library first, what was there kept after it) and
- * the GPUMEM_* variables, then executes COMMAND. The library is found
- * beside this program: $GPUMEM_PRELOAD_LIBRARY, then the build tree
- * (../../allocator/preload/), then the install tree (../lib*, same dir).
+ * Sets LD_PRELOAD (the library first, then the pinned host memory cache
+ * libgpumem-pinned.so unless --no-pinned, what was there kept after
+ * them) and the GPUMEM_* variables, then executes COMMAND. Each library
+ * is found beside this program: its variable ($GPUMEM_PRELOAD_LIBRARY,
+ * $GPUMEM_PINNED_LIBRARY), then the build tree (../../allocator/preload/,
+ * ../../allocator/pinned/), then the install tree (../lib*, same dir).
+ * The pinned library is optional (not built without jemalloc's PIC
+ * archive): when it is not found, pinned memory passes through.
  */
 #include "cmd.h"
 
@@ -16,12 +20,14 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define LIB "libgpumem-preload.so"
+#define PINNED_LIB "libgpumem-pinned.so"
 
 #ifndef GM_LIBDIR
 #define GM_LIBDIR "lib"
@@ -47,19 +53,23 @@ static void usage(FILE *out)
 		"  --claimed SIZE     capacity the card is sold as (undersized "
 		"check)\n"
 		"  --on-undersized W  warn (default) or fail\n"
+		"  --no-pinned        no pinned host memory cache "
+		"(GPUMEM_PINNED=off)\n"
 		"  -h, --help         this help\n\n"
 		"Each option sets the GPUMEM_* variable of the same name "
 		"(see README.md).\n");
 }
 
-/* Path of the preload library, or NULL with a message. */
-static int find_library(char *out, size_t len)
+/*
+ * Path of library lib (file name): $env, else beside this program in
+ * the build tree (../../allocator/build_dir/) or the install tree.
+ * Returns 0 or GM_ENOTFOUND.
+ */
+static int find_library(char *out, size_t len, const char *env_name,
+			const char *build_dir, const char *lib)
 {
-	const char *env = getenv("GPUMEM_PRELOAD_LIBRARY");
+	const char *env = getenv(env_name);
 	char exe[PATH_MAX], dir[PATH_MAX];
-	static const char *const rel[] = {
-		"../../allocator/preload/" LIB, "../" GM_LIBDIR "/" LIB, LIB,
-	};
 	ssize_t n;
 
 	if (env && *env) {
@@ -71,9 +81,17 @@ static int find_library(char *out, size_t len)
 		return GM_ENOTFOUND;
 	exe[n] = '\0';
 	snprintf(dir, sizeof(dir), "%s", dirname(exe));
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+	for (int i = 0; i < 3; i++) {
 		char path[PATH_MAX * 2];
-		snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
+
+		if (i == 0)
+			snprintf(path, sizeof(path), "%s/../../allocator/%s/%s",
+				 dir, build_dir, lib);
+		else if (i == 1)
+			snprintf(path, sizeof(path), "%s/../%s/%s", dir,
+				 GM_LIBDIR, lib);
+		else
+			snprintf(path, sizeof(path), "%s/%s", dir, lib);
 		if (access(path, R_OK) == 0 && realpath(path, out))
 			return 0;
 	}
@@ -90,10 +108,12 @@ int gm_cmd_run(int argc, char **argv)
 		{"mode", required_argument, NULL, 'm'},
 		{"claimed", required_argument, NULL, 'c'},
 		{"on-undersized", required_argument, NULL, 'u'},
+		{"no-pinned", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char lib[PATH_MAX], *preload;
+	char lib[2 * PATH_MAX + 2], pinned[PATH_MAX], *preload;
+	bool use_pinned = true;
 	const char *old;
 	uint64_t bytes;
 	double f;
@@ -139,6 +159,10 @@ int gm_cmd_run(int argc, char **argv)
 					"fail", optarg);
 			setenv("GPUMEM_ON_UNDERSIZED", optarg, 1);
 			break;
+		case 'P':
+			use_pinned = false;
+			setenv("GPUMEM_PINNED", "off", 1);
+			break;
 		case 'h':
 			usage(stdout);
 			return GM_EXIT_OK;
@@ -149,10 +173,23 @@ int gm_cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		return gm_cmd_usage_error("run", "no COMMAND to run (put it "
 					  "after --)");
-	if (find_library(lib, sizeof(lib))) {
+	if (find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
+			 "preload", LIB)) {
 		fprintf(stderr, "gpumem run: cannot find %s (set "
 			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
 		return GM_EXIT_USAGE;
+	}
+	if (use_pinned && find_library(pinned, sizeof(pinned),
+				       "GPUMEM_PINNED_LIBRARY", "pinned",
+				       PINNED_LIB) == 0) {
+		size_t n = strlen(lib);
+
+		/* LD_PRELOAD takes ':' or ' ' between entries. */
+		if (n + 1 + strlen(pinned) >= sizeof(lib))
+			return gm_cmd_usage_error("run", "library paths are "
+						  "too long");
+		lib[n] = ':';
+		memcpy(lib + n + 1, pinned, strlen(pinned) + 1);
 	}
 	old = getenv("LD_PRELOAD");
 	if (old && *old) {

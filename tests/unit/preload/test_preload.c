@@ -106,6 +106,48 @@ static void test_cap_and_clamp(void **state)
 	assert_int_equal(atomic_load(&d.peak_reserved), 15ULL << 30);
 }
 
+/* Cache mode's accounting: pool segments are reserved only, its blocks
+ * allocated only, and both share the cap with pass-through memory. */
+static uint64_t released;
+
+static bool fake_release(struct gm_pl_dev *d)
+{
+	/* Stands for the pool giving back a cached 8 GiB segment. */
+	if (atomic_load(&d->by_kind[GM_PL_KIND_POOL]) < (8ULL << 30))
+		return false;
+	gm_pl_unreserve(d, 8ULL << 30);
+	released += 8ULL << 30;
+	return true;
+}
+
+static void test_cache_accounting(void **state)
+{
+	struct gm_pl_opts o = {.limit = 20ULL << 30};
+	static struct gm_pl_dev d;
+
+	(void)state;
+	gm_pl_dev_setup(&d, &o, 0, "Fake", 0, 80ULL << 30);
+	assert_int_equal(gm_pl_reserve(&d, 8ULL << 30), 0);
+	gm_pl_use(&d, 1ULL << 30, 1000);
+	assert_int_equal(atomic_load(&d.reserved), 8ULL << 30);
+	assert_int_equal(atomic_load(&d.allocated), 1ULL << 30);
+	gm_pl_unuse(&d, 1ULL << 30);
+	/* Pass-through: 8 + 10 fits, 8 + 10 + 4 does not... */
+	assert_int_equal(gm_pl_charge(&d, 10ULL << 30, GM_PL_KIND_VMM), 0);
+	assert_int_equal(gm_pl_reserve(&d, 4ULL << 30), GM_ELIMIT);
+	assert_int_equal(atomic_load(&d.oom_cap), 0); /* the pool counts */
+	/* ...unless the cache is given back first (then one retry). */
+	gm__pl.release_cached = fake_release;
+	assert_int_equal(gm_pl_charge(&d, 4ULL << 30, GM_PL_KIND_VMM), 0);
+	assert_int_equal(released, 8ULL << 30);
+	assert_int_equal(atomic_load(&d.reserved), 14ULL << 30);
+	assert_int_equal(gm_pl_charge(&d, 7ULL << 30, GM_PL_KIND_VMM),
+			 GM_ELIMIT);
+	assert_int_equal(atomic_load(&d.oom_cap), 1);
+	assert_int_equal(atomic_load(&d.peak_reserved), 18ULL << 30);
+	gm__pl.release_cached = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -114,6 +156,7 @@ int main(void)
 		cmocka_unit_test(test_opts),
 		cmocka_unit_test(test_ptrmap),
 		cmocka_unit_test(test_cap_and_clamp),
+		cmocka_unit_test(test_cache_accounting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
