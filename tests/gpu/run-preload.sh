@@ -11,8 +11,11 @@
 # Then a ~1B Llama-shaped model trains 20 steps with and without
 # `gpumem run --fraction 0.5` (median step time; report peak reserved vs
 # torch.cuda.max_memory_reserved()).
+# The CUDA C cases, PyTorch native and the training run are repeated in
+# GPUMEM_MODE=cache (names with "@cache"): allocations served from
+# gpumem's pool; the report must say mode "cache" and carry pool keys.
 # Results: OUT_DIR/preload-results.json and preload-results.md.
-# Exit 77 without a GPU. About 2-3 minutes on one H200.
+# Exit 77 without a GPU. About 3-4 minutes on one H200.
 set -u
 B=$(realpath "${1:?build dir}")
 OUT=$(mkdir -p "${2:?out dir}" && realpath "$2")
@@ -32,7 +35,8 @@ if "$GPUMEM" run --help >/dev/null 2>&1; then
 else
 	LAUNCH=env
 fi
-# gmrun FRACTION REPORT CMD... : run CMD with the preload library.
+# gmrun FRACTION REPORT CMD... : run CMD with the preload library
+# (in the mode of $GPUMEM_MODE when it is set: it is inherited).
 gmrun() {
 	local frac=$1 rep=$2
 	shift 2
@@ -54,6 +58,9 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 for v in static shared; do
 	gmrun 0.25 "$W/rep-cuda-$v.json" "$W/alloc-$v" 0 \
 		>"$W/out-cuda-$v.json" 2>"$W/err-cuda-$v.log"
+	GPUMEM_MODE=cache gmrun 0.25 "$W/rep-cuda-$v@cache.json" \
+		"$W/alloc-$v" 0 >"$W/out-cuda-$v@cache.json" \
+		2>"$W/err-cuda-$v@cache.log"
 done
 run_py() { # NAME FRACTION [VAR=VALUE...]: a cases.py case under gmrun
 	local name=$1 frac=$2
@@ -66,6 +73,7 @@ run_py() { # NAME FRACTION [VAR=VALUE...]: a cases.py case under gmrun
 	) 2>"$W/err-$name.log"
 }
 run_py torch-native 0.25
+run_py torch-native@cache 0.25 GPUMEM_MODE=cache
 run_py torch-expandable 0.25 \
 	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 run_py torch-async 0.25 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
@@ -83,5 +91,8 @@ timeout 150 python3 "$HERE/cases.py" train "$W/out-train-plain.json" \
 run_py train@gpumem 0.5
 mv -f "$W/out-train@gpumem.json" "$W/out-train-gpumem.json" 2>/dev/null
 mv -f "$W/rep-train@gpumem.json" "$W/rep-train-gpumem.json" 2>/dev/null
+run_py train@cache 0.5 GPUMEM_MODE=cache
+mv -f "$W/out-train@cache.json" "$W/out-train-cache.json" 2>/dev/null
+mv -f "$W/rep-train@cache.json" "$W/rep-train-cache.json" 2>/dev/null
 
 python3 "$HERE/summarize.py" "$W" "$OUT" "$LAUNCH"

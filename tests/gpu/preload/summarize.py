@@ -47,6 +47,9 @@ def judge(name, out, rep, kind):
     cap = d.get('cap_bytes', 0)
     peak = d.get('peak_reserved_bytes', 0)
     seen = bool(rep) and 0 < peak <= cap
+    if name.endswith('@cache'):
+        # Served from gpumem's pool: the report says so.
+        seen = seen and rep.get('mode') == 'cache' and 'pool' in d
     c = {'case': name, 'cap_bytes': cap, 'peak_reserved_bytes': peak,
          'oom_count': d.get('oom_count'), 'intercepted': seen}
     if kind == 'cuda':
@@ -64,10 +67,11 @@ def judge(name, out, rep, kind):
     cases.append(c)
 
 
-for v in ('static', 'shared'):
+for v in ('static', 'shared', 'static@cache', 'shared@cache'):
     judge(f'cuda-{v}', load(f'out-cuda-{v}.json'),
           load(f'rep-cuda-{v}.json'), 'cuda')
-for n in ('torch-native', 'torch-expandable', 'torch-async', 'pluggable'):
+for n in ('torch-native', 'torch-native@cache', 'torch-expandable',
+          'torch-async', 'pluggable'):
     judge(n, load(f'out-{n}.json'), load(f'rep-{n}.json'), 'torch')
 judge('cupy', load('out-cupy.json'), load('rep-cupy.json'), 'other')
 judge('jax', load('out-jax.json'), load('rep-jax.json'), 'other')
@@ -83,6 +87,22 @@ if gm and rep:
                                     gm['torch_max_reserved'])
     train['peak_reserved_within_1pct'] = \
         abs(train['peak_reserved_ratio'] - 1) <= .01
+
+# GPUMEM_MODE=cache: step time against the run without gpumem, the
+# report's peak reserved against PyTorch's (the pool packs PyTorch's
+# segments into its own, so it may hold more than PyTorch reserved).
+gmc = load('out-train-cache.json')
+repc = device(load('rep-train-cache.json'))
+cache = {'gpumem': gmc, 'report': {k: repc.get(k) for k in (
+    'peak_reserved_bytes', 'peak_allocated_bytes', 'reserved_bytes',
+    'pool_reserved_bytes', 'fragmentation', 'largest_free_block_bytes',
+    'oom_count', 'oom_verdict', 'alloc_count', 'free_count')}}
+if plain and gmc:
+    cache['step_time_ratio'] = gmc['median_step_s'] / plain['median_step_s']
+if gmc and repc:
+    cache['peak_reserved_ratio'] = (repc['peak_reserved_bytes'] /
+                                    gmc['torch_max_reserved'])
+train['cache'] = cache
 
 res = {'environment': env, 'cases': cases, 'train': train}
 with open(os.path.join(OUT, 'preload-results.json'), 'w') as f:
