@@ -7,6 +7,13 @@
  * CUDA_ERROR_OUT_OF_MEMORY, the driver's own code, so the runtime and the
  * frameworks raise their usual out-of-memory errors. Frees are untracked
  * before the real free (see gm_pl_untrack). No logging, no host malloc.
+ *
+ * In cache mode (cache.h) the device allocations (cuMemAlloc,
+ * cuMemAllocPitch, cuMemAllocAsync, cuMemAllocFromPoolAsync) are served
+ * from gpumem's pool instead and their frees return to it (the pool's
+ * bookkeeping does use the C library's malloc); a free of an address
+ * the pool does not own goes on to the driver as above. cuMemCreate and
+ * cuMemAllocManaged pass through in both modes.
  */
 /* POSIX (dlsym) guarantees data and function pointers convert. */
 #pragma GCC diagnostic ignored "-Wpedantic"
