@@ -14,6 +14,7 @@
 # The CUDA C cases, PyTorch native and the training run are repeated in
 # GPUMEM_MODE=cache (names with "@cache"): allocations served from
 # gpumem's pool; the report must say mode "cache" and carry pool keys.
+# PRELOAD_CACHE=0 skips them (about a minute less).
 # Results: OUT_DIR/preload-results.json and preload-results.md.
 # Exit 77 without a GPU. About 3-4 minutes on one H200.
 set -u
@@ -58,9 +59,10 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 for v in static shared; do
 	gmrun 0.25 "$W/rep-cuda-$v.json" "$W/alloc-$v" 0 \
 		>"$W/out-cuda-$v.json" 2>"$W/err-cuda-$v.log"
-	GPUMEM_MODE=cache gmrun 0.25 "$W/rep-cuda-$v@cache.json" \
-		"$W/alloc-$v" 0 >"$W/out-cuda-$v@cache.json" \
-		2>"$W/err-cuda-$v@cache.log"
+	[ "${PRELOAD_CACHE:-1}" = 0 ] ||
+		GPUMEM_MODE=cache gmrun 0.25 "$W/rep-cuda-$v@cache.json" \
+			"$W/alloc-$v" 0 >"$W/out-cuda-$v@cache.json" \
+			2>"$W/err-cuda-$v@cache.log"
 done
 run_py() { # NAME FRACTION [VAR=VALUE...]: a cases.py case under gmrun
 	local name=$1 frac=$2
@@ -73,7 +75,8 @@ run_py() { # NAME FRACTION [VAR=VALUE...]: a cases.py case under gmrun
 	) 2>"$W/err-$name.log"
 }
 run_py torch-native 0.25
-run_py torch-native@cache 0.25 GPUMEM_MODE=cache
+[ "${PRELOAD_CACHE:-1}" = 0 ] ||
+	run_py torch-native@cache 0.25 GPUMEM_MODE=cache
 run_py torch-expandable 0.25 \
 	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 run_py torch-async 0.25 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
@@ -91,8 +94,10 @@ timeout 150 python3 "$HERE/cases.py" train "$W/out-train-plain.json" \
 run_py train@gpumem 0.5
 mv -f "$W/out-train@gpumem.json" "$W/out-train-gpumem.json" 2>/dev/null
 mv -f "$W/rep-train@gpumem.json" "$W/rep-train-gpumem.json" 2>/dev/null
-run_py train@cache 0.5 GPUMEM_MODE=cache
-mv -f "$W/out-train@cache.json" "$W/out-train-cache.json" 2>/dev/null
-mv -f "$W/rep-train@cache.json" "$W/rep-train-cache.json" 2>/dev/null
+if [ "${PRELOAD_CACHE:-1}" != 0 ]; then
+	run_py train@cache 0.5 GPUMEM_MODE=cache
+	mv -f "$W/out-train@cache.json" "$W/out-train-cache.json" 2>/dev/null
+	mv -f "$W/rep-train@cache.json" "$W/rep-train-cache.json" 2>/dev/null
+fi
 
 python3 "$HERE/summarize.py" "$W" "$OUT" "$LAUNCH"

@@ -67,11 +67,16 @@ def judge(name, out, rep, kind):
     cases.append(c)
 
 
+skip_cache = os.environ.get('PRELOAD_CACHE', '1') == '0'
 for v in ('static', 'shared', 'static@cache', 'shared@cache'):
+    if skip_cache and v.endswith('@cache'):
+        continue
     judge(f'cuda-{v}', load(f'out-cuda-{v}.json'),
           load(f'rep-cuda-{v}.json'), 'cuda')
 for n in ('torch-native', 'torch-native@cache', 'torch-expandable',
           'torch-async', 'pluggable'):
+    if skip_cache and n.endswith('@cache'):
+        continue
     judge(n, load(f'out-{n}.json'), load(f'rep-{n}.json'), 'torch')
 judge('cupy', load('out-cupy.json'), load('rep-cupy.json'), 'other')
 judge('jax', load('out-jax.json'), load('rep-jax.json'), 'other')
