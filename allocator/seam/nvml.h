@@ -17,6 +17,8 @@
 #ifndef GM_NVML_H
 #define GM_NVML_H
 
+#include <stddef.h>
+
 struct gm_diag;
 
 typedef int gm_nvml_return;                      /* nvmlReturn_t */
@@ -94,12 +96,29 @@ struct gm_nvml {
 
 /*
  * Open NVML and resolve GM_NVML_FUNCS, then call nvmlInit_v2.
- * path: NULL means $GPUMEM_LIBNVML, else "libnvidia-ml.so.1" ("none"
- * disables NVML). Functions the library lacks stay NULL (callers check).
- * Returns 0, or GM_ENODEV (library absent, or nvmlInit failed) with diag.
+ * path: NULL means $GPUMEM_LIBNVML ("none" disables NVML), else the
+ * search of gm__nvml_candidates(): "libnvidia-ml.so.1", the usual driver
+ * directories, the loaded libcuda.so.1's directory. Functions the
+ * library lacks stay NULL (callers check). Returns 0, or GM_ENODEV
+ * (library absent, or nvmlInit failed) with diag holding dlerror()'s
+ * text (or nvmlErrorString's).
  */
 int gm_nvml_open(struct gm_nvml *nvml, const char *path,
 		 struct gm_diag *diag);
+
+/* Internal, for the unit tests (tests/unit/seam/test_nvml.c). */
+#define GM__NVML_PATH 512
+
+/* The libraries gm_nvml_open() tries without a path, in order, written
+ * to out[0..max): "libnvidia-ml.so.1" (the loader's search), the driver
+ * directories, then cuda_dir (with its trailing '/'; NULL or "" for
+ * none) unless already listed. Returns how many. */
+int gm__nvml_candidates(const char *cuda_dir, char (*out)[GM__NVML_PATH],
+			int max);
+
+/* The directory, with a trailing '/', of the shared object that holds
+ * sym (dladdr). Returns 1, or 0 when unknown. */
+int gm__lib_dir(const void *sym, char *dir, size_t n);
 
 /* nvmlShutdown and close what gm_nvml_open() opened; clears the table. */
 void gm_nvml_close(struct gm_nvml *nvml);

@@ -2,8 +2,8 @@
  * gpu.c - verify real GPUs: the kernels of kernels.cu, embedded as a
  * fatbin, loaded and launched through the driver seam (cu.h); all the
  * memory that can be allocated, in chunks; a thread per device. Also the
- * VMM fake: one physical allocation mapped again and again over a larger
- * virtual range, so aliasing happens on real hardware.
+ * VMM fake: a few physical allocations mapped again and again over a
+ * larger virtual range, so aliasing happens on real hardware.
  *
  * Errors: driver failures become GM_EDEVICE (GM_EDEVNOMEM when nothing
  * can be allocated) with the driver's error name in diag.
@@ -418,7 +418,7 @@ int gm_verify_devices(const struct gm_cu *cu, const int *devs, size_t n,
 	if (!nvml.lib)
 		for (size_t i = 0; i < n; i++)
 			snprintf(r[i].id.nvml_error, sizeof(r[i].id.nvml_error),
-				 "%.150s", nd.msg);
+				 "%.500s", nd.msg);
 	gm_nvml_close(&nvml);
 out:
 	free(jobs);
@@ -429,9 +429,159 @@ out:
 
 /* ==== The VMM fake ==== */
 
-int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
-		       uint64_t real, const struct gm_verify_opts *o,
-		       struct gm_verify_result *r, struct gm_diag *d)
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+uint64_t gm__vmm_chunk(uint64_t claimed, uint64_t real, uint64_t gran)
+{
+	if (!gran || claimed % gran || real % gran || !real)
+		return 0;
+	return gran * gcd_u64(claimed / gran, real / gran);
+}
+
+/* The fake's mappings: virtual chunk i of `chunk` bytes shows handle
+ * h[i mod nh]; nmapped chunks are mapped so far. */
+struct vmm {
+	gm_cu_ptr va;
+	uint64_t claimed, real, chunk;
+	gm_cu_handle *h;
+	uint64_t nh, ncreated, nmapped;
+};
+
+static int vmm_fail(const struct gm_cu *cu, struct gm_diag *d,
+		    const char *what, gm_cu_result r)
+{
+	return gm_diag_set(d, r == GM_CU_ERROR_OUT_OF_MEMORY ? GM_EDEVNOMEM
+							     : GM_EDEVICE,
+			   "%s: %s", what, gm_cu_error_name(cu, r));
+}
+
+/*
+ * Build the fake: real/chunk physical allocations (cuMemCreate) of chunk
+ * bytes each, claimed bytes of addresses (cuMemAddressReserve), and
+ * virtual chunk i mapped to allocation i mod (real/chunk). Virtual
+ * address a then shows physical byte a mod real, as a card whose high
+ * address bits are not decoded. Each map covers a whole allocation: the
+ * driver (580, H200, measured) answers CUDA_ERROR_NOT_SUPPORTED to
+ * mapping part of one, though its documentation allows it.
+ */
+static int vmm_map(const struct gm_cu *cu, gm_cu_device dev, struct vmm *m,
+		   struct gm_diag *d)
+{
+	struct gm_cu_alloc_prop prop;
+	struct gm_cu_access_desc acc;
+	gm_cu_result cr = 0;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = GM_CU_MEM_ALLOCATION_PINNED;
+	prop.location.type = GM_CU_MEM_LOCATION_DEVICE;
+	prop.location.id = dev;
+	m->nh = m->real / m->chunk;
+	m->h = calloc(m->nh, sizeof(*m->h));
+	if (!m->h)
+		return gm_diag_set(d, GM_ENOMEM, "out of host memory");
+	while (m->ncreated < m->nh) {
+		cr = cu->mem_create(&m->h[m->ncreated], m->chunk, &prop, 0);
+		if (cr)
+			return vmm_fail(cu, d,
+					"allocating the VMM fake's memory", cr);
+		m->ncreated++;
+	}
+	cr = cu->mem_address_reserve(&m->va, m->claimed, 0, 0, 0);
+	if (cr) {
+		m->va = 0;
+		return vmm_fail(cu, d, "reserving the VMM fake's addresses",
+				cr);
+	}
+	while (m->nmapped < m->claimed / m->chunk) {
+		cr = cu->mem_map(m->va + m->nmapped * m->chunk, m->chunk, 0,
+				 m->h[m->nmapped % m->nh], 0);
+		if (cr)
+			return vmm_fail(cu, d, "mapping the VMM fake", cr);
+		m->nmapped++;
+	}
+	acc.location = prop.location;
+	acc.flags = GM_CU_MEM_ACCESS_READWRITE;
+	cr = cu->mem_set_access(m->va, m->claimed, &acc, 1);
+	return cr ? vmm_fail(cu, d, "mapping the VMM fake (access)", cr) : 0;
+}
+
+static void vmm_unmap(const struct gm_cu *cu, struct vmm *m)
+{
+	for (uint64_t i = 0; i < m->nmapped; i++)
+		cu->mem_unmap(m->va + i * m->chunk, m->chunk);
+	if (m->va)
+		cu->mem_address_free(m->va, m->claimed);
+	for (uint64_t i = 0; i < m->ncreated; i++)
+		cu->mem_release(m->h[i]);
+	free(m->h);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The sizes against the device's granularity: GM_EINVAL naming the
+ * option when one is not a multiple of it (rounding would change the
+ * real size the run is meant to find). */
+static int vmm_sizes(struct vmm *m, uint64_t gran, struct gm_diag *d)
+{
+	char g[32];
+
+	gm_size_format(g, sizeof(g), gran);
+	if (m->claimed % gran || m->real % gran)
+		return gm_diag_set(d, GM_EINVAL,
+				   "--emulate-vmm: %s=%llu bytes is not a "
+				   "multiple of the device's allocation "
+				   "granularity (%s)",
+				   m->claimed % gran ? "claimed" : "real",
+				   (unsigned long long)(m->claimed % gran
+								? m->claimed
+								: m->real),
+				   g);
+	if (m->real > m->claimed)
+		return gm_diag_set(d, GM_EINVAL,
+				   "--emulate-vmm: real exceeds claimed");
+	m->chunk = gm__vmm_chunk(m->claimed, m->real, gran);
+	return 0;
+}
+
+static bool has_vmm_funcs(const struct gm_cu *cu)
+{
+	return cu->mem_create && cu->mem_release && cu->mem_map &&
+	       cu->mem_unmap && cu->mem_address_reserve &&
+	       cu->mem_address_free && cu->mem_set_access &&
+	       cu->mem_granularity && cu->device_attribute && cu->device_get;
+}
+
+/* Identity with NVML opened for it (its absence noted, not fatal). */
+static int vmm_identify(const struct gm_cu *cu, int index,
+			struct gm_verify_ident *id, struct gm_diag *d)
+{
+	struct gm_nvml nvml;
+	struct gm_diag nd = {{0}};
+	int rc;
+
+	if (gm_nvml_open(&nvml, NULL, &nd))
+		memset(&nvml, 0, sizeof(nvml));
+	rc = gm_verify_identify(cu, &nvml, index, id, d);
+	if (!nvml.lib)
+		snprintf(id->nvml_error, sizeof(id->nvml_error), "%.500s",
+			 nd.msg);
+	gm_nvml_close(&nvml);
+	return rc;
+}
+
+int gm__verify_vmm_fake_on(const struct gm_cu *cu, int index,
+			   uint64_t claimed, uint64_t real,
+			   const struct gm_verify_opts *o,
+			   const struct gm_vbackend *test_be,
+			   struct gm_verify_result *r, struct gm_diag *d)
 {
 	struct gpu g;
 	struct gm_vbackend be = {
@@ -439,16 +589,16 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 		.verify = gpu_verify, .walk = gpu_walk, .sync = gpu_sync,
 	};
 	struct gm_cu_alloc_prop prop;
-	struct gm_cu_access_desc acc;
-	gm_cu_handle h = 0;
-	gm_cu_ptr va = 0;
+	struct vmm m = {.claimed = claimed, .real = real};
+	struct gm_vchunk chunk;
+	gm_cu_device dev = 0;
 	size_t gran = 0;
-	uint64_t mapped = 0;
 	double t0;
 	int count, rc, vmm = 0;
-	gm_cu_result cr;
+	char a[32], b[32], c[32];
 
 	memset(r, 0, sizeof(*r));
+	memset(&g, 0, sizeof(g));
 	r->device = index;
 	snprintf(r->kind, sizeof(r->kind), "vmm-fake");
 	rc = gm_verify_device_count(cu, &count, d);
@@ -456,56 +606,38 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 		rc = gm_diag_set(d, GM_ENODEV, "--device %d: no such device",
 				 index);
 	if (!rc)
-		rc = gm_verify_identify(cu, NULL, index, &r->id, d);
+		rc = vmm_identify(cu, index, &r->id, d);
 	if (rc)
 		return rc;
-	rc = gpu_open(&g, cu, index, r->id.sm_count, d);
-	if (rc)
-		goto out;
-	if (!cu->mem_create || !cu->mem_map || !cu->mem_address_reserve ||
-	    !cu->mem_set_access || !cu->mem_granularity) {
-		rc = gm_diag_set(d, GM_ENOTSUP, "the driver lacks the VMM API");
-		goto out;
-	}
-	cu->device_attribute(&vmm, GM_CU_ATTR_VMM_SUPPORTED, g.dev);
+	if (!has_vmm_funcs(cu))
+		return gm_diag_set(d, GM_ENOTSUP,
+				   "the driver lacks the VMM API");
+	if (cu->device_get(&dev, index))
+		return gm_diag_set(d, GM_EDEVICE, "device %d: no handle",
+				   index);
+	cu->device_attribute(&vmm, GM_CU_ATTR_VMM_SUPPORTED, dev);
 	memset(&prop, 0, sizeof(prop));
 	prop.type = GM_CU_MEM_ALLOCATION_PINNED;
 	prop.location.type = GM_CU_MEM_LOCATION_DEVICE;
-	prop.location.id = g.dev;
-	cr = cu->mem_granularity(&gran, &prop, GM_CU_GRANULARITY_MINIMUM);
-	if (cr || !gran || !vmm) {
-		rc = gm_diag_set(d, GM_ENOTSUP,
-				 "device %d does not support the VMM API",
-				 index);
+	prop.location.id = dev;
+	if (!vmm || cu->mem_granularity(&gran, &prop,
+					GM_CU_GRANULARITY_MINIMUM) || !gran)
+		return gm_diag_set(d, GM_ENOTSUP,
+				   "device %d does not support the VMM API",
+				   index);
+	rc = vmm_sizes(&m, gran, d);
+	if (rc)
+		return rc;
+	if (test_be) {
+		be = *test_be;
+	} else {
+		rc = gpu_open(&g, cu, index, r->id.sm_count, d);
+		if (rc)
+			goto out;
+	}
+	rc = vmm_map(cu, dev, &m, d);
+	if (rc)
 		goto out;
-	}
-	real = (real + gran - 1) / gran * gran;
-	claimed = (claimed + gran - 1) / gran * gran;
-	if (real > claimed) {
-		rc = gm_diag_set(d, GM_EINVAL,
-				 "--emulate-vmm: real exceeds claimed");
-		goto out;
-	}
-	cr = cu->mem_create(&h, real, &prop, 0);
-	if (!cr)
-		cr = cu->mem_address_reserve(&va, claimed, 0, 0, 0);
-	/* The same physical memory at offsets 0, real, 2 real, ...; the
-	 * last mapping may cover only part of it. */
-	for (uint64_t off = 0; !cr && off < claimed; off += real) {
-		uint64_t len = claimed - off < real ? claimed - off : real;
-
-		cr = cu->mem_map(va + off, len, 0, h, 0);
-		if (!cr)
-			mapped = off + len;
-	}
-	acc.location = prop.location;
-	acc.flags = GM_CU_MEM_ACCESS_READWRITE;
-	if (!cr)
-		cr = cu->mem_set_access(va, claimed, &acc, 1);
-	if (cr) {
-		rc = cu_fail(&g, d, "mapping the VMM fake", cr);
-		goto out;
-	}
 	r->claimed_bytes = claimed;
 	r->reported_bytes = claimed;
 	snprintf(r->claimed_source, sizeof(r->claimed_source),
@@ -513,12 +645,15 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 	r->free_bytes = claimed;
 	r->allocated_bytes = claimed;
 	r->chunks = 1;
-	g.chunks[0] = (struct gm_vchunk){va, claimed / 8, 0};
-	gm_verify_note(r, "VMM fake: %llu bytes of physical memory mapped "
-			  "over %llu bytes of addresses",
-		       (unsigned long long)real, (unsigned long long)claimed);
+	chunk = (struct gm_vchunk){m.va, claimed / 8, 0};
+	gm_size_format(a, sizeof(a), real);
+	gm_size_format(b, sizeof(b), claimed);
+	gm_size_format(c, sizeof(c), m.chunk);
+	gm_verify_note(r, "VMM fake: %s of physical memory (%llu "
+			  "allocations of %s) mapped over %s of addresses",
+		       a, (unsigned long long)m.nh, c, b);
 	t0 = now_s();
-	rc = gm_verify_run(&be, g.chunks, 1, o, r, d);
+	rc = gm_verify_run(&be, &chunk, 1, o, r, d);
 	r->wall_seconds = now_s() - t0;
 	if (rc) {
 		r->err = rc;
@@ -527,17 +662,16 @@ int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
 	gm_verify_judge(r);
 	rc = 0; /* a failed run is in the verdict */
 out:
-	if (va) {
-		if (mapped)
-			for (uint64_t off = 0; off < mapped; off += real)
-				cu->mem_unmap(va + off, mapped - off < real
-								? mapped - off
-								: real);
-		cu->mem_address_free(va, claimed);
-	}
-	if (h)
-		cu->mem_release(h);
-	g.nchunks = 0; /* the VMM range is not a cuMemAlloc chunk */
-	gpu_close(&g);
+	vmm_unmap(cu, &m);
+	if (!test_be)
+		gpu_close(&g);
 	return rc;
+}
+
+int gm_verify_vmm_fake(const struct gm_cu *cu, int index, uint64_t claimed,
+		       uint64_t real, const struct gm_verify_opts *o,
+		       struct gm_verify_result *r, struct gm_diag *d)
+{
+	return gm__verify_vmm_fake_on(cu, index, claimed, real, o, NULL, r,
+				      d);
 }

@@ -131,7 +131,7 @@ static void nvml_read(const struct gm_nvml *nvml, struct gm_verify_ident *id)
 
 	if (!nvml || !nvml->init || !nvml->handle_by_bus_id) {
 		snprintf(id->nvml_error, sizeof(id->nvml_error),
-			 "NVML not available (libnvidia-ml.so.1 not loaded)");
+			 "NVML not opened (no table given)");
 		return;
 	}
 	r = nvml->handle_by_bus_id(id->bus_id, &dev);

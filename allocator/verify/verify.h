@@ -65,7 +65,7 @@ struct gm_verify_ident {
 	int driver_cuda_version;   /* cuDriverGetVersion: 13000 */
 	char driver_version[80];   /* NVML: "580.159.04" */
 	bool nvml;                 /* NVML answered for this card */
-	char nvml_error[160];      /* why not, when !nvml */
+	char nvml_error[512];      /* why not, when !nvml */
 	uint64_t nvml_total_bytes, nvml_reserved_bytes;
 	int ecc;                   /* 1 on, 0 off, -1 unknown/unsupported */
 	int mig;                   /* 1 on, 0 off, -1 unknown/unsupported */
@@ -291,14 +291,34 @@ int gm_verify_devices(const struct gm_cu *cu, const int *devs, size_t n,
 
 /*
  * A real fake on a real GPU: reserve claimed bytes of virtual address
- * space and map one physical allocation of real bytes over it again and
- * again (cuMemCreate + cuMemMap), so addresses alias every real bytes,
- * then verify it like a card. Sizes round to the allocation granularity.
+ * space and map real bytes of physical memory over it again and again,
+ * so that address a shows physical byte (a mod real), then verify it
+ * like a card. The physical memory is real/c allocations of c bytes, c
+ * the largest multiple of the allocation granularity dividing both sizes
+ * (the driver maps whole allocations only); virtual chunk i shows
+ * allocation i mod (real/c). Returns 0 (verdict in r); GM_EINVAL naming
+ * --emulate-vmm when a size is not a multiple of the granularity or real
+ * exceeds claimed; GM_ENOTSUP without the VMM API; GM_EDEVICE /
+ * GM_EDEVNOMEM when the driver refuses.
  */
 int gm_verify_vmm_fake(const struct gm_cu *cu, int dev,
 		       uint64_t claimed, uint64_t real,
 		       const struct gm_verify_opts *o,
 		       struct gm_verify_result *r, struct gm_diag *d);
+
+/* Internal, for the unit tests (tests/unit/verify/test_vmm.c). */
+
+/* The VMM fake's chunk: gran * gcd(claimed / gran, real / gran), or 0
+ * when a size is not a multiple of gran (bytes). */
+uint64_t gm__vmm_chunk(uint64_t claimed, uint64_t real, uint64_t gran);
+
+/* gm_verify_vmm_fake() with the passes run by be (not the kernels) when
+ * be is not NULL: the same driver calls build and tear down the fake. */
+int gm__verify_vmm_fake_on(const struct gm_cu *cu, int dev,
+			   uint64_t claimed, uint64_t real,
+			   const struct gm_verify_opts *o,
+			   const struct gm_vbackend *be,
+			   struct gm_verify_result *r, struct gm_diag *d);
 
 /* Number of CUDA devices (cuInit + cuDeviceGetCount). */
 int gm_verify_device_count(const struct gm_cu *cu, int *count,

@@ -56,6 +56,8 @@ static void help(FILE *out)
 		"real bytes mapped\n"
 		"                          again and again over claimed bytes "
 		"of addresses\n"
+		"                          (multiples of the allocation "
+		"granularity, 2 MiB)\n"
 		"  -h, --help              this help\n\n"
 		"Verdicts: ok, undersized (aliasing, lost writes, or the driver "
 		"reports less than\nclaimed), faulty (flipped bits, garbage, "
