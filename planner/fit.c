@@ -34,10 +34,131 @@ static uint64_t ga_for(uint64_t gb, uint64_t mb, uint64_t dp)
 	return gb && per ? (gb + per - 1) / per : 1;
 }
 
+/*
+ * Move an answer *v of the analytic search to o's (the reserve models
+ * differ by a few percent): the largest micro-batch that fits at
+ * data-parallel degree dp (mb_edge), the smallest degree >= 2 that fits
+ * at micro-batch mb (dp_edge). Galloping from *v, then bisection:
+ * O(log distance) plans. *v = 0: none fits.
+ */
+static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		   const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
+		   uint64_t *v, struct gm_diag *diag)
+{
+	uint64_t good, bad, step = 1;
+	bool ok;
+	double used;
+	int rc;
+
+	if (!*v)
+		*v = 1;
+	if ((rc = try(spec, gpu, o, *v, dp, gb, &ok, &used, diag)))
+		return rc;
+	if (ok) {
+		for (good = *v;; step *= 2) {
+			uint64_t n = good + step;
+			if (n > GM_FIT_MAX) {
+				bad = GM_FIT_MAX + 1;
+				break;
+			}
+			if ((rc = try(spec, gpu, o, n, dp, gb, &ok, &used,
+				      diag)))
+				return rc;
+			if (!ok) {
+				bad = n;
+				break;
+			}
+			good = n;
+		}
+	} else {
+		for (bad = *v;; step *= 2) {
+			uint64_t n = bad > step + 1 ? bad - step : 1;
+			if (bad == 1) {
+				*v = 0;
+				return 0;
+			}
+			if ((rc = try(spec, gpu, o, n, dp, gb, &ok, &used,
+				      diag)))
+				return rc;
+			if (ok) {
+				good = n;
+				break;
+			}
+			bad = n;
+		}
+	}
+	while (bad - good > 1) {
+		uint64_t mid = good + (bad - good) / 2;
+		if ((rc = try(spec, gpu, o, mid, dp, gb, &ok, &used, diag)))
+			return rc;
+		*(ok ? &good : &bad) = mid;
+	}
+	*v = good;
+	return 0;
+}
+
+static int dp_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		   const struct gm_model_opts *o, uint64_t mb, uint64_t *v,
+		   struct gm_diag *diag)
+{
+	uint64_t good, bad, step = 1;
+	bool ok;
+	double used;
+	int rc;
+
+	if (*v < 2)
+		*v = 2;
+	if ((rc = try(spec, gpu, o, mb, *v, 0, &ok, &used, diag)))
+		return rc;
+	if (ok) {
+		for (good = *v;; step *= 2) {
+			uint64_t n = good > step + 2 ? good - step : 2;
+			if (good == 2) {
+				bad = 1;
+				break;
+			}
+			if ((rc = try(spec, gpu, o, mb, n, 0, &ok, &used,
+				      diag)))
+				return rc;
+			if (!ok) {
+				bad = n;
+				break;
+			}
+			good = n;
+		}
+	} else {
+		for (bad = *v;; step *= 2) {
+			uint64_t n = bad + step;
+			if (n > GM_FIT_MAX) {
+				*v = 0;
+				return 0;
+			}
+			if ((rc = try(spec, gpu, o, mb, n, 0, &ok, &used,
+				      diag)))
+				return rc;
+			if (ok) {
+				good = n;
+				break;
+			}
+			bad = n;
+		}
+	}
+	while (good - bad > 1) {
+		uint64_t mid = bad + (good - bad) / 2;
+		if ((rc = try(spec, gpu, o, mb, mid, 0, &ok, &used, diag)))
+			return rc;
+		*(ok ? &good : &bad) = mid;
+	}
+	*v = good;
+	return 0;
+}
+
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-	   const struct gm_model_opts *o, uint64_t gb, struct gm_fit *out,
+	   const struct gm_model_opts *fo, uint64_t gb, struct gm_fit *out,
 	   struct gm_diag *diag)
 {
+	struct gm_model_opts def, search;
+	const struct gm_model_opts *o = fo;
 	const struct gm_spec_parallel *par = &spec->parallelism;
 	uint64_t dp = par->data_parallel ? par->data_parallel : 1;
 	uint64_t lo = 0, hi = GM_FIT_MAX, mb;
@@ -45,6 +166,15 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	double used;
 	int rc;
 
+	if (!o) {
+		gm_model_opts_default(&def);
+		o = &def;
+	}
+	/* The searches run on the analytic reserve (microseconds a plan);
+	 * the answers are then checked with o's (the replay takes
+	 * milliseconds: tools/bench/results/planner-cpu.md). */
+	search = *o;
+	search.reserve = GM_RESERVE_ANALYTIC;
 	memset(out, 0, sizeof(*out));
 	out->gpu = *gpu;
 	if (!gb && spec->task == GM_TASK_TRAIN)
@@ -53,7 +183,7 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	/* Largest micro-batch: lo fits (or is 0), hi + 1 does not. */
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
-		rc = try(spec, gpu, o, mid, dp, gb, &ok, &used, diag);
+		rc = try(spec, gpu, &search, mid, dp, gb, &ok, &used, diag);
 		if (rc)
 			return rc;
 		if (ok)
@@ -63,12 +193,17 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	if (gb && dp && gb / dp > lo && gb / dp <= GM_FIT_MAX) {
 		/* no accumulation at all frees the gradients in forward */
-		rc = try(spec, gpu, o, gb / dp, dp, gb, &ok, &used, diag);
+		rc = try(spec, gpu, &search, gb / dp, dp, gb, &ok, &used,
+			 diag);
 		if (rc)
 			return rc;
 		if (ok)
 			lo = gb / dp;
 	}
+	/* o's answer near the analytic one: the largest that fits */
+	rc = mb_edge(spec, gpu, o, dp, gb, &lo, diag);
+	if (rc)
+		return rc;
 	out->max_micro_batch = lo;
 	out->gradient_accumulation_steps = lo ? ga_for(gb, lo, dp) : 0;
 	mb = lo ? lo : 1;
@@ -87,14 +222,14 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	} else if (spec->task == GM_TASK_TRAIN && par->zero_stage > 0) {
 		lo = 2;
 		hi = GM_FIT_MAX;
-		rc = try(spec, gpu, o, mb, hi, 0, &ok, &used, diag);
+		rc = try(spec, gpu, &search, mb, hi, 0, &ok, &used, diag);
 		if (rc)
 			return rc;
 		if (ok) {
 			while (lo < hi) {
 				uint64_t mid = lo + (hi - lo) / 2;
-				rc = try(spec, gpu, o, mb, mid, 0, &ok, &used,
-					 diag);
+				rc = try(spec, gpu, &search, mb, mid, 0, &ok,
+					 &used, diag);
 				if (rc)
 					return rc;
 				if (ok)
@@ -102,6 +237,9 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 				else
 					lo = mid + 1;
 			}
+			rc = dp_edge(spec, gpu, o, mb, &lo, diag);
+			if (rc)
+				return rc;
 			out->min_data_parallel = lo;
 		}
 	}

@@ -33,7 +33,11 @@ struct gm_fit {
  * micro-batch, the fewest ranks whose per-GPU plan fits; per-GPU memory
  * only falls with the degree from 2 on (ZeRO shards), so 1 is tried,
  * then a binary search over [2, GM_FIT_MAX]; with ZeRO 0 only 1 can
- * help, since each rank holds a full copy.
+ * help, since each rank holds a full copy. The searches run on the
+ * analytic reserve (GM_RESERVE_ANALYTIC: microseconds a plan); their
+ * answers are then moved one step at a time (at most 64) until opts'
+ * reserve model (the replay by default) agrees, and device_used is
+ * opts'.
  */
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	   const struct gm_model_opts *opts, uint64_t global_batch,

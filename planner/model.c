@@ -17,6 +17,7 @@
 void gm_model_opts_default(struct gm_model_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->reserve = GM_RESERVE_SIMULATED;
 	o->recipe = GM_RECIPE_TORCH;
 	/* NCCL_BUFFSIZE 4 MiB per channel and peer (NVIDIA/nccl #391,
 	 * #1450) x 2 peers (ring send/recv) x 16 channels: a lower bound;
@@ -24,6 +25,22 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	o->nccl_comm_bytes = 16ULL * 2 * 4 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
 	o->ddp_bucket_bytes = 25 * GM_MiB;
+}
+
+int gm_reserve_model_parse(const char *s, enum gm_reserve_model *out)
+{
+	if (!strcmp(s, "simulated"))
+		*out = GM_RESERVE_SIMULATED;
+	else if (!strcmp(s, "analytic"))
+		*out = GM_RESERVE_ANALYTIC;
+	else
+		return GM_EINVAL;
+	return 0;
+}
+
+const char *gm_reserve_model_name(enum gm_reserve_model m)
+{
+	return m == GM_RESERVE_ANALYTIC ? "analytic" : "simulated";
 }
 
 const char *gm_phase_name(enum gm_phase p)
@@ -57,6 +74,8 @@ struct ctx {
 	uint64_t layers, ga;
 	bool first, last;
 	double ws;                  /* cuBLAS workspace */
+	uint64_t alloc_cap;         /* what the caching allocator may take:
+				     * the card less context and NCCL */
 };
 
 /* Elements of pt on this stage and TP rank (1 tensor group). */
@@ -207,6 +226,133 @@ static double logits_per_token(const struct ctx *c)
 	return (double)m->vocab_size * (c->full.compute + 12) / c->t;
 }
 
+/* Gradient accumulation: micro-batches emitted per step in the replay
+ * (step.h): the in-flight ones, then two more that repeat the steady
+ * state. */
+#define STEP_MICRO_EXTRA 2
+
+/*
+ * The parameter tensors of the stage for the replay (step.h), sized as
+ * the terms above: weights, gradients, autocast copies (cache_b bytes per
+ * matmul element, 0 without autocast), optimizer states and temporaries
+ * (tmp_b bytes per element; Adafactor: per tensor, 3 x fp32).
+ */
+static void step_params(const struct ctx *c, struct gm_step *st,
+			double cache_b, double tmp_b)
+{
+	const struct gm_spec *sp = c->spec;
+	unsigned zero = sp->task == GM_TASK_TRAIN ?
+			sp->parallelism.zero_stage : 0;
+	bool ada = sp->task == GM_TASK_TRAIN &&
+		   sp->training.optimizer == GM_OPT_ADAFACTOR;
+	int tied = -1;
+	int k = (int)lround(c->full.optimizer / 4);
+
+	k = k < 1 ? 1 : k > GM_STEP_STATES ? GM_STEP_STATES : k;
+	for (int i = 0; i < c->pl->n; i++)
+		if (c->pl->t[i].flags & GM_PT_TIED)
+			tied = i;
+	st->n_param = 0;
+	for (int i = 0; i < c->pl->n; i++) {
+		const struct gm_ptensor *pt = &c->pl->t[i];
+		struct gm_step_param *q = &st->p[st->n_param];
+		double cnt, n = stage_elems(c, pt, &cnt), per = n / cnt;
+		double whole = (double)pt->rows * (double)pt->cols / c->t;
+		bool tied_head = (pt->flags & GM_PT_TIED) && c->last;
+
+		if (!n && !tied_head)
+			continue;
+		memset(q, 0, sizeof(*q));
+		q->where = pt->flags & GM_PT_LAYER ? GM_STEP_LAYER :
+			   pt->flags & GM_PT_EMBED ? GM_STEP_EMBED :
+			   GM_STEP_HEAD;
+		q->weight = per * c->sb.weights;
+		q->grad = per * c->sb.gradients;
+		/* the head's matmul gradient appears at the loss; a tied
+		 * lm_head's is the embedding's, which then has none of its
+		 * own on this stage */
+		q->grad_at_loss = (pt->flags & GM_PT_HEAD) &&
+				  (pt->flags & GM_PT_MATMUL);
+		if (q->grad_at_loss && !n)
+			q->grad = whole * c->sb.gradients;
+		if (tied >= 0 && (pt->flags & GM_PT_EMBED) && c->last &&
+		    c->first && pt->rows == c->pl->t[tied].rows &&
+		    pt->cols == c->pl->t[tied].cols &&
+		    (pt->flags & GM_PT_TP))
+			q->grad_shared = true;
+		if (pt->flags & GM_PT_MATMUL)
+			q->cache = (tied_head ? whole : per) * cache_b;
+		if (sp->task == GM_TASK_TRAIN && ada && n) {
+			double b = c->full.weights / (zero >= 1 ? c->d : 1);
+			if (pt->rows > 1 && pt->cols > 1) {
+				q->state[0] = (double)pt->rows / c->t * b;
+				q->state[1] = (double)pt->cols * b;
+				q->n_state = 2;
+			} else {
+				q->state[0] = per * b;
+				q->n_state = 1;
+			}
+			q->opt_tmp = per * 4;
+		} else if (sp->task == GM_TASK_TRAIN && n) {
+			if (c->sb.optimizer > 0) {
+				q->n_state = k;
+				for (int j = 0; j < k; j++)
+					q->state[j] = per * c->sb.optimizer /
+						      k;
+			}
+			q->opt_tmp = per * tmp_b;
+		}
+		st->n_param++;
+	}
+}
+
+/* The data-parallel buffers of the stage as the model sizes them (comm
+ * bytes in all): DDP's buckets of ddp_bucket_bytes, ZeRO-2's one unit of
+ * gradients, ZeRO-3's two gathered units and one reduce-scatter. */
+static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
+{
+	unsigned zero = c->spec->parallelism.zero_stage;
+	double bucket = (double)c->o->ddp_bucket_bytes, u;
+
+	st->n_comm = 0;
+	if (!(comm > 0))
+		return;
+	if (zero <= 1 && bucket > 0) {
+		double n = floor(comm / bucket);
+		st->comm[0].bytes = bucket;
+		st->comm[0].count = (uint64_t)n;
+		st->comm[1].bytes = comm - n * bucket;
+		st->comm[1].count = 1;
+		st->n_comm = 2;
+	} else if (zero == 3) {
+		u = largest_unit(c);
+		st->comm[0].bytes = u * c->full.weights;
+		st->comm[0].count = 2;
+		st->comm[1].bytes = u * c->full.gradients;
+		st->comm[1].count = 1;
+		st->n_comm = 2;
+	} else {
+		st->comm[0].bytes = comm;
+		st->comm[0].count = 1;
+		st->n_comm = 1;
+	}
+}
+
+/* Replay st (step.h) into T: peak_reserved from the allocator core. */
+static void step_replay(const struct ctx *c, struct gm_step *st,
+			struct gm_terms *T)
+{
+	st->workspace = c->ws;
+	st->layers = c->layers;
+	st->steps = 2;
+	if (gm_step_replay(st, c->alloc_cap ? c->alloc_cap : 512, &T->sim)) {
+		/* host memory ran out: keep the analytic figure */
+		memset(&T->sim, 0, sizeof(T->sim));
+		return;
+	}
+	T->peak_reserved = T->sim.peak_reserved;
+}
+
 static void train_stage(const struct ctx *c, struct gm_terms *T)
 {
 	const struct gm_spec *sp = c->spec;
@@ -218,6 +364,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	struct gm_blocks fb = {0}, op = {0}, *both[2] = {&fb, &op};
 	double act, layer_saved, head_saved = 0, emb = 0, lg, held, trans;
 	double comm = 0, cache, grads_fb, opt_tmp, ws;
+	double tail, tail_grads = 0, tail_tmp = 0;
 	unsigned zero = sp->parallelism.zero_stage;
 
 	for (int i = 0; i < c->pl->n; i++)
@@ -306,8 +453,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	else if (sp->training.optimizer == GM_OPT_ADAFACTOR) {
 		double big = 0;
 		for (int i = 0; i < c->pl->n; i++) {
-			double e = (double)c->pl->t[i].rows *
-				   c->pl->t[i].cols / c->t;
+			double e = stage_elems(c, &c->pl->t[i], &cnt) / cnt;
 			big = e > big ? e : big;
 		}
 		opt_tmp = 3 * big * 4;
@@ -316,13 +462,44 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 
 	grads_fb = c->ga > 1 ? T->gradients : 0;
 	if (c->ga <= 1 && c->last) {
-		/* the head's weight gradient appears at the loss */
-		for (int i = 0; i < c->pl->n; i++)
-			if (c->pl->t[i].flags & GM_PT_HEAD &&
-			    c->pl->t[i].flags & GM_PT_MATMUL)
-				grads_fb += (double)c->pl->t[i].rows *
-					    c->pl->t[i].cols / c->t *
-					    c->sb.gradients;
+		/* the head's weight gradient appears at the loss (a tied
+		 * lm_head's is the embedding's whole gradient) */
+		for (int i = 0; i < c->pl->n; i++) {
+			const struct gm_ptensor *pt = &c->pl->t[i];
+			double n = stage_elems(c, pt, &cnt);
+			if (!(pt->flags & GM_PT_HEAD) ||
+			    !(pt->flags & GM_PT_MATMUL))
+				continue;
+			if (!n && (pt->flags & GM_PT_TIED))
+				n = (double)pt->rows * pt->cols / c->t;
+			grads_fb += n * c->sb.gradients;
+		}
+	}
+
+	/* Without accumulation, the end of backward: the first block's
+	 * saved tensors, autocast copies and transient are still live
+	 * while every later block has its gradients (and the head its
+	 * own); the embeddings' gradients come after. Larger than the loss
+	 * peak when a block's gradients outweigh its activations (small
+	 * micro-batches). */
+	tail = 0;
+	if (c->ga <= 1 && c->layers > 1) {
+		double lg_elems = 0, lcache = 0;
+		for (int i = 0; i < c->pl->n; i++) {
+			const struct gm_ptensor *pt = &c->pl->t[i];
+			double n = stage_elems(c, pt, &cnt);
+			if (!(pt->flags & GM_PT_LAYER))
+				continue;
+			lg_elems += n / cnt;
+			if (pt->flags & GM_PT_MATMUL)
+				lcache += n / cnt;
+		}
+		lcache = c->full.autocast ? lcache * c->full.compute /
+			 (zero >= 3 ? c->d : 1) : 0;
+		tail_grads = grads_fb + (double)(c->layers - 1) * lg_elems *
+			     c->sb.gradients;
+		tail = emb + layer_saved + lcache + trans + tail_grads;
+		tail_tmp = lcache + trans;
 	}
 
 	/* Blocks of each phase for the reserve (reserve.h). */
@@ -365,9 +542,11 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		gm_blocks_add(&op, opt_tmp / (double)(c->layers + 1),
 			      (double)c->layers + 1, true);
 
-	T->phase_allocated[0] = T->weights + T->optimizer_states + comm +
-				ws + act + grads_fb + cache +
+	T->phase_allocated[0] = act + grads_fb + cache +
 				(lg > trans + held ? lg : trans + held);
+	if (tail > T->phase_allocated[0])
+		T->phase_allocated[0] = tail;
+	T->phase_allocated[0] += T->weights + T->optimizer_states + comm + ws;
 	T->phase_allocated[1] = T->weights + T->optimizer_states + comm +
 				ws + T->gradients + opt_tmp;
 	T->temporary = cache + (trans > opt_tmp ? trans : opt_tmp);
@@ -377,23 +556,57 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	if (T->phase_allocated[0] >= T->phase_allocated[1]) {
 		T->peak_phase = GM_PHASE_FWD_BWD;
 		T->peak_allocated = T->phase_allocated[0];
-		T->at_peak.gradients = grads_fb;
-		T->at_peak.activations = act;
-		T->at_peak.logits = lg > trans + held ? lg : held;
-		T->at_peak.temporary = cache + (lg > trans + held ? 0 : trans);
+		if (tail > act + grads_fb + cache +
+			   (lg > trans + held ? lg : trans + held)) {
+			T->at_peak.gradients = tail_grads;
+			T->at_peak.activations = emb + layer_saved;
+			T->at_peak.temporary = tail_tmp;
+		} else {
+			T->at_peak.gradients = grads_fb;
+			T->at_peak.activations = act;
+			T->at_peak.logits = lg > trans + held ? lg : held;
+			T->at_peak.temporary = cache +
+				(lg > trans + held ? 0 : trans);
+		}
 	} else {
 		T->peak_phase = GM_PHASE_OPTIMIZER;
 		T->peak_allocated = T->phase_allocated[1];
 		T->at_peak.gradients = T->gradients;
 		T->at_peak.temporary = opt_tmp;
 	}
-	{
+	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&fb);
 		double r1 = gm_reserved_from_allocated(&op);
 		T->peak_reserved = r0 > r1 ? r0 : r1;
-		if (T->peak_reserved < T->peak_allocated)
-			T->peak_reserved = T->peak_allocated;
+	} else {
+		struct gm_step st = {
+			.training = true, .ga = c->ga,
+			.in_flight = T->in_flight,
+			.micro_max = T->in_flight + STEP_MICRO_EXTRA,
+			.emb_saved = emb, .head_saved = head_saved,
+			.trans = trans, .logits_held = held,
+			.logits_piece = (lg - held) / 3,
+			.opt_tmp_per_tensor = sp->training.optimizer ==
+					      GM_OPT_ADAFACTOR};
+		step_params(c, &st, c->full.autocast ? c->full.compute /
+			    (zero >= 3 ? c->d : 1) : 0,
+			    opt_tmp > 0 ? c->full.weights /
+			    (zero >= 1 ? c->d : 1) : 0);
+		if (sp->training.activation_checkpointing == GM_CKPT_FULL)
+			st.act[st.n_act++] = layer_saved;
+		else
+			for (int i = 0; i < l.n; i++)
+				if (sp->training.activation_checkpointing ==
+				    GM_CKPT_NONE ||
+				    !(l.t[i].flags & GM_AT_CORE))
+					st.act[st.n_act++] =
+						gm_act_tensor_bytes(&l.t[i],
+								    &d);
+		step_comm(c, &st, comm);
+		step_replay(c, &st, T);
 	}
+	if (T->peak_reserved < T->peak_allocated)
+		T->peak_reserved = T->peak_allocated;
 }
 
 static double kv_bytes(enum gm_kv_dtype k)
@@ -464,7 +677,18 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		.weights = T->weights, .kv_cache = kv, .logits = lg,
 		.temporary = trans + cache, .workspace = ws};
 	T->peak_allocated = T->weights + kv + trans + lg + ws + cache;
-	T->peak_reserved = gm_reserved_from_allocated(&bs);
+	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		T->peak_reserved = gm_reserved_from_allocated(&bs);
+	} else {
+		struct gm_step st = {
+			.training = false, .ga = 1, .in_flight = 1,
+			.micro_max = 1, .trans = trans, .logits = lg,
+			.kv_layer = c->layers ? kv / (2 * (double)c->layers)
+					      : 0};
+		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
+			    0);
+		step_replay(c, &st, T);
+	}
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;
 }
@@ -531,6 +755,12 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		c.layers = stage_layers(pl.layers, c.p, c.r);
 		c.first = c.r == 0;
 		c.last = c.r + 1 == c.p;
+		{
+			double out_of = (double)gpu->context_bytes +
+				comms * (double)opts->nccl_comm_bytes;
+			c.alloc_cap = (double)gpu->capacity_bytes > out_of ?
+				gpu->capacity_bytes - (uint64_t)out_of : 1;
+		}
 		if (spec->task == GM_TASK_TRAIN)
 			train_stage(&c, T);
 		else

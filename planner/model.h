@@ -9,7 +9,10 @@
  *  - forward-backward: weights + optimizer states + buffers + saved
  *    activations of every in-flight micro-batch + (all gradients when
  *    gradient accumulation > 1, else the head's gradient) + the autocast
- *    weight cache + max(logits and loss, one block's transient);
+ *    weight cache + max(logits and loss, one block's transient); without
+ *    accumulation, also the end of backward if larger: the first
+ *    block's saved tensors, autocast copies and transient with the
+ *    gradients of every later block and of the head;
  *  - optimizer-step: weights + states + buffers + all gradients + the
  *    optimizer's temporaries (foreach: one state-sized tensor list).
  * Inference: weights + KV cache + one block's transient + logits.
@@ -27,6 +30,7 @@
 #include "params.h"
 #include "spec.h"
 #include "states.h"
+#include "step.h"
 
 struct gm_diag;
 
@@ -42,8 +46,23 @@ struct gm_plan_gpu {
 	double bf16_tflops;        /* dense, for reports */
 };
 
+/* How peak_reserved is predicted from the modelled allocations. */
+enum gm_reserve_model {
+	/* the step's allocation sequence replayed through the allocator
+	 * core on its simulated backend (step.h): the default */
+	GM_RESERVE_SIMULATED,
+	/* PyTorch's rounding and segment rules applied to the peak phase's
+	 * blocks plus a fragmentation share (reserve.h) */
+	GM_RESERVE_ANALYTIC,
+};
+
+/* "simulated" / "analytic" -> *out; 0 or GM_EINVAL. */
+int gm_reserve_model_parse(const char *s, enum gm_reserve_model *out);
+const char *gm_reserve_model_name(enum gm_reserve_model m);
+
 /* Knobs with physical meaning; gm_model_opts_default() sets them. */
 struct gm_model_opts {
+	enum gm_reserve_model reserve;
 	enum gm_recipe recipe;     /* framework conventions (states.h) */
 	bool paper;                /* Korthikanti's block (activations.h) */
 	uint64_t nccl_comm_bytes;  /* NCCL buffers per communicator */
@@ -77,6 +96,10 @@ struct gm_terms {
 	uint64_t layers;           /* blocks on this stage */
 	uint64_t parameters;       /* parameters on this rank */
 	uint64_t in_flight;        /* micro-batches in flight (1F1B) */
+	/* GM_RESERVE_SIMULATED: what the replay found (peak_reserved is
+	 * sim.peak_reserved; sim.peak_requested equals peak_allocated up
+	 * to one byte per live allocation); zero otherwise. */
+	struct gm_step_result sim;
 };
 
 #define GM_STAGES_MAX 128

@@ -1,14 +1,15 @@
 /*
- * reserve.h - from allocated bytes to the caching allocator's reserve
- * (reserve.c): the one seam through which the planner predicts
- * torch.cuda.max_memory_reserved().
+ * reserve.h - the analytic model of the caching allocator's reserve
+ * (reserve.c): `--reserve-model analytic`. The default prediction of
+ * torch.cuda.max_memory_reserved() replays the step's allocations through
+ * the allocator core instead (step.h); this one stays for comparison
+ * with measurements (issue 6) and for gm_fit()'s searches, where its
+ * microseconds a plan matter.
  *
  * The model hands over the live allocations of its peak phase as a short
- * list of blocks (size in bytes x count, persistent or churning). Today a
- * documented model of PyTorch's CUDACachingAllocator turns them into
- * reserved bytes; the allocator core's simulated backend (allocator/core,
- * ARCHITECTURE.md) can later replace gm_reserved_from_allocated() without
- * touching the model. Bytes; no errors.
+ * list of blocks (size in bytes x count, persistent or churning), turned
+ * into reserved bytes by PyTorch's rounding and segment rules plus a
+ * fragmentation share. Bytes; no errors.
  */
 #ifndef GM_RESERVE_H
 #define GM_RESERVE_H

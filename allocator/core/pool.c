@@ -128,6 +128,7 @@ struct gm_pool {
 	_Atomic uint64_t retries, ooms, limit_rej, dev_alloc, dev_free, xstream;
 	pthread_mutex_t slow_lock; /* arena creation, OOM record */
 	_Atomic(struct arena *) arenas[ARENA_SLOTS];
+	_Atomic unsigned n_arenas; /* arenas created (streams seen) */
 	struct gm_pool_oom last_oom;
 	struct shard shards[NSHARD];
 };
@@ -492,6 +493,7 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 			a->stream = stream;
 			atomic_store_explicit(&p->arenas[slot], a,
 					      memory_order_release);
+			atomic_fetch_add(&p->n_arenas, 1);
 		}
 	}
 	pthread_mutex_unlock(&p->slow_lock);
@@ -805,6 +807,9 @@ static bool frees_done(struct gm_pool *p, struct arena *o, uint64_t seq)
 static struct seg *steal(struct gm_pool *p, struct arena *self, int pool,
 			 uint64_t rounded)
 {
+	/* one stream only (the planner's replay): nothing to scan */
+	if (atomic_load(&p->n_arenas) < 2)
+		return NULL;
 	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
 		struct arena *o = arena_at(p, i);
 		struct gm_tnode *n;

@@ -1,7 +1,10 @@
 /*
  * plan_bench.c - host time of the planner (not a test): gm_plan() on a
- * Llama-2-7B spec, and gm_fit() over 10,000 configurations (micro-batch,
- * sequence, checkpointing, ZeRO, TP varied). Prints medians of 7 runs.
+ * Llama-2-7B spec and an 80-layer (Llama-2-70B) spec with each reserve
+ * model (simulated: the step replayed through the allocator core;
+ * analytic), 10,000 configurations (micro-batch, sequence,
+ * checkpointing, ZeRO, TP varied) on the analytic model that gm_fit()'s
+ * searches use, and one gm_fit(). Prints medians of 7 runs.
  */
 #include "fit.h"
 #include "model.h"
@@ -43,25 +46,67 @@ static struct gm_spec base(void)
 	return s;
 }
 
+/* Median host time of one gm_plan() of s with reserve model m, seconds. */
+static double time_plan(const struct gm_spec *s, const struct gm_plan_gpu *g,
+			enum gm_reserve_model m, int n, long *sink)
+{
+	static struct gm_plan p;
+	struct gm_model_opts o;
+	double t[7];
+
+	gm_model_opts_default(&o);
+	o.reserve = m;
+	for (int r = 0; r < 7; r++) {
+		double t0 = now();
+		for (int i = 0; i < n; i++) {
+			gm_plan(s, g, &o, &p, NULL);
+			*sink += p.fits;
+		}
+		t[r] = (now() - t0) / n;
+	}
+	qsort(t, 7, sizeof(double), cmp);
+	return t[3];
+}
+
 int main(void)
 {
 	struct gm_plan_gpu g = {.name = "NVIDIA H200",
 				.capacity_bytes = 143771ULL << 20,
 				.context_bytes = 760ULL << 20, .sm_major = 9};
 	static struct gm_plan p;
-	struct gm_spec s = base();
+	struct gm_spec s = base(), big = base();
+	struct gm_model_opts an;
 	struct gm_fit f;
-	double plan_t[7], fit_t[7];
+	double fit_t[7];
 	long sink = 0;
 
+	big.model.layers = 80;
+	big.model.hidden_size = 8192;
+	big.model.ffn_hidden_size = 28672;
+	big.model.attention_heads = 64;
+	big.model.kv_heads = 8;
+	big.parallelism.data_parallel = 8;
+	big.parallelism.zero_stage = 3;
+	gm_plan(&s, &g, NULL, &p, NULL);
+	printf("plan (Llama-2-7B, one configuration), simulated: median "
+	       "%.2f us (%llu allocations replayed)\n",
+	       time_plan(&s, &g, GM_RESERVE_SIMULATED, 20, &sink) * 1e6,
+	       (unsigned long long)p.per_gpu.sim.allocations);
+	printf("plan (Llama-2-7B, one configuration), analytic: median "
+	       "%.2f us\n",
+	       time_plan(&s, &g, GM_RESERVE_ANALYTIC, 1000, &sink) * 1e6);
+	gm_plan(&big, &g, NULL, &p, NULL);
+	printf("plan (80 layers, Llama-2-70B, ZeRO-3 x 8), simulated: "
+	       "median %.2f us (%llu allocations replayed)\n",
+	       time_plan(&big, &g, GM_RESERVE_SIMULATED, 5, &sink) * 1e6,
+	       (unsigned long long)p.per_gpu.sim.allocations);
+	printf("plan (80 layers, Llama-2-70B, ZeRO-3 x 8), analytic: "
+	       "median %.2f us\n",
+	       time_plan(&big, &g, GM_RESERVE_ANALYTIC, 1000, &sink) * 1e6);
+	gm_model_opts_default(&an);
+	an.reserve = GM_RESERVE_ANALYTIC;
 	for (int r = 0; r < 7; r++) {
 		double t0 = now();
-		for (int i = 0; i < 1000; i++) {
-			gm_plan(&s, &g, NULL, &p, NULL);
-			sink += p.fits;
-		}
-		plan_t[r] = (now() - t0) / 1000;
-		t0 = now();
 		for (int i = 0; i < 10000; i++) {
 			struct gm_spec c = base();
 			c.training.micro_batch_size = 1 + i % 8;
@@ -70,21 +115,19 @@ int main(void)
 			c.parallelism.zero_stage = i / 96 % 4;
 			c.parallelism.data_parallel = 8;
 			c.parallelism.tensor_parallel = 1u << (i / 384 % 3);
-			gm_plan(&c, &g, NULL, &p, NULL);
+			gm_plan(&c, &g, &an, &p, NULL);
 			sink += p.fits;
 		}
 		fit_t[r] = now() - t0;
 	}
-	qsort(plan_t, 7, sizeof(double), cmp);
 	qsort(fit_t, 7, sizeof(double), cmp);
-	printf("plan (Llama-2-7B, one configuration): median %.2f us\n",
-	       plan_t[3] * 1e6);
-	printf("10,000 configurations planned: median %.1f ms\n",
-	       fit_t[3] * 1e3);
+	printf("10,000 configurations planned (analytic, fit's search): "
+	       "median %.1f ms\n", fit_t[3] * 1e3);
 	{
 		double t0 = now();
 		gm_fit(&s, &g, NULL, 1024, &f, NULL);
-		printf("one gm_fit() search (micro-batch + GPUs): %.1f us\n",
+		printf("one gm_fit() search (micro-batch + GPUs; analytic "
+		       "search, simulated check): %.1f us\n",
 		       (now() - t0) * 1e6);
 	}
 	return sink < 0;

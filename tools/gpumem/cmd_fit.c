@@ -28,7 +28,8 @@ static void help(void)
 	printf("Usage: gpumem fit SPEC.yaml [--gpu NAME ...] "
 	       "[--global-batch N] [--set KEY=VALUE ...]\n"
 	       "                  [--format table|json|yaml|csv] "
-	       "[--svg FILE]\n\n"
+	       "[--svg FILE]\n"
+	       "                  [--reserve-model simulated|analytic]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
 	       "steps that reach the global batch with it,\nand the fewest "
@@ -41,7 +42,12 @@ static void help(void)
 	       "  --set KEY=VALUE   override a spec key, may repeat\n"
 	       "  --format FMT      table (default), json, yaml or csv\n"
 	       "  --svg FILE        bars of each GPU at its largest "
-	       "micro-batch\n\n"
+	       "micro-batch\n"
+	       "  --reserve-model M simulated (default) or analytic: how "
+	       "peak reserved is\n                    predicted for the "
+	       "figures (the search itself runs on the\n"
+	       "                    analytic model, then checks its answer "
+	       "with M)\n\n"
 	       "Exit status: 0 some GPU fits, 1 none fits, 2 bad input.\n");
 }
 
@@ -53,6 +59,7 @@ int gm_cmd_fit(int argc, char **argv)
 		{"set", required_argument, NULL, 's'},
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
+		{"reserve-model", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -60,6 +67,7 @@ int gm_cmd_fit(int argc, char **argv)
 	const struct gm_catalog *cat = gm_catalog_builtin();
 	enum gm_format fmt = GM_FORMAT_TABLE;
 	struct gm_diag diag = {{0}};
+	struct gm_model_opts mopts;
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
 	struct gm_plan *plans = NULL;
@@ -73,6 +81,7 @@ int gm_cmd_fit(int argc, char **argv)
 		gm_error("out of memory");
 		goto out;
 	}
+	gm_model_opts_default(&mopts);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -111,6 +120,12 @@ int gm_cmd_fit(int argc, char **argv)
 			break;
 		case 'v':
 			svg = optarg;
+			break;
+		case 'r':
+			if (gm_reserve_model_parse(optarg, &mopts.reserve))
+				return gm_cmd_usage_error("fit", "--reserve-model: "
+					"'%s' is not simulated or analytic",
+					optarg);
 			break;
 		case 'h':
 			help();
@@ -152,7 +167,7 @@ int gm_cmd_fit(int argc, char **argv)
 
 		rc = gm_plan_gpu_resolve(&g, spec, names[i], "--gpu", &diag);
 		if (!rc)
-			rc = gm_fit(spec, &g, NULL, gb, &fits[i], &diag);
+			rc = gm_fit(spec, &g, &mopts, gb, &fits[i], &diag);
 		if (!rc && fits[i].max_micro_batch) {
 			s.training.micro_batch_size = fits[i].max_micro_batch;
 			s.inference.batch_size = fits[i].max_micro_batch;
@@ -160,7 +175,7 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc && gb)
 			s.training.global_batch_size = gb;
 		if (!rc)
-			rc = gm_plan(&s, &g, NULL, &plans[i], &diag);
+			rc = gm_plan(&s, &g, &mopts, &plans[i], &diag);
 		if (rc) {
 			fprintf(stderr, "gpumem fit: %s\n", diag.msg);
 			code = gm_exit_code(rc);

@@ -23,7 +23,8 @@
 static void help(void)
 {
 	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
-	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n\n"
+	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
+	       "                  [--reserve-model simulated|analytic]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
@@ -36,6 +37,10 @@ static void help(void)
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
+	       "  --reserve-model M  how peak reserved is predicted: simulated "
+	       "(default:\n                   the step's allocations replayed "
+	       "through the allocator\n                   core) or analytic "
+	       "(rounding rules + a fragmentation share)\n"
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
 }
@@ -62,12 +67,14 @@ int gm_cmd_plan(int argc, char **argv)
 		{"gpu", required_argument, NULL, 'g'},
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
+		{"reserve-model", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sets[MAX_SETS], *gpu = NULL, *svg = NULL;
 	enum gm_format fmt = GM_FORMAT_TABLE;
 	struct gm_diag diag = {{0}};
+	struct gm_model_opts mopts;
 	struct gm_spec *spec = NULL;
 	struct gm_plan *plan = NULL;
 	struct gm_param_layout pl;
@@ -75,6 +82,7 @@ int gm_cmd_plan(int argc, char **argv)
 	struct gm_val *v = NULL;
 	int n_sets = 0, c, rc, code = GM_EXIT_USAGE;
 
+	gm_model_opts_default(&mopts);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -95,6 +103,12 @@ int gm_cmd_plan(int argc, char **argv)
 			break;
 		case 'v':
 			svg = optarg;
+			break;
+		case 'r':
+			if (gm_reserve_model_parse(optarg, &mopts.reserve))
+				return gm_cmd_usage_error("plan", "--reserve-model: "
+					"'%s' is not simulated or analytic",
+					optarg);
 			break;
 		case 'h':
 			help();
@@ -121,7 +135,7 @@ int gm_cmd_plan(int argc, char **argv)
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, gpu, "--gpu", &diag);
 	if (!rc)
-		rc = gm_plan(spec, &g, NULL, plan, &diag);
+		rc = gm_plan(spec, &g, &mopts, plan, &diag);
 	if (rc) {
 		fprintf(stderr, "gpumem plan: %s\n", diag.msg);
 		code = gm_exit_code(rc);

@@ -1,0 +1,125 @@
+/*
+ * step.h - the allocation sequence of modelled training steps or
+ * inference passes, and its replay through the allocator core (step.c).
+ *
+ * The memory model (model.c) fills a struct gm_step from its terms: the
+ * bytes of every parameter tensor of the stage (shapes from params.c),
+ * of every saved activation of a block, of the transients, logits,
+ * buffers. gm_step_emit() turns it into the allocate/free calls PyTorch
+ * would issue, in order, for `steps` steps (see step.c for the order and
+ * where it follows the model's simplifications); gm_step_replay() drives
+ * the caching allocator core (allocator/core/pool.h) on its simulated
+ * backend with them and reads the peak reserved bytes: the planner's
+ * peak_reserved_bytes (ARCHITECTURE.md, "One engine").
+ *
+ * Units: bytes (double in the description, as the model computes them;
+ * each request is rounded up to a whole byte when emitted). Errors: 0 or
+ * a negative GM_E* (GM_ENOMEM host memory, GM_EDEVNOMEM / GM_ELIMIT from
+ * the pool, GM_EINVAL an inconsistent description).
+ */
+#ifndef GM_STEP_H
+#define GM_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "activations.h"
+#include "params.h"
+
+/* What an allocation holds (for tests and reports). */
+enum gm_step_kind {
+	GM_SK_WEIGHT, GM_SK_WORKSPACE, GM_SK_COMM, GM_SK_STATE, GM_SK_GRAD,
+	GM_SK_ACT, GM_SK_CACHE, GM_SK_TRANSIENT, GM_SK_LOGITS, GM_SK_OPT_TMP,
+	GM_SK_KV, GM_SK_N
+};
+
+/* Where a parameter tensor sits in the forward order. */
+enum gm_step_where { GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD };
+
+#define GM_STEP_STATES 4
+
+/* One parameter tensor of the stage (a LAYER tensor: one per block). */
+struct gm_step_param {
+	enum gm_step_where where;
+	bool grad_at_loss;   /* its gradient appears at the loss (the head's
+			      * matmul weights) */
+	bool grad_shared;    /* its gradient is another tensor's (the input
+			      * embedding tied to lm_head on one stage) */
+	double weight, grad, cache, opt_tmp; /* bytes of each (0: none) */
+	double state[GM_STEP_STATES];        /* optimizer state tensors */
+	int n_state;
+};
+
+struct gm_step {
+	bool training;
+	unsigned steps;         /* steps (or passes) to emit, >= 1 */
+	uint64_t layers;        /* blocks on this stage, >= 1 */
+	uint64_t ga;            /* micro-batches per step, >= 1 */
+	uint64_t in_flight;     /* micro-batches in flight (1F1B), >= 1 */
+	uint64_t micro_max;     /* micro-batches emitted per step (<= ga;
+				 * later ones repeat the second) */
+	int n_param;
+	struct gm_step_param p[GM_PARAMS_MAX];
+	int n_act;
+	double act[GM_ACT_MAX]; /* saved per block and micro-batch */
+	double emb_saved;       /* input ids, labels, embedding saves */
+	double head_saved;      /* final norm and lm_head inputs */
+	double trans;           /* one block's transient (fwd and bwd) */
+	double logits_held;     /* training: logits in the compute dtype */
+	double logits_piece;    /* training: each of the 3 fp32 tensors of
+				 * the loss (copy, log_softmax, gradients) */
+	bool opt_tmp_per_tensor; /* Adafactor: 3 temporaries per tensor,
+				  * freed before the next; else one foreach
+				  * list over all tensors */
+	int n_comm;
+	struct {
+		double bytes;
+		uint64_t count;
+	} comm[3];              /* data-parallel buffers (persistent):
+				 * count alike of bytes each */
+	double workspace;       /* cuBLAS workspace */
+	double kv_layer;        /* inference: K (and V) of one block */
+	double logits;          /* inference: one pass's logits */
+};
+
+/* Receives the sequence. id: a slot, reused after its free. */
+struct gm_step_sink {
+	void *ctx;
+	int (*alloc)(void *ctx, uint32_t id, uint64_t bytes,
+		     enum gm_step_kind kind);
+	int (*free)(void *ctx, uint32_t id);
+	void (*step)(void *ctx, unsigned step); /* a step begins; may be
+						 * NULL */
+};
+
+/*
+ * Emit the sequence of st to sink: persistent tensors, then st->steps
+ * steps, then frees of everything still live (so every allocation is
+ * freed once). Returns 0, a sink's error, GM_EINVAL or GM_ENOMEM.
+ */
+int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink);
+
+/* What a replay found. */
+struct gm_step_result {
+	double peak_reserved;   /* the pool's peak reserved bytes */
+	unsigned peak_reserved_step; /* step (pass) in which it was reached,
+				      * 0 = before the first step */
+	double peak_requested;  /* live bytes as requested, peak */
+	double peak_allocated;  /* live bytes rounded by the pool, peak */
+	uint64_t live_at_peak;  /* live allocations at peak_requested */
+	uint64_t allocations;   /* allocate calls */
+	bool unlimited;         /* the card's capacity was too small: the
+				 * figures are from a replay without limit */
+};
+
+/*
+ * Replay st through a gm_pool (PyTorch's policy, no cap) on a simulated
+ * card of capacity_bytes (what the allocator may take: the card less the
+ * CUDA context). When the step does not fit, it is replayed again on an
+ * unlimited card, so the figures say how much it would need. Returns 0
+ * or a negative GM_E*.
+ */
+int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
+		   struct gm_step_result *out);
+
+#endif

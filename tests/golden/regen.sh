@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Regenerate the golden outputs of gpumem plan / fit (tests/golden/
+# meson.build lists the same commands) from a build directory, then
+# review `git diff tests/golden`: only the figures the change explains
+# may move.
+# usage: tests/golden/regen.sh BUILD_DIR
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+gpumem=$(cd "$1" && pwd)/tools/gpumem/gpumem
+data=$root/tests/data/plan
+out=$root/tests/golden
+cd /tmp
+for s in gpt2-a100 llama-2-7b-h200 llama-2-13b-v100-pp llama-3-8b-infer \
+	bert-large-cls; do
+	"$gpumem" plan "$data/$s.yaml" > "$out/plan-$s.txt" || true
+	"$gpumem" plan "$data/$s.yaml" --format json > "$out/plan-$s.json" ||
+		true
+done
+"$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 \
+	--gpu 'NVIDIA A100-SXM4-40GB' --gpu 'NVIDIA L4' --global-batch 512 \
+	> "$out/fit-gpt2.txt"

@@ -1,0 +1,446 @@
+/* Unit tests for planner/step.c: the allocation sequence of a modelled
+ * step (counts, persistent vs transient bytes, every allocation freed
+ * once) and its replay through the allocator core, whose peak of live
+ * bytes must be the memory model's analytic peak_allocated. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "model.h"
+#include "specs.h"
+#include "step.h"
+#include "units.h"
+
+static const struct gm_plan_gpu h200 = {
+	.name = "NVIDIA H200", .capacity_bytes = 143771ULL * 1024 * 1024,
+	.context_bytes = 760ULL * 1024 * 1024, .sm_major = 9};
+
+/* A counting sink: checks ids and frees, sums bytes per kind. */
+#define MAXID 200000
+struct count {
+	uint64_t bytes[MAXID];
+	int kind[MAXID];
+	unsigned char live[MAXID];
+	uint64_t allocs[GM_SK_N], frees[GM_SK_N];
+	double alloc_bytes[GM_SK_N], freed_bytes[GM_SK_N];
+	double live_bytes, peak;
+	unsigned step;
+	uint64_t per_step[4];
+	int bad;
+};
+
+static int c_alloc(void *ctx, uint32_t id, uint64_t bytes,
+		   enum gm_step_kind k)
+{
+	struct count *c = ctx;
+
+	if (id >= MAXID || c->live[id] || !bytes) {
+		c->bad++;
+		return GM_EINVAL;
+	}
+	c->live[id] = 1;
+	c->bytes[id] = bytes;
+	c->kind[id] = k;
+	c->allocs[k]++;
+	c->alloc_bytes[k] += (double)bytes;
+	c->live_bytes += (double)bytes;
+	c->peak = c->live_bytes > c->peak ? c->live_bytes : c->peak;
+	c->per_step[c->step < 4 ? c->step : 3]++;
+	return 0;
+}
+
+static int c_free(void *ctx, uint32_t id)
+{
+	struct count *c = ctx;
+
+	if (id >= MAXID || !c->live[id]) {
+		c->bad++;
+		return GM_ENOTFOUND;
+	}
+	c->live[id] = 0;
+	c->frees[c->kind[id]]++;
+	c->freed_bytes[c->kind[id]] += (double)c->bytes[id];
+	c->live_bytes -= (double)c->bytes[id];
+	return 0;
+}
+
+static void c_step(void *ctx, unsigned s)
+{
+	((struct count *)ctx)->step = s;
+}
+
+static struct count *count_emit(const struct gm_step *st)
+{
+	struct count *c = calloc(1, sizeof(*c));
+	struct gm_step_sink sk = {c, c_alloc, c_free, c_step};
+
+	assert_non_null(c);
+	assert_int_equal(gm_step_emit(st, &sk), 0);
+	assert_int_equal(c->bad, 0);
+	return c;
+}
+
+/* A hand-made step: 3 blocks of 2 tensors, 1 embedding, 1 head. */
+static struct gm_step small_step(uint64_t ga)
+{
+	struct gm_step st = {
+		.training = true, .steps = 2, .layers = 3, .ga = ga,
+		.in_flight = 1, .micro_max = 3, .n_act = 2,
+		.act = {1000, 3000}, .emb_saved = 100, .head_saved = 200,
+		.trans = 5000, .logits_held = 700, .logits_piece = 1400,
+		.workspace = 4096, .n_comm = 1,
+		.comm = {{.bytes = 2048, .count = 3}}};
+
+	st.n_param = 4;
+	st.p[0] = (struct gm_step_param){.where = GM_STEP_EMBED,
+		.weight = 400, .grad = 400, .opt_tmp = 400, .n_state = 2,
+		.state = {400, 400}};
+	st.p[1] = (struct gm_step_param){.where = GM_STEP_LAYER,
+		.weight = 800, .grad = 800, .cache = 400, .opt_tmp = 800,
+		.n_state = 2, .state = {800, 800}};
+	st.p[2] = (struct gm_step_param){.where = GM_STEP_LAYER,
+		.weight = 16, .grad = 16, .opt_tmp = 16, .n_state = 2,
+		.state = {16, 16}};
+	st.p[3] = (struct gm_step_param){.where = GM_STEP_HEAD,
+		.grad_at_loss = true, .weight = 400, .grad = 400,
+		.cache = 200, .opt_tmp = 400, .n_state = 2,
+		.state = {400, 400}};
+	return st;
+}
+
+/* Counts per kind over two steps, frees match allocations. */
+static void sequence_counts(void **state)
+{
+	struct gm_step st = small_step(1);
+	struct count *c = count_emit(&st);
+	int tensors = 1 + 3 * 2 + 1; /* parameter tensors */
+
+	(void)state;
+	for (int k = 0; k < GM_SK_N; k++) {
+		assert_int_equal(c->allocs[k], c->frees[k]);
+		assert_true(c->alloc_bytes[k] == c->freed_bytes[k]);
+	}
+	/* persistent: once */
+	assert_int_equal(c->allocs[GM_SK_WEIGHT], tensors);
+	assert_int_equal(c->allocs[GM_SK_WORKSPACE], 1);
+	assert_int_equal(c->allocs[GM_SK_COMM], 3);
+	/* optimizer states created lazily, once (step 1) */
+	assert_int_equal(c->allocs[GM_SK_STATE], 2 * tensors);
+	/* set_to_none: gradients anew each step */
+	assert_int_equal(c->allocs[GM_SK_GRAD], 2 * tensors);
+	assert_int_equal(c->allocs[GM_SK_OPT_TMP], 2 * tensors);
+	/* saved: 2 per block + embedding + head, per step */
+	assert_int_equal(c->allocs[GM_SK_ACT], 2 * (3 * 2 + 2));
+	/* autocast copies: one per matmul weight per step (3 blocks +
+	 * head) */
+	assert_int_equal(c->allocs[GM_SK_CACHE], 2 * 4);
+	/* one transient per block in forward and in backward */
+	assert_int_equal(c->allocs[GM_SK_TRANSIENT], 2 * 2 * 3);
+	/* logits: held, copy, log_softmax, two gradients */
+	assert_int_equal(c->allocs[GM_SK_LOGITS], 2 * 5);
+	/* byte sums: weights and states as described */
+	assert_true(c->alloc_bytes[GM_SK_WEIGHT] == 400 + 3 * 816 + 400);
+	assert_true(c->alloc_bytes[GM_SK_STATE] ==
+		    2 * (400 + 3 * 816 + 400));
+	/* step 2 allocates no states: fewer allocations than step 1 */
+	assert_true(c->per_step[2] + 2 * tensors == c->per_step[1]);
+	free(c);
+}
+
+/* Gradient accumulation: gradients once per step (accumulated in place),
+ * activations per micro-batch; micro_max caps what is emitted. */
+static void sequence_accumulation(void **state)
+{
+	struct gm_step st = small_step(8);
+	struct count *c;
+	int tensors = 8;
+
+	(void)state;
+	st.micro_max = 8;
+	c = count_emit(&st);
+	assert_int_equal(c->allocs[GM_SK_GRAD], 2 * tensors);
+	assert_int_equal(c->allocs[GM_SK_ACT], 2 * 8 * 8);
+	assert_int_equal(c->allocs[GM_SK_LOGITS], 2 * 8 * 5);
+	free(c);
+	st.micro_max = 3;
+	c = count_emit(&st);
+	assert_int_equal(c->allocs[GM_SK_ACT], 2 * 3 * 8);
+	free(c);
+}
+
+/* Inference: KV per block once, logits per pass, all freed. */
+static void sequence_inference(void **state)
+{
+	struct gm_step st = {.training = false, .steps = 2, .layers = 4,
+			     .ga = 1, .in_flight = 1, .micro_max = 1,
+			     .trans = 300, .kv_layer = 1000, .logits = 50,
+			     .workspace = 10};
+	struct count *c;
+
+	(void)state;
+	st.n_param = 1;
+	st.p[0] = (struct gm_step_param){.where = GM_STEP_LAYER,
+		.weight = 100, .cache = 50};
+	c = count_emit(&st);
+	assert_int_equal(c->allocs[GM_SK_KV], 8);
+	assert_int_equal(c->allocs[GM_SK_LOGITS], 2);
+	assert_int_equal(c->allocs[GM_SK_TRANSIENT], 8);
+	assert_int_equal(c->allocs[GM_SK_CACHE], 4);
+	/* peak: pass 2, last block: everything + previous logits */
+	assert_true(c->peak == 400 + 10 + 200 + 8000 + 50 + 300);
+	for (int k = 0; k < GM_SK_N; k++)
+		assert_int_equal(c->allocs[k], c->frees[k]);
+	free(c);
+}
+
+static void bad_description(void **state)
+{
+	struct gm_step st = small_step(1);
+	struct count c0;
+	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL};
+
+	(void)state;
+	st.layers = 0;
+	assert_int_equal(gm_step_emit(&st, &sk), GM_EINVAL);
+	st = small_step(1);
+	st.n_act = GM_ACT_MAX + 1;
+	assert_int_equal(gm_step_emit(&st, &sk), GM_EINVAL);
+}
+
+/* The replay's peak of live bytes (as requested) is the model's
+ * peak_allocated: each request is rounded up to a whole byte, so they
+ * may differ by at most one byte per live allocation. */
+static void agree(const struct gm_spec *s, const char *what)
+{
+	struct gm_plan p;
+	struct gm_diag d;
+
+	assert_int_equal(gm_plan(s, &h200, NULL, &p, &d), 0);
+	for (unsigned r = 0; r < p.n_stages; r++) {
+		const struct gm_terms *T = &p.stages[r];
+		double diff = T->sim.peak_requested - T->peak_allocated;
+		double tol = (double)T->sim.live_at_peak + 1e-9 *
+			     T->peak_allocated;
+		if (fabs(diff) > tol || !T->sim.allocations) {
+			print_error("%s stage %u: replay %.0f, model %.0f "
+				    "(%s)\n", what, r, T->sim.peak_requested,
+				    T->peak_allocated,
+				    gm_phase_name(T->peak_phase));
+			fail();
+		}
+		/* reserved: at least the rounded live bytes */
+		assert_true(T->peak_reserved >= T->sim.peak_allocated);
+		assert_true(T->sim.peak_reserved_step <= 2);
+	}
+}
+
+static struct gm_spec tiny(enum gm_arch a)
+{
+	struct gm_spec s = spec_llama(4, 256, 688, 8, 4, 1000);
+
+	if (a == GM_ARCH_GPT2) {
+		s = spec_gpt2();
+		s.model.layers = 4;
+		s.model.hidden_size = 256;
+		s.model.ffn_hidden_size = 1024;
+		s.model.attention_heads = 8;
+		s.model.kv_heads = 8;
+		s.model.vocab_size = 1000;
+	} else if (a == GM_ARCH_BERT) {
+		s = spec_bert(GM_HEAD_MASKED_LM);
+		s.model.layers = 4;
+		s.model.hidden_size = 256;
+		s.model.ffn_hidden_size = 1024;
+		s.model.attention_heads = 8;
+		s.model.kv_heads = 8;
+		s.model.vocab_size = 1000;
+	}
+	s.training.sequence_length = 256;
+	return s;
+}
+
+/* Several hundred training configurations: every architecture,
+ * precision, optimizer, checkpointing, attention, micro-batch, gradient
+ * accumulation, ZeRO stage, tensor and pipeline parallel degree. */
+static void replay_matches_model_training(void **state)
+{
+	static const enum gm_precision prec[] = {
+		GM_PREC_FP32, GM_PREC_FP16_MIXED, GM_PREC_BF16_MIXED,
+		GM_PREC_BF16_TRUE};
+	static const enum gm_optimizer opt[] = {
+		GM_OPT_ADAMW, GM_OPT_SGD, GM_OPT_SGD_MOMENTUM,
+		GM_OPT_ADAMW_8BIT, GM_OPT_ADAFACTOR};
+	unsigned n = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < 600; i++) {
+		unsigned a = i % 4;
+		struct gm_spec s = tiny(a == 3 ? GM_ARCH_BERT :
+					(enum gm_arch)(a % 3));
+		char what[160];
+		unsigned x = i * 2654435761u;
+
+		if (a == 3)
+			s.model.head = GM_HEAD_CLASSIFICATION;
+		s.training.precision = prec[(x >> 3) % 4];
+		s.training.optimizer = opt[(x >> 6) % 5];
+		s.training.activation_checkpointing = (x >> 9) % 3;
+		s.training.attention = (x >> 11) % 2 ? GM_ATTN_EAGER
+						     : GM_ATTN_SDPA;
+		s.training.micro_batch_size = 1 + (x >> 13) % 4 * 3;
+		s.parallelism.data_parallel = (x >> 15) % 2 ? 4 : 1;
+		s.parallelism.zero_stage = s.parallelism.data_parallel > 1 ?
+					   (x >> 17) % 4 : 0;
+		s.parallelism.tensor_parallel = (x >> 19) % 3 == 2 ? 2 : 1;
+		s.parallelism.pipeline_parallel = (x >> 21) % 3 == 2 ? 2 : 1;
+		s.training.global_batch_size =
+			s.training.micro_batch_size *
+			s.parallelism.data_parallel *
+			((x >> 23) % 2 ? 6 : 1);
+		if (s.parallelism.pipeline_parallel > 1)
+			/* 1F1B needs more micro-batches than stages for the
+			 * model's in-flight set (see the report) */
+			s.training.global_batch_size *= 4;
+		snprintf(what, sizeof(what), "config %u (arch %u prec %d opt "
+			 "%d ckpt %d mb %llu dp %llu zero %u tp %llu pp %llu "
+			 "gb %llu)", i, a, s.training.precision,
+			 s.training.optimizer,
+			 s.training.activation_checkpointing,
+			 (unsigned long long)s.training.micro_batch_size,
+			 (unsigned long long)s.parallelism.data_parallel,
+			 s.parallelism.zero_stage,
+			 (unsigned long long)s.parallelism.tensor_parallel,
+			 (unsigned long long)s.parallelism.pipeline_parallel,
+			 (unsigned long long)s.training.global_batch_size);
+		agree(&s, what);
+		n++;
+	}
+	assert_int_equal(n, 600);
+}
+
+/* Real shapes: Llama-2-7B (steady state and first-step peaks), GPT-2. */
+static void replay_matches_model_real(void **state)
+{
+	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
+
+	(void)state;
+	agree(&s, "llama-2-7b");
+	s.training.global_batch_size = 8;
+	s.training.activation_checkpointing = GM_CKPT_FULL;
+	agree(&s, "llama-2-7b ga 8 full");
+	s.training.optimizer = GM_OPT_SGD;
+	s.training.global_batch_size = 1;
+	s.training.sequence_length = 512;
+	agree(&s, "llama-2-7b sgd (end of backward)");
+	s = spec_gpt2();
+	s.training.micro_batch_size = 8;
+	s.training.attention = GM_ATTN_EAGER;
+	agree(&s, "gpt2 eager");
+}
+
+static void replay_matches_model_inference(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < 24; i++) {
+		struct gm_spec s = tiny((enum gm_arch)(i % 3));
+		char what[64];
+
+		s.task = GM_TASK_INFERENCE;
+		s.inference.precision = i / 3 % 2 ? GM_PREC_BF16_TRUE
+						  : GM_PREC_FP32;
+		s.inference.batch_size = 1 + i % 5;
+		s.inference.prompt_length = 128;
+		s.inference.generate_length = i / 6 % 2 ? 64 : 0;
+		s.inference.kv_cache_dtype = GM_KV_BF16;
+		s.parallelism.tensor_parallel = i / 12 ? 2 : 1;
+		snprintf(what, sizeof(what), "inference %u", i);
+		agree(&s, what);
+	}
+}
+
+/* Micro-batches past the second repeat its requests: replaying all of
+ * them gives the same figures as the capped sequence. */
+static void accumulation_cap_is_exact(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_plan p;
+	struct gm_diag d;
+	struct gm_step st = small_step(16);
+	struct gm_step_result a, b;
+
+	(void)state;
+	s.training.micro_batch_size = 4;
+	s.training.global_batch_size = 64;
+	assert_int_equal(gm_plan(&s, &h200, NULL, &p, &d), 0);
+	assert_true(p.per_gpu.sim.peak_reserved > 0);
+	st.micro_max = 3;
+	assert_int_equal(gm_step_replay(&st, 0, &a), 0);
+	st.micro_max = 16;
+	assert_int_equal(gm_step_replay(&st, 0, &b), 0);
+	assert_true(a.peak_reserved == b.peak_reserved);
+	assert_true(a.peak_requested == b.peak_requested);
+}
+
+/* A step that does not fit the card is replayed without limit. */
+static void too_big_is_replayed_unlimited(void **state)
+{
+	struct gm_step st = small_step(1);
+	struct gm_step_result r;
+
+	(void)state;
+	assert_int_equal(gm_step_replay(&st, GM_MiB, &r), 0);
+	assert_true(r.unlimited);
+	assert_true(r.peak_reserved > GM_MiB);
+	assert_int_equal(gm_step_replay(&st, 0, &r), 0);
+	assert_false(r.unlimited);
+}
+
+/* The analytic reserve stays available as an option. */
+static void analytic_option(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_model_opts o;
+	struct gm_plan a, b;
+	struct gm_diag d;
+	enum gm_reserve_model m;
+
+	(void)state;
+	gm_model_opts_default(&o);
+	assert_int_equal(o.reserve, GM_RESERVE_SIMULATED);
+	assert_int_equal(gm_plan(&s, &h200, &o, &a, &d), 0);
+	o.reserve = GM_RESERVE_ANALYTIC;
+	assert_int_equal(gm_plan(&s, &h200, &o, &b, &d), 0);
+	assert_true(a.per_gpu.peak_allocated == b.per_gpu.peak_allocated);
+	assert_true(a.per_gpu.sim.allocations > 0);
+	assert_true(b.per_gpu.sim.allocations == 0);
+	assert_true(b.per_gpu.peak_reserved >= b.per_gpu.peak_allocated);
+	assert_int_equal(gm_reserve_model_parse("analytic", &m), 0);
+	assert_int_equal(m, GM_RESERVE_ANALYTIC);
+	assert_int_equal(gm_reserve_model_parse("simulated", &m), 0);
+	assert_int_equal(m, GM_RESERVE_SIMULATED);
+	assert_int_equal(gm_reserve_model_parse("exact", &m), GM_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sequence_counts),
+		cmocka_unit_test(sequence_accumulation),
+		cmocka_unit_test(sequence_inference),
+		cmocka_unit_test(bad_description),
+		cmocka_unit_test(replay_matches_model_training),
+		cmocka_unit_test(replay_matches_model_real),
+		cmocka_unit_test(replay_matches_model_inference),
+		cmocka_unit_test(accumulation_cap_is_exact),
+		cmocka_unit_test(too_big_is_replayed_unlimited),
+		cmocka_unit_test(analytic_option),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
