@@ -145,7 +145,7 @@ struct gm_pool {
  * are a few tree operations long and never call the device except on
  * the virtual-segment slow path.
  */
-static void lk(atomic_int *l)
+static __attribute__((noinline)) void lk_slow(atomic_int *l)
 {
 	while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
 		for (int i = 0; i < 100; i++) {
@@ -160,6 +160,14 @@ static void lk(atomic_int *l)
 		if (atomic_load_explicit(l, memory_order_relaxed))
 			sched_yield();
 	}
+}
+
+/* The uncontended case inline: one exchange, no call. */
+static inline __attribute__((always_inline)) void lk(atomic_int *l)
+{
+	if (__builtin_expect(atomic_exchange_explicit(l, 1,
+			memory_order_acquire), 0))
+		lk_slow(l);
 }
 
 static void ulk(atomic_int *l)
@@ -332,11 +340,22 @@ static bool fit_ok(const struct gm_pool *p, uint64_t rounded, uint64_t bsize)
 
 /* ==== Address map (sharded open addressing, linear probing) ==== */
 
+/*
+ * Block addresses are multiples of 512 and cluster (segments are 2 MiB
+ * aligned), so a single multiply left long probe chains (callgrind: 16
+ * probes a lookup at 10,000 live). MurmurHash3's 64-bit finalizer
+ * (fmix64, Appleby) spreads every input bit over the shard bits (top 6)
+ * and the slot bits (bottom).
+ */
 static uint64_t hash_addr(uint64_t addr)
 {
-	uint64_t z = (addr >> 9) * 0x9e3779b97f4a7c15ULL;
+	uint64_t z = addr >> 9;
 
-	return z ^ (z >> 32);
+	z ^= z >> 33;
+	z *= 0xff51afd7ed558ccdULL;
+	z ^= z >> 33;
+	z *= 0xc4ceb9fe1a85ec53ULL;
+	return z ^ (z >> 33);
 }
 
 static struct shard *shard_of(struct gm_pool *p, uint64_t h)
@@ -382,7 +401,9 @@ static int map_insert(struct gm_pool *p, struct blk *b)
 	size_t i;
 
 	lk(&s->lock);
-	if ((s->n + 1) * 4 > s->cap * 3 && shard_grow(s)) {
+	/* load at most 1/2: linear probing's expected probe count stays
+	 * near 1.5 (Knuth, TAOCP vol. 3, 6.4) */
+	if ((s->n + 1) * 2 > s->cap && shard_grow(s)) {
 		ulk(&s->lock);
 		return GM_ENOMEM;
 	}
