@@ -103,19 +103,29 @@ static int c_va_reserve(struct gm_backend *be, uint64_t size, uint64_t *addr)
 	return err;
 }
 
-/* Unmap and release granules [from, to) of r. Caller holds the lock. */
-static void unmap_range(struct cudabe *c, struct resv *r, uint64_t from,
-			uint64_t to)
+/*
+ * Unmap and release granules [from, to) of r, skipping unmapped ones.
+ * A granule whose cuMemUnmap fails keeps its handle (still mapped, still
+ * counted); the first failure is returned (GM_EDEVICE), the rest go on.
+ * Caller holds the lock.
+ */
+static int unmap_range(struct cudabe *c, struct resv *r, uint64_t from,
+		       uint64_t to)
 {
 	uint64_t g = c->be.granule_bytes;
+	int err = 0;
 
 	for (uint64_t i = from; i < to; i++) {
 		if (!r->handles[i])
 			continue;
-		c->cu->mem_unmap(r->addr + i * g, g);
+		if (c->cu->mem_unmap(r->addr + i * g, g) != GM_CU_SUCCESS) {
+			err = err ? err : GM_EDEVICE;
+			continue;
+		}
 		c->cu->mem_release(r->handles[i]);
 		r->handles[i] = 0;
 	}
+	return err;
 }
 
 /*
@@ -175,16 +185,17 @@ static int c_va_unmap(struct gm_backend *be, uint64_t addr, uint64_t size)
 	struct cudabe *c = cb(be);
 	uint64_t g = be->granule_bytes;
 	struct resv *r;
+	int err = 0;
 
 	if (size % g || addr % g)
 		return GM_EINVAL;
 	pthread_mutex_lock(&c->lock);
 	r = resv_of(c, addr);
 	if (r && size <= r->size - (addr - r->addr))
-		unmap_range(c, r, (addr - r->addr) / g,
-			    (addr - r->addr + size) / g);
+		err = unmap_range(c, r, (addr - r->addr) / g,
+				  (addr - r->addr + size) / g);
 	pthread_mutex_unlock(&c->lock);
-	return r ? 0 : GM_EINVAL;
+	return r ? err : GM_EINVAL;
 }
 
 static int c_va_release(struct gm_backend *be, uint64_t addr, uint64_t size)

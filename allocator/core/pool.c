@@ -52,7 +52,7 @@
 #define ARENA_SLOTS 1024
 
 enum { POOL_SMALL, POOL_LARGE, NPOOLS };
-enum { B_FREE, B_ALLOC, B_PENDING };
+enum { B_FREE, B_ALLOC, B_PENDING, B_HOLE /* virtual: unmapped granules */ };
 
 /* Per-arena statistics (PyTorch memory_stats names). */
 enum {
@@ -80,6 +80,8 @@ struct seg {
 	struct blk *first, *last;
 	struct seg *sprev, *snext;
 	uint32_t nused;       /* allocated + pending blocks */
+	uint64_t used;        /* their bytes */
+	uint64_t mapped;      /* virtual: bytes mapped (size - holes) */
 	uint64_t free_seq;    /* arena free_seq when it became empty */
 	uint8_t pool, virt, in_empty;
 };
@@ -93,6 +95,7 @@ struct arena {
 	uintptr_t stream;
 	struct gm_tnode *free_tree[NPOOLS];
 	struct gm_tnode *empty_tree[NPOOLS];
+	struct gm_tnode *hole_tree[NPOOLS]; /* B_HOLE blocks (virtual) */
 	struct seg *segs;
 	struct seg *vseg[NPOOLS];
 	/* Stream safety for other streams: frees are numbered; done_seq is
@@ -143,7 +146,7 @@ struct gm_pool {
  * are a few tree operations long and never call the device except on
  * the virtual-segment slow path.
  */
-static void lk(atomic_int *l)
+static __attribute__((noinline)) void lk_slow(atomic_int *l)
 {
 	while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
 		for (int i = 0; i < 100; i++) {
@@ -158,6 +161,14 @@ static void lk(atomic_int *l)
 		if (atomic_load_explicit(l, memory_order_relaxed))
 			sched_yield();
 	}
+}
+
+/* The uncontended case inline: one exchange, no call. */
+static inline __attribute__((always_inline)) void lk(atomic_int *l)
+{
+	if (__builtin_expect(atomic_exchange_explicit(l, 1,
+			memory_order_acquire), 0))
+		lk_slow(l);
 }
 
 static void ulk(atomic_int *l)
@@ -330,11 +341,22 @@ static bool fit_ok(const struct gm_pool *p, uint64_t rounded, uint64_t bsize)
 
 /* ==== Address map (sharded open addressing, linear probing) ==== */
 
+/*
+ * Block addresses are multiples of 512 and cluster (segments are 2 MiB
+ * aligned), so a single multiply left long probe chains (callgrind: 16
+ * probes a lookup at 10,000 live). MurmurHash3's 64-bit finalizer
+ * (fmix64, Appleby) spreads every input bit over the shard bits (top 6)
+ * and the slot bits (bottom).
+ */
 static uint64_t hash_addr(uint64_t addr)
 {
-	uint64_t z = (addr >> 9) * 0x9e3779b97f4a7c15ULL;
+	uint64_t z = addr >> 9;
 
-	return z ^ (z >> 32);
+	z ^= z >> 33;
+	z *= 0xff51afd7ed558ccdULL;
+	z ^= z >> 33;
+	z *= 0xc4ceb9fe1a85ec53ULL;
+	return z ^ (z >> 33);
 }
 
 static struct shard *shard_of(struct gm_pool *p, uint64_t h)
@@ -380,7 +402,9 @@ static int map_insert(struct gm_pool *p, struct blk *b)
 	size_t i;
 
 	lk(&s->lock);
-	if ((s->n + 1) * 4 > s->cap * 3 && shard_grow(s)) {
+	/* load at most 1/2: linear probing's expected probe count stays
+	 * near 1.5 (Knuth, TAOCP vol. 3, 6.4) */
+	if ((s->n + 1) * 2 > s->cap && shard_grow(s)) {
 		ulk(&s->lock);
 		return GM_ENOMEM;
 	}
@@ -603,6 +627,7 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 	}
 	b->state = B_ALLOC;
 	b->requested = requested;
+	s->used += b->node.size;
 	if (s->nused++ == 0)
 		empty_take(a, s);
 	astat_add(a, S_ALLOC_B, b->node.size);
@@ -872,141 +897,355 @@ static void process_events(struct gm_pool *p, struct arena *a, bool wait)
 /* ==== Virtual segments ==== */
 
 /*
- * Grow arena a's virtual segment of pool so that a free block of at
- * least rounded bytes ends it (PyTorch expandable segments,
- * allocators.md 1.10: map the missing granules at the end). The range
- * reserved is 1 1/8 of the device, as PyTorch's. Caller holds a->lock.
- * Returns the free tail block, or NULL with *err set.
+ * Policy (PyTorch's expandable segments, allocators.md 1.10, plus one
+ * step PyTorch lacks). Each arena has one virtual segment per pool: a
+ * reserved address range of 1 1/8 of the device, as PyTorch's, whose
+ * blocks tile [addr, addr + size); beyond size nothing is mapped. A
+ * block is free (mapped, in the free tree), live, pending, or a hole:
+ * whole granules given back to the device (in the hole tree). Live and
+ * free blocks only ever lie on mapped granules; reserved bytes are the
+ * mapped bytes.
+ *
+ * When no free block fits, granules are mapped: into the hole (or the
+ * end of the segment) that needs the fewest new granules, the lower
+ * address on a tie (PyTorch maps "at the lowest address that fits" so
+ * split blocks merge again). PyTorch unmaps only on empty_cache or
+ * before an OOM, so free granules in the middle of a segment stay
+ * mapped and its reserved bytes run up to 1.12 x allocated on a real
+ * trace (tools/bench/results/alloc-h200.md, vocab150k-train). Here,
+ * before mapping, if the segment would then map more than 1/64 above
+ * what its live blocks and the request need (RECLAIM_SLACK), every whole
+ * granule of its free blocks is unmapped first (vseg_reclaim): physical
+ * memory goes back before more is taken, so the peak stays near the
+ * live bytes (the issue's target: peak reserved <= 1.03 x peak
+ * allocated). Unmapping waits for the stream first, because cuMemUnmap
+ * does not synchronize (PyTorch's note, 1.10); the wait is paid only on
+ * this slow path and only when the slack is exceeded, so a steady
+ * training loop that fits in its mapped memory never waits.
+ */
+#define RECLAIM_SLACK 64
+
+static struct blk *merge_free(struct arena *a, struct blk *b);
+
+static uint64_t round_down(uint64_t v, uint64_t m)
+{
+	return v / m * m;
+}
+
+/* Link n into s's block list right after prev (NULL: at the front). */
+static void blk_link_after(struct seg *s, struct blk *prev, struct blk *n)
+{
+	n->prev = prev;
+	n->next = prev ? prev->next : s->first;
+	if (n->next)
+		n->next->prev = n;
+	else
+		s->last = n;
+	if (prev)
+		prev->next = n;
+	else
+		s->first = n;
+}
+
+static void blk_unlink(struct seg *s, struct blk *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		s->first = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		s->last = b->prev;
+}
+
+/* Merge hole h with neighbouring holes; h is not in the hole tree yet.
+ * Puts the result in the tree. Caller holds a->lock. */
+static void hole_put(struct arena *a, struct blk *h)
+{
+	struct seg *s = h->seg;
+	struct gm_tnode **t = &a->hole_tree[s->pool];
+	struct blk *n;
+
+	if ((n = h->prev) && n->state == B_HOLE) {
+		gm_tree_remove(t, &n->node);
+		n->node.size += h->node.size;
+		blk_unlink(s, h);
+		blk_put(a, h);
+		h = n;
+	}
+	if ((n = h->next) && n->state == B_HOLE) {
+		gm_tree_remove(t, &n->node);
+		h->node.size += n->node.size;
+		blk_unlink(s, n);
+		blk_put(a, n);
+	}
+	gm_tree_insert(t, &h->node);
+}
+
+/*
+ * Unmap every whole granule that lies inside a free block of virtual
+ * segment s, turning it into a hole (partial granules at a free block's
+ * ends stay mapped: a live neighbour uses the rest of them), then drop
+ * holes at the end of the segment. Caller holds a->lock and has waited
+ * for the work that preceded the frees. Returns 0 or GM_EDEVICE /
+ * GM_ENOMEM (what was unmapped so far stays correctly accounted).
+ */
+static int vseg_reclaim(struct gm_pool *p, struct arena *a, struct seg *s)
+{
+	uint64_t g = p->be->granule_bytes;
+	struct blk *b, *next;
+
+	for (b = s->first; b; b = next) {
+		uint64_t lo, hi, end = b->node.addr + b->node.size;
+		struct blk *h, *r = NULL;
+
+		next = b->next;
+		if (b->state != B_FREE)
+			continue;
+		lo = round_up(b->node.addr, g);
+		hi = round_down(end, g);
+		if (hi <= lo)
+			continue;
+		/* block structs first, so nothing fails after unmapping */
+		h = lo > b->node.addr ? blk_new(a) : b;
+		if (h && hi < end && !(r = blk_new(a))) {
+			if (h != b)
+				blk_put(a, h);
+			return GM_ENOMEM;
+		}
+		if (!h)
+			return GM_ENOMEM;
+		if (p->be->ops->va_unmap(p->be, lo, hi - lo)) {
+			if (h != b)
+				blk_put(a, h);
+			if (r)
+				blk_put(a, r);
+			return GM_EDEVICE;
+		}
+		atomic_fetch_add(&p->dev_free, 1);
+		reserve_release(p, hi - lo);
+		s->mapped -= hi - lo;
+		tree_take(a, b);
+		if (h != b) {
+			b->node.size = lo - b->node.addr;
+			h->seg = s;
+			blk_link_after(s, b, h);
+		}
+		h->node.addr = lo;
+		h->node.size = hi - lo;
+		h->state = B_HOLE;
+		if (r) {
+			r->node.addr = hi;
+			r->node.size = end - hi;
+			r->seg = s;
+			r->state = B_FREE;
+			blk_link_after(s, h, r);
+			tree_put(a, r);
+		}
+		if (h != b)
+			tree_put(a, b);
+		hole_put(a, h);
+	}
+	/* holes at the end: the segment simply ends earlier */
+	while ((b = s->last) && b->state == B_HOLE) {
+		gm_tree_remove(&a->hole_tree[s->pool], &b->node);
+		s->node.size -= b->node.size;
+		blk_unlink(s, b);
+		blk_put(a, b);
+	}
+	if ((b = s->last) && b->state == B_FREE) {
+		tree_take(a, b); /* recount inactive_split */
+		tree_put(a, b);
+	}
+	return 0;
+}
+
+/* Arena a's virtual segment of pool, reserved on first use. Caller
+ * holds a->lock. NULL with *err set on failure. */
+static struct seg *vseg_get(struct gm_pool *p, struct arena *a, int pool,
+			    int *err)
+{
+	uint64_t g = p->be->granule_bytes, va, addr;
+	struct seg *s = a->vseg[pool];
+
+	if (s)
+		return s;
+	va = round_up(p->total + p->total / 8, g);
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		*err = GM_ENOMEM;
+		return NULL;
+	}
+	*err = p->be->ops->va_reserve(p->be, va, &addr);
+	if (*err) {
+		free(s);
+		return NULL;
+	}
+	s->node.addr = addr;
+	s->va_size = va;
+	s->virt = 1;
+	s->pool = (uint8_t)pool;
+	s->arena = a;
+	s->snext = a->segs;
+	if (a->segs)
+		a->segs->sprev = s;
+	a->segs = s;
+	a->vseg[pool] = s;
+	gstat_add(&p->segments, 1);
+	return s;
+}
+
+/*
+ * Map [at, at + n) of segment s (whole granules, inside a hole or just
+ * past the end), charged against the cap first. Caller holds a->lock.
+ */
+static int vseg_map(struct gm_pool *p, struct seg *s, uint64_t at,
+		    uint64_t n)
+{
+	uint64_t level;
+	int err = reserve_charge(p, n, &level);
+
+	if (err)
+		return err;
+	err = p->be->ops->va_map(p->be, at, n);
+	if (err) {
+		reserve_undo(p, n);
+		return err;
+	}
+	reserve_commit(p, n, level);
+	atomic_fetch_add(&p->dev_alloc, 1);
+	s->mapped += n;
+	return 0;
+}
+
+/* The free block just before b (b a hole, or NULL for the end of s),
+ * or NULL. */
+static struct blk *free_before(const struct seg *s, const struct blk *b)
+{
+	struct blk *pv = b ? b->prev : s->last;
+
+	return pv && pv->state == B_FREE ? pv : NULL;
+}
+
+/* Bytes to map after free block fb (may be NULL) to hold rounded. */
+static uint64_t map_need(const struct blk *fb, uint64_t rounded, uint64_t g)
+{
+	uint64_t have = fb ? fb->node.size : 0;
+
+	return have >= rounded ? 0 : round_up(rounded - have, g);
+}
+
+/*
+ * Map granules so that a free block of at least rounded bytes exists in
+ * arena a's virtual segment of pool (policy above), and return it (in
+ * the free tree); NULL with *err set. Caller holds a->lock.
  */
 static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 			     uint64_t rounded, int *err)
 {
-	const struct gm_backend_ops *ops = p->be->ops;
-	uint64_t g = p->be->granule_bytes, tail = 0, grow, level;
-	struct seg *s = a->vseg[pool];
-	struct blk *t;
+	uint64_t g = p->be->granule_bytes, need_end, need_hole = 0, n, at;
+	struct seg *s = vseg_get(p, a, pool, err);
+	struct gm_tnode *hn;
+	struct blk *h = NULL, *f = NULL;
 
-	if (!s) {
-		uint64_t va = round_up(p->total + p->total / 8, g), addr;
+	if (!s)
+		return NULL;
+	/* (a free block may fit that fit_ok() refused: max_split_size) */
+	need_end = map_need(free_before(s, NULL), rounded, g);
+	if (!need_end)
+		return free_before(s, NULL);
+	if (s->mapped + need_end > s->used + rounded +
+	    (s->used + rounded) / RECLAIM_SLACK) {
+		uint64_t ev;
 
-		s = calloc(1, sizeof(*s));
-		if (!s) {
+		/* wait for the stream's work, as PyTorch before unmapping */
+		if (p->be->ops->event_record(p->be, a->stream, &ev) == 0) {
+			p->be->ops->event_sync(p->be, ev);
+			p->be->ops->event_destroy(p->be, ev);
+		} else {
+			p->be->ops->synchronize(p->be);
+		}
+		vseg_reclaim(p, a, s);
+		need_end = map_need(free_before(s, NULL), rounded, g);
+	}
+	hn = gm_tree_lower_bound(a->hole_tree[pool], round_up(rounded, g));
+	if (hn) {
+		h = (struct blk *)hn;
+		need_hole = map_need(free_before(s, h), rounded, g);
+		if (!need_hole)
+			return free_before(s, h);
+	}
+	if (h && need_hole <= need_end) {
+		n = need_hole;
+		at = h->node.addr;
+		if (n < h->node.size && !(f = blk_new(a))) {
 			*err = GM_ENOMEM;
 			return NULL;
 		}
-		*err = ops->va_reserve(p->be, va, &addr);
+		*err = vseg_map(p, s, at, n);
 		if (*err) {
-			free(s);
+			if (n < h->node.size)
+				blk_put(a, f);
 			return NULL;
 		}
-		s->node.addr = addr;
-		s->va_size = va;
-		s->virt = 1;
-		s->pool = (uint8_t)pool;
-		s->arena = a;
-		s->snext = a->segs;
-		if (a->segs)
-			a->segs->sprev = s;
-		a->segs = s;
-		a->vseg[pool] = s;
-		gstat_add(&p->segments, 1);
+		gm_tree_remove(&a->hole_tree[pool], &h->node);
+		if (n < h->node.size) {
+			f->seg = s;
+			blk_link_after(s, h->prev, f);
+			h->node.addr += n;
+			h->node.size -= n;
+			gm_tree_insert(&a->hole_tree[pool], &h->node);
+		} else {
+			f = h;
+		}
+		f->node.addr = at;
+		f->node.size = n;
+		f->state = B_FREE;
+		f = merge_free(a, f);
+		tree_put(a, f);
+		return f;
 	}
-	t = s->last;
-	if (t && t->state == B_FREE)
-		tail = t->node.size;
-	grow = round_up(rounded - tail, g);
-	if (grow > s->va_size - s->node.size) {
+	n = need_end;
+	if (n > s->va_size - s->node.size) {
 		*err = GM_EDEVNOMEM;
 		return NULL;
 	}
-	*err = reserve_charge(p, grow, &level);
-	if (*err)
+	at = s->node.addr + s->node.size;
+	f = blk_new(a);
+	if (!f) {
+		*err = GM_ENOMEM;
 		return NULL;
-	*err = ops->va_map(p->be, s->node.addr + s->node.size, grow);
+	}
+	*err = vseg_map(p, s, at, n);
 	if (*err) {
-		reserve_undo(p, grow);
+		blk_put(a, f);
 		return NULL;
 	}
-	atomic_fetch_add(&p->dev_alloc, 1);
-	if (tail) {
-		reserve_commit(p, grow, level);
-		tree_take(a, t);
-		t->node.size += grow;
-	} else {
-		t = blk_new(a);
-		if (!t) {
-			ops->va_unmap(p->be, s->node.addr + s->node.size, grow);
-			reserve_undo(p, grow);
-			*err = GM_ENOMEM;
-			return NULL;
-		}
-		reserve_commit(p, grow, level);
-		t->node.addr = s->node.addr + s->node.size;
-		t->node.size = grow;
-		t->seg = s;
-		t->state = B_FREE;
-		t->prev = s->last;
-		if (s->last)
-			s->last->next = t;
-		else
-			s->first = t;
-		s->last = t;
-	}
-	s->node.size += grow;
-	tree_put(a, t);
-	return t;
-}
-
-/* Unmap the whole granules of a free tail block of virtual segment s.
- * Caller holds a->lock and has synchronized the device. */
-static int vseg_shrink(struct gm_pool *p, struct arena *a, struct seg *s)
-{
-	uint64_t g = p->be->granule_bytes, cut, off, n;
-	struct blk *t = s->last;
-	int err;
-
-	if (!t || t->state != B_FREE)
-		return 0;
-	off = round_up(t->node.addr - s->node.addr, g);
-	if (off >= s->node.size)
-		return 0;
-	n = s->node.size - off;
-	err = p->be->ops->va_unmap(p->be, s->node.addr + off, n);
-	if (err)
-		return err;
-	atomic_fetch_add(&p->dev_free, 1);
-	reserve_release(p, n);
-	s->node.size = off;
-	tree_take(a, t);
-	cut = t->node.size - n;
-	if (cut) {
-		t->node.size = cut;
-		tree_put(a, t);
-		return 0;
-	}
-	s->last = t->prev;
-	if (t->prev)
-		t->prev->next = NULL;
-	else
-		s->first = NULL;
-	blk_put(a, t);
-	return 0;
+	s->node.size += n;
+	f->seg = s;
+	f->node.addr = at;
+	f->node.size = n;
+	f->state = B_FREE;
+	blk_link_after(s, s->last, f);
+	f = merge_free(a, f);
+	tree_put(a, f);
+	return f;
 }
 
 /* ==== Free ==== */
 
 /*
- * Return block b to its arena's free tree, merging free neighbours
- * (PyTorch free_block / try_merge_blocks). With caching off, a segment
- * that becomes empty goes back to the backend at once. Caller holds
- * a->lock; b is no longer counted as allocated or active.
+ * Merge free block b with its free neighbours (PyTorch try_merge_blocks;
+ * a hole is never a free neighbour: only blocks of one mapped state
+ * merge, as PyTorch's). b and the neighbours are not in the tree.
+ * Caller holds a->lock. Returns the merged block.
  */
-static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
+static struct blk *merge_free(struct arena *a, struct blk *b)
 {
 	struct seg *s = b->seg;
 	struct blk *n;
 
-	b->state = B_FREE;
 	if (b->prev && b->prev->state == B_FREE) {
 		struct blk *pv = b->prev;
 
@@ -1031,6 +1270,22 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 			s->last = b;
 		blk_put(a, n);
 	}
+	return b;
+}
+
+/*
+ * Return block b to its arena's free tree, merging free neighbours
+ * (PyTorch free_block). With caching off, a segment that becomes empty
+ * goes back to the backend at once. Caller holds a->lock; b is no longer
+ * counted as allocated or active.
+ */
+static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
+{
+	struct seg *s = b->seg;
+
+	b->state = B_FREE;
+	s->used -= b->node.size;
+	b = merge_free(a, b);
 	tree_put(a, b);
 	a->free_seq++;
 	if (--s->nused == 0 && !s->virt) {
@@ -1291,7 +1546,7 @@ int gm_pool_release_cached(struct gm_pool *pool)
 					err = GM_EDEVICE;
 			}
 			if (a->vseg[pl]) {
-				e = vseg_shrink(pool, a, a->vseg[pl]);
+				e = vseg_reclaim(pool, a, a->vseg[pl]);
 				if (e && !err)
 					err = GM_EDEVICE;
 			}
@@ -1629,6 +1884,7 @@ static const char *state_name(int state)
 	switch (state) {
 	case B_ALLOC: return "active_allocated";
 	case B_PENDING: return "active_pending_free";
+	case B_HOLE: return "unmapped";
 	default: return "inactive";
 	}
 }
@@ -1653,7 +1909,10 @@ struct gm_val *gm_pool_snapshot(struct gm_pool *pool)
 			gm_obj_set_str(so, "pool", s->pool == POOL_SMALL ?
 				       "small" : "large");
 			gm_obj_set_bool(so, "virtual", s->virt);
-			gm_obj_set_uint(so, "total_size_bytes", s->node.size);
+			/* virtual: mapped bytes (what reserved counts); its
+			 * blocks also list the holes, state "unmapped" */
+			gm_obj_set_uint(so, "total_size_bytes",
+					s->virt ? s->mapped : s->node.size);
 			for (struct blk *b = s->first; b; b = b->next) {
 				struct gm_val *bo = gm_val_obj();
 

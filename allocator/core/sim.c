@@ -15,8 +15,18 @@ struct sim_stream {
 	uint64_t finished;  /* launches done */
 };
 
+/* One va_reserve range and which of its granules are mapped (one bit
+ * each), so mapped bytes are counted exactly as the driver backend's
+ * per-granule handles (cuda.c) count them. */
+struct sim_resv {
+	uint64_t addr, size;
+	uint64_t *bits;
+};
+
 struct sim {
 	struct gm_backend be;
+	struct sim_resv *resv;
+	unsigned nresv, capresv;
 	pthread_mutex_t lock;
 	uint64_t next_addr; /* bump pointer of the address space */
 	uint64_t used;      /* bytes handed out */
@@ -95,40 +105,145 @@ static int sim_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)
 	return err;
 }
 
+/* The reservation holding addr, or NULL. Caller holds the lock. */
+static struct sim_resv *resv_of(struct sim *s, uint64_t addr)
+{
+	for (unsigned i = 0; i < s->nresv; i++) {
+		struct sim_resv *r = &s->resv[i];
+
+		if (addr >= r->addr && addr - r->addr < r->size)
+			return r;
+	}
+	return NULL;
+}
+
+static bool bit_get(const struct sim_resv *r, uint64_t i)
+{
+	return r->bits[i / 64] >> (i % 64) & 1;
+}
+
+static void bit_put(struct sim_resv *r, uint64_t i, bool on)
+{
+	if (on)
+		r->bits[i / 64] |= 1ULL << (i % 64);
+	else
+		r->bits[i / 64] &= ~(1ULL << (i % 64));
+}
+
 static int sim_va_reserve(struct gm_backend *be, uint64_t size, uint64_t *addr)
 {
 	struct sim *s = sim_of(be);
+	uint64_t *bits;
 	int err;
 
+	if (!size || size % be->granule_bytes)
+		return GM_EINVAL;
+	bits = calloc((size / be->granule_bytes + 63) / 64, sizeof(*bits));
+	if (!bits)
+		return GM_ENOMEM;
 	pthread_mutex_lock(&s->lock);
+	if (s->nresv == s->capresv) {
+		unsigned cap = s->capresv ? s->capresv * 2 : 8;
+		struct sim_resv *n = realloc(s->resv, cap * sizeof(*n));
+
+		if (!n) {
+			pthread_mutex_unlock(&s->lock);
+			free(bits);
+			return GM_ENOMEM;
+		}
+		s->resv = n;
+		s->capresv = cap;
+	}
 	err = inject(s) ? GM_EDEVNOMEM : take_range(s, size, addr);
+	if (!err)
+		s->resv[s->nresv++] = (struct sim_resv){*addr, size, bits};
+	pthread_mutex_unlock(&s->lock);
+	if (err)
+		free(bits);
+	return err;
+}
+
+/*
+ * Map granules [addr, addr + size): GM_EINVAL outside a reservation or
+ * when one is mapped already (cuda.c refuses the same), GM_EDEVNOMEM
+ * past the capacity; nothing changes on failure.
+ */
+static int sim_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct sim *s = sim_of(be);
+	uint64_t g = be->granule_bytes, first, n;
+	struct sim_resv *r;
+	int err = 0;
+
+	if (!size || size % g || addr % g)
+		return GM_EINVAL;
+	pthread_mutex_lock(&s->lock);
+	r = resv_of(s, addr);
+	if (!r || size > r->size - (addr - r->addr)) {
+		err = GM_EINVAL;
+		goto out;
+	}
+	first = (addr - r->addr) / g;
+	n = size / g;
+	for (uint64_t i = 0; i < n; i++)
+		if (bit_get(r, first + i)) {
+			err = GM_EINVAL;
+			goto out;
+		}
+	err = charge(s, size);
+	for (uint64_t i = 0; !err && i < n; i++)
+		bit_put(r, first + i, true);
+out:
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
 
-static int sim_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
+/* Unmap [from, to) granules of r, skipping unmapped ones (as cuda.c's
+ * unmap_range). Caller holds the lock. */
+static void unmap_granules(struct sim *s, struct sim_resv *r, uint64_t from,
+			   uint64_t to)
 {
-	struct sim *s = sim_of(be);
-	int err;
-
-	if (!size || size % be->granule_bytes || addr % be->granule_bytes)
-		return GM_EINVAL;
-	pthread_mutex_lock(&s->lock);
-	err = charge(s, size);
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	for (uint64_t i = from; i < to; i++) {
+		if (!bit_get(r, i))
+			continue;
+		bit_put(r, i, false);
+		s->used -= s->be.granule_bytes;
+	}
 }
 
 static int sim_va_unmap(struct gm_backend *be, uint64_t addr, uint64_t size)
 {
-	if (size % be->granule_bytes || addr % be->granule_bytes)
+	struct sim *s = sim_of(be);
+	uint64_t g = be->granule_bytes;
+	struct sim_resv *r;
+
+	if (size % g || addr % g)
 		return GM_EINVAL;
-	return sim_seg_free(be, addr, size);
+	pthread_mutex_lock(&s->lock);
+	r = resv_of(s, addr);
+	if (r && size <= r->size - (addr - r->addr))
+		unmap_granules(s, r, (addr - r->addr) / g,
+			       (addr - r->addr + size) / g);
+	pthread_mutex_unlock(&s->lock);
+	return r ? 0 : GM_EINVAL;
 }
 
 static int sim_va_release(struct gm_backend *be, uint64_t addr, uint64_t size)
 {
-	return 0;
+	struct sim *s = sim_of(be);
+	struct sim_resv *r;
+	int err = GM_EINVAL;
+
+	pthread_mutex_lock(&s->lock);
+	r = resv_of(s, addr);
+	if (r && r->addr == addr) {
+		unmap_granules(s, r, 0, r->size / be->granule_bytes);
+		free(r->bits);
+		*r = s->resv[--s->nresv];
+		err = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 /* The slot of a stream (hashing beyond SIM_STREAMS). Caller locks. */
@@ -217,6 +332,9 @@ static void sim_destroy(struct gm_backend *be)
 {
 	struct sim *s = sim_of(be);
 
+	for (unsigned i = 0; i < s->nresv; i++)
+		free(s->resv[i].bits);
+	free(s->resv);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -312,4 +430,26 @@ uint64_t gm_sim_used(struct gm_backend *be)
 	u = s->used;
 	pthread_mutex_unlock(&s->lock);
 	return u;
+}
+
+uint64_t gm_sim_mapped(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct sim *s = sim_of(be);
+	uint64_t g = be->granule_bytes, n = 0, end;
+	struct sim_resv *r;
+
+	if (!size)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	r = resv_of(s, addr);
+	if (r) {
+		end = addr + size - r->addr;
+		if (end > r->size)
+			end = r->size;
+		for (uint64_t i = (addr - r->addr) / g; i < (end + g - 1) / g;
+		     i++)
+			n += bit_get(r, i);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n * g;
 }

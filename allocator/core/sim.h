@@ -5,6 +5,10 @@
  * GM_SIM_BASE; nothing is allocated in host memory for them, so a
  * 141 GB card is simulated on a laptop. Capacity is enforced exactly:
  * mapped bytes never exceed total_bytes (GM_EDEVNOMEM otherwise).
+ * Virtual reservations keep one bit per granule (8 KiB of host memory
+ * per 64 GiB reserved at 2 MiB granules), so mapping and unmapping are
+ * counted as the driver backend counts them: mapping a mapped granule
+ * is GM_EINVAL, unmapping skips unmapped ones, release unmaps the rest.
  *
  * Streams and events: by default the simulated device finishes work the
  * moment it is submitted (every event is complete). gm_sim_launch()
@@ -51,5 +55,12 @@ void gm_sim_fail_after(struct gm_backend *be, unsigned n);
 
 /* Bytes the simulated device has handed out (segments + mapped). */
 uint64_t gm_sim_used(struct gm_backend *be);
+
+/*
+ * Bytes of mapped granules among those that [addr, addr + size) touches
+ * inside a virtual reservation (0 outside one), for tests: a live block
+ * of a virtual segment must have all its granules mapped.
+ */
+uint64_t gm_sim_mapped(struct gm_backend *be, uint64_t addr, uint64_t size);
 
 #endif

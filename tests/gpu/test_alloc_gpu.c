@@ -7,7 +7,11 @@
  *    lost from cuMemGetInfo's free (within 2 MiB pages), release gives
  *    it back;
  * 2. virtual segments: growth in granules, contiguous addresses, data
- *    written, shrink on release;
+ *    written, shrink on release; interior unmapping: freeing a block in
+ *    the middle and releasing raises cuMemGetInfo's free by its granules
+ *    (cuMemUnmap + cuMemRelease), the neighbours keep their data, the
+ *    hole is mapped again for a request that fits, and growing past the
+ *    slack unmaps free granules before mapping new ones;
  * 3. stream safety: a kernel on stream 1 still writing block A (spinning
  *    ~200 ms first) when the host frees A; an allocation on stream 2
  *    must not get A until that kernel finished; stream 2 then writes its
@@ -124,6 +128,75 @@ static void virtual_segments(struct gm_backend *be)
 	gm_pool_destroy(p);
 }
 
+/* Driver free bytes now. */
+static uint64_t dev_free(void)
+{
+	size_t f = 0, t = 0;
+
+	CHECK(cu.mem_get_info(&f, &t) == 0);
+	return f;
+}
+
+/* |x - y| <= 4 MiB: cuMemGetInfo counts 2 MiB pages, and the driver may
+ * move a page of its own in between. */
+static int near(uint64_t x, uint64_t y)
+{
+	return (x > y ? x - y : y - x) <= 4 * GM_MiB;
+}
+
+static void virtual_interior(struct gm_backend *be)
+{
+	struct gm_pool_options o = {.virtual_segments = true};
+	struct gm_pool *p;
+	struct gm_diag d;
+	uint64_t a, b, c, e, x, f0, f1;
+
+	CHECK(gm_pool_create(&p, be, &o, &d) == 0);
+	CHECK(gm_pool_alloc(p, 64 * GM_MiB, 0, &a) == 0);
+	CHECK(gm_pool_alloc(p, 512 * GM_MiB, 0, &b) == 0);
+	CHECK(gm_pool_alloc(p, 64 * GM_MiB, 0, &c) == 0);
+	fill(a, 64 * GM_MiB, 0xa1, NULL);
+	fill(b, 512 * GM_MiB, 0xb1, NULL);
+	fill(c, 64 * GM_MiB, 0xc1, NULL);
+	CHECK(cu.ctx_synchronize() == 0);
+	CHECK(gm_pool_free(p, b) == 0);
+	f0 = dev_free();
+	CHECK(gm_pool_release_cached(p) == 0);
+	f1 = dev_free();
+	printf("virtual interior: release unmapped %llu B of a freed "
+	       "512 MiB block in the middle; reserved %llu B\n",
+	       (unsigned long long)(f1 - f0),
+	       (unsigned long long)gm_pool_reserved(p));
+	CHECK(near(f1 - f0, 512 * GM_MiB));
+	CHECK(gm_pool_reserved(p) == 128 * GM_MiB);
+	CHECK(check_words(a, 64 * GM_MiB, 0xa1));
+	CHECK(check_words(c, 64 * GM_MiB, 0xc1));
+	/* the hole takes a request that fits, at its start */
+	CHECK(gm_pool_alloc(p, 256 * GM_MiB, 0, &e) == 0);
+	CHECK(e == b);
+	fill(e, 256 * GM_MiB, 0xe1, NULL);
+	CHECK(cu.ctx_synchronize() == 0);
+	CHECK(check_words(e, 256 * GM_MiB, 0xe1));
+	CHECK(check_words(c, 64 * GM_MiB, 0xc1));
+	/* growing by 2 GiB with 256 MiB free in the middle: those granules
+	 * go back first, so the driver loses 2 GiB - 256 MiB, not 2 GiB */
+	CHECK(gm_pool_free(p, e) == 0);
+	f0 = dev_free();
+	CHECK(gm_pool_alloc(p, 2 * GM_GiB, 0, &x) == 0);
+	f1 = dev_free();
+	printf("virtual interior: a 2 GiB growth took %llu B from the "
+	       "driver (256 MiB free granules unmapped first)\n",
+	       (unsigned long long)(f0 - f1));
+	CHECK(near(f0 - f1, 2 * GM_GiB - 256 * GM_MiB));
+	CHECK(gm_pool_reserved(p) == 128 * GM_MiB + 2 * GM_GiB);
+	fill(x, 2 * GM_GiB, 0xf1, NULL);
+	CHECK(cu.ctx_synchronize() == 0);
+	CHECK(check_words(x, 2 * GM_GiB, 0xf1));
+	CHECK(check_words(a, 64 * GM_MiB, 0xa1));
+	CHECK(check_words(c, 64 * GM_MiB, 0xc1));
+	gm_pool_destroy(p);
+}
+
 static void stream_safety(struct gm_backend *be)
 {
 	struct gm_pool *p;
@@ -205,6 +278,7 @@ int main(int argc, char **argv)
 	co.virtual_segments = true;
 	CHECK(gm_cuda_backend_create(&vbe, &cu, &co, &d) == 0);
 	virtual_segments(vbe);
+	virtual_interior(vbe);
 	vbe->ops->destroy(vbe);
 	cu.module_unload(mod);
 	be->ops->destroy(be);

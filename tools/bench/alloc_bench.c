@@ -16,7 +16,9 @@
  *    in its place (every pair touches cold memory; harsher).
  * Prints a markdown table.
  *
- * Usage: alloc_bench [pairs-per-thread]   (default 200000)
+ * Usage: alloc_bench [pairs-per-thread [max-threads]]
+ *   pairs-per-thread: default 200000; max-threads: 1 runs only the
+ *   single-thread rows (for profiling, e.g. under callgrind), default 8.
  */
 #include "error.h"
 #include "pool.h"
@@ -166,13 +168,14 @@ int main(int argc, char **argv)
 {
 	static const size_t lives[] = {1, 1000, 10000, 100000};
 	size_t pairs = argc > 1 ? strtoul(argv[1], NULL, 10) : 200000;
+	unsigned rows = argc > 2 && strtoul(argv[2], NULL, 10) == 1 ? 1 : 3;
 
 	if (pairs < BATCH)
 		pairs = BATCH;
 	printf("| live allocations | threads | streams | pair median ns | "
 	       "pair p90 ns | churn median ns | churn p90 ns |\n"
 	       "|---:|---:|---|---:|---:|---:|---:|\n");
-	for (unsigned ti = 0; ti < 3; ti++) {
+	for (unsigned ti = 0; ti < rows; ti++) {
 		unsigned threads = ti == 0 ? 1 : 8;
 		bool shared = ti == 2;
 

@@ -342,6 +342,74 @@ static void virtual_segments_grow_shrink(void **state)
 	done(&f);
 }
 
+/*
+ * Interior unmapping (pool.c, virtual segments policy): a free block in
+ * the middle of the segment gives its whole granules back before the
+ * segment grows past the slack, so the peak stays at the live bytes;
+ * the hole is mapped again (lowest address first) for a request it fits.
+ */
+static void virtual_segments_interior_unmap(void **state)
+{
+	struct gm_pool_options o = {.virtual_segments = true};
+	struct fx f;
+	uint64_t a, b, c, d, e;
+	struct gm_pool_stats st;
+	struct gm_val *v;
+	const struct gm_val *bl;
+
+	(void)state;
+	make(&f, 8 * GM_GiB, true, &o);
+	assert_int_equal(gm_pool_alloc(f.pool, 10 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 10 * GM_MiB, 0, &b), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 10 * GM_MiB, 0, &c), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 30 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 30 * GM_MiB);
+	/* 40 MiB does not fit: b's 5 granules go back first */
+	assert_int_equal(gm_pool_alloc(f.pool, 40 * GM_MiB, 0, &d), 0);
+	assert_int_equal(d, c + 10 * GM_MiB);
+	assert_int_equal(gm_sim_mapped(f.be, b, 10 * GM_MiB), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 60 * GM_MiB);
+	assert_int_equal(gm_sim_used(f.be), 60 * GM_MiB);
+	st = stats(&f);
+	assert_int_equal(st.reserved_bytes.peak, 60 * GM_MiB);
+	assert_int_equal(st.num_device_free, 1);
+	assert_int_equal(st.free_bytes, 0);
+	/* the snapshot shows the hole; total_size_bytes is what is mapped */
+	v = gm_pool_snapshot(f.pool);
+	bl = gm_obj_get(gm_arr_at(gm_obj_get(v, "segments"), 0), "blocks");
+	assert_int_equal(gm_val_len(bl), 4);
+	assert_string_equal(gm_val_as_str(gm_obj_get(gm_arr_at(bl, 1),
+						     "state")), "unmapped");
+	assert_int_equal(gm_val_as_uint(gm_obj_get(gm_arr_at(gm_obj_get(v,
+			 "segments"), 0), "total_size_bytes")), 60 * GM_MiB);
+	gm_val_free(v);
+	/* a 6 MiB request maps 3 granules of the hole, at its start */
+	assert_int_equal(gm_pool_alloc(f.pool, 6 * GM_MiB, 0, &e), 0);
+	assert_int_equal(e, b);
+	assert_int_equal(gm_pool_reserved(f.pool), 66 * GM_MiB);
+	assert_int_equal(gm_sim_mapped(f.be, b, 10 * GM_MiB), 6 * GM_MiB);
+	/* a failed map into the hole leaves it as it was, then the retry
+	 * after releasing the cache succeeds */
+	assert_int_equal(gm_pool_free(f.pool, e), 0);
+	assert_int_equal(gm_pool_release_cached(f.pool), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 60 * GM_MiB);
+	gm_sim_fail_after(f.be, 1);
+	assert_int_equal(gm_pool_alloc(f.pool, 4 * GM_MiB, 0, &e), 0);
+	assert_int_equal(e, b);
+	assert_int_equal(gm_pool_reserved(f.pool), 64 * GM_MiB);
+	assert_int_equal(gm_pool_reserved(f.pool), gm_sim_used(f.be));
+	/* freeing everything and releasing unmaps all */
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	assert_int_equal(gm_pool_free(f.pool, c), 0);
+	assert_int_equal(gm_pool_free(f.pool, d), 0);
+	assert_int_equal(gm_pool_free(f.pool, e), 0);
+	assert_int_equal(gm_pool_release_cached(f.pool), 0);
+	assert_int_equal(gm_pool_reserved(f.pool), 0);
+	assert_int_equal(gm_sim_used(f.be), 0);
+	done(&f);
+}
+
 static void no_cache_mode(void **state)
 {
 	struct gm_pool_options o = {.no_cache = true, .cap_bytes = GM_MiB};
@@ -411,6 +479,7 @@ int main(void)
 		cmocka_unit_test(streams_and_events),
 		cmocka_unit_test(record_stream_defers),
 		cmocka_unit_test(virtual_segments_grow_shrink),
+		cmocka_unit_test(virtual_segments_interior_unmap),
 		cmocka_unit_test(no_cache_mode),
 		cmocka_unit_test(lookup_and_snapshot),
 	};
