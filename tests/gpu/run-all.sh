@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run-all.sh BUILD_DIR OUT_DIR PART... - run GPU parts on the GPU machine.
 #
-# Parts: catalog verify alloc traces pinned preload measure (each a
-# tests/gpu/run-*.sh or tools/ script). BUILD_DIR is a build made
+# Parts: catalog verify alloc traces pinned preload measure bench (each a
+# tests/gpu/run-*.sh or tools/ script; bench runs the host benchmarks on
+# the GPU machine's quieter CPU). BUILD_DIR is a build made
 # elsewhere and carried, with libyaml/jemalloc/cmocka .so files in
 # BUILD_DIR/lib. Writes OUT_DIR/summary.txt (part, exit code, seconds) and
 # OUT_DIR/results.tgz (every part's files), so that few files come back.
@@ -42,6 +43,9 @@ part_cmd() {
 	measure) $T bash "$here/tests/gpu/run-measure.sh" "$build" "$work/measure" ;;
 	measure-multi) $T bash "$here/tests/gpu/run-measure-multi.sh" "$build" \
 		"$work/measure-multi" ;;
+	bench) mkdir -p "$work/bench" && { lscpu | grep -E 'Model name|^CPU\(s\)';
+		$T "$build/tools/bench/alloc_bench" 200000 8;
+		$T "$build/tools/bench/plan_bench"; } >"$work/bench/host-bench.txt" 2>&1 ;;
 	*) echo "unknown part $1"; return 2 ;;
 	esac
 }
