@@ -12,7 +12,10 @@
  * block freed on a stream is reused only after the work queued on it
  * (stream safety as in PyTorch's own allocator), charged against the cap
  * and reported like every other allocation. Over the cap gpumem_malloc
- * returns NULL, which PyTorch turns into its out-of-memory error.
+ * returns NULL. PyTorch (2.11, torch/csrc/cuda/CUDAPluggableAllocator.cpp)
+ * does not check that NULL: the tensor is made with no memory behind it.
+ * libgpumem-torch.so (pluggable_torch.cpp) wraps this pair and throws
+ * instead; gpumem_describe_oom() gives it the reason, in words.
  *
  * With GPUMEM_MODE=cache the pair is served from gpumem's pool instead
  * (cache.h), on the stream PyTorch passes, with the same stream rules.
@@ -22,14 +25,18 @@
 #include "hooks.h"
 
 #include "error.h"
+#include "units.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define GM_EXPORT __attribute__((visibility("default")))
 
 GM_EXPORT void *gpumem_malloc(ssize_t size, int device, void *stream);
 GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream);
+GM_EXPORT char *gpumem_describe_oom(ssize_t size, int device, char *buf,
+				    size_t len);
 
 GM_EXPORT void *gpumem_malloc(ssize_t size, int device, void *stream)
 {
@@ -97,4 +104,53 @@ GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream)
 	else if (gm__pl_cu.mem_free)
 		gm__pl_cu.mem_free(p);
 	gm__pl_guard_leave();
+}
+
+/*
+ * Why a request of size bytes on device was (most likely) refused, as one
+ * line in buf (len bytes, always terminated when len > 0); returns buf.
+ * Read from the device's counters right after the refusal: over the cap
+ * when what this process holds plus size exceeds it, refused when the
+ * card failed the undersized check with GPUMEM_ON_UNDERSIZED=fail, else
+ * the driver's own out-of-memory. Another thread may have freed or taken
+ * memory in between, so the numbers describe, they do not prove.
+ * Allocates nothing (safe to call from the allocation failure path).
+ */
+GM_EXPORT char *gpumem_describe_oom(ssize_t size, int device, char *buf,
+				    size_t len)
+{
+	struct gm_pl_dev *d = NULL;
+	char req[32], held[32], cap[32], total[32];
+	uint64_t reserved;
+
+	if (!buf || !len)
+		return buf;
+	gm_size_format(req, sizeof req, size > 0 ? (uint64_t)size : 0);
+	if (size <= 0 || gm__pl_init() != 0 || !(d = gm_pl_dev_get(device))) {
+		snprintf(buf, len, "gpumem: cannot allocate %s on device %d: "
+			 "%s", req, device, size <= 0 ? "bad size" :
+			 "no CUDA driver or no such device");
+		return buf;
+	}
+	reserved = atomic_load_explicit(&d->reserved, memory_order_relaxed);
+	gm_size_format(held, sizeof held, reserved);
+	gm_size_format(cap, sizeof cap, d->cap);
+	gm_size_format(total, sizeof total, d->total);
+	if (d->refuse)
+		snprintf(buf, len, "gpumem: CUDA out of memory. Tried to "
+			 "allocate %s on device %d: the card reports %s, "
+			 "less than it is sold as, and "
+			 "GPUMEM_ON_UNDERSIZED=fail refuses it", req, device,
+			 total);
+	else if (d->cap != UINT64_MAX && reserved + (uint64_t)size > d->cap)
+		snprintf(buf, len, "gpumem: CUDA out of memory. Tried to "
+			 "allocate %s on device %d: over the gpumem cap of %s "
+			 "(GPUMEM_LIMIT / GPUMEM_FRACTION), %s already "
+			 "reserved by this process", req, device, cap, held);
+	else
+		snprintf(buf, len, "gpumem: CUDA out of memory. Tried to "
+			 "allocate %s on device %d: the driver has no more "
+			 "free memory (%s reserved by this process, device "
+			 "total %s)", req, device, held, total);
+	return buf;
 }

@@ -216,6 +216,30 @@ def case_pluggable(c):
           and d['oom_cap_count'] == 1, d)
 
 
+def pluggable_torch(c, mode):
+    """libgpumem-torch.so throws std::bad_alloc over the cap (what()
+    names the cap), and accounts like the C pair it wraps."""
+    rep = c.path(f'plugt-{mode}.json')
+    lib = os.path.join(c.build, 'allocator/preload/libgpumem-torch.so')
+    p = c.run([os.path.join(c.bin, 'pl_plug_torch'), lib],
+              c.env(preload=False, GPUMEM_MODE=mode, GPUMEM_LIMIT='64MiB',
+                    GPUMEM_REPORT=rep))
+    check('caught std::bad_alloc: gpumem: CUDA out of memory. Tried to '
+          'allocate 40.00 MiB on device 0: over the gpumem cap of '
+          '64.00 MiB' in p.stderr, p.stderr)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] == 40 * MiB and d['oom_cap_count'] == 1
+          and d['oom_verdict'] == 'cap', d)
+
+
+def case_pluggable_torch(c):
+    pluggable_torch(c, 'limit')
+
+
+def case_cache_pluggable_torch(c):
+    pluggable_torch(c, 'cache')
+
+
 def case_run(c):
     rep = c.path('run-%r.json')
     env = c.env(preload=False, RANK='1')
