@@ -34,8 +34,10 @@ part_cmd() {
 	catalog) $T bash "$here/tests/gpu/run-catalog.sh" "$build" "$work/catalog" ;;
 	verify) $T bash "$here/tests/gpu/run-verify.sh" "$build" "$work/verify" ;;
 	traces) $T python3 "$here/tools/trace/capture.py" "$work/traces" ;;
-	alloc) $T bash "$here/tests/gpu/run-alloc.sh" "$build" "$work/alloc" \
-		"$work/traces" ;;
+	alloc) # traces captured in this call, else the committed ones
+		local tr="$work/traces"
+		[ -d "$tr" ] || tr="$here/tools/trace/data"
+		$T bash "$here/tests/gpu/run-alloc.sh" "$build" "$work/alloc" "$tr" ;;
 	pinned) $T bash "$here/tests/gpu/run-pinned.sh" "$build" "$work/pinned" ;;
 	preload) $T bash "$here/tests/gpu/run-preload.sh" "$build" "$work/preload" ;;
 	preload-ddp) $T bash "$here/tests/gpu/run-preload-ddp.sh" "$build" \
