@@ -78,9 +78,13 @@ static void norm(struct gm_act_layer *l, const struct gm_act_style *st,
  * Attention core after the q/k/v projections. sdpa (flash or
  * memory-efficient kernels) saves q, k, v, its output and an fp32
  * logsumexp (a per token); dropout inside it uses a Philox seed, no
- * mask. HF then transposes the output to (b, s, a*d) with .contiguous():
- * a second copy that o_proj saves. flash_attention_2 returns (b, s, a, d)
- * already, so o_proj's input is a view of the saved output. GQA: sdpa
+ * mask. Both kernels allocate their output as (b, s, a, d) and return a
+ * transposed view, so HF's transpose(1, 2).contiguous() in
+ * sdpa_attention_forward is a no-op and o_proj saves the same storage
+ * (measured: removing a second copy brought the GPT-2 sdpa configurations
+ * of tests/data/calibration/measured-h200.json within 1%). Eager
+ * attention's matmul output is (b, a, s, d): its transpose(1, 2)
+ * .contiguous() is a real copy, which o_proj saves. GQA: sdpa
  * and flash take K/V at kv width (enable_gqa); eager repeats them to all
  * heads (repeat_kv), and saves the softmax output in fp32 (softmax(...,
  * dtype=float32) in Llama, autocast's fp32 list for GPT-2/BERT), its cast
@@ -110,8 +114,6 @@ static void attention(struct gm_act_layer *l, const struct gm_act_style *st,
 	}
 	add(l, "attention output", C, 0)->h = 1;
 	add(l, "attention logsumexp", 4, 0)->a = 1;
-	if (st->attn == GM_ATTN_SDPA)
-		add(l, "attention output (contiguous)", C, 0)->h = 1;
 }
 
 void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
@@ -137,10 +139,19 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 			add(l, "resid dropout mask", 1, GM_AT_SEQ)->h = 1;
 		norm(l, st, false, 1, "c_fc input");
 		/* gelu_new is Python: 0.5*x*(1+tanh(c*(x+0.044715x^3)))
-		 * saves x (c_fc output), tanh's output, 0.5*x and 1+tanh;
-		 * c_proj saves the product. */
-		add(l, "c_fc output", C, 0)->f = 1;
-		add(l, "gelu_new tanh, 0.5x, 1+tanh", C, 0)->f = 3;
+		 * (NewGELUActivation): pow saves x, tanh its output, the
+		 * last mul 0.5*x and 1+tanh; c_proj saves the product.
+		 * Under autocast pow is on the fp32 list, so it saves an
+		 * fp32 copy of x, and x + 0.044715x^3 promotes to fp32:
+		 * tanh's output and 1+tanh are fp32, 0.5*x stays 16-bit. */
+		if (st->autocast) {
+			add(l, "gelu_new pow input (fp32)", 4, 0)->f = 1;
+			add(l, "gelu_new tanh, 1+tanh (fp32)", 4, 0)->f = 2;
+			add(l, "gelu_new 0.5x", C, 0)->f = 1;
+		} else {
+			add(l, "c_fc output", C, 0)->f = 1;
+			add(l, "gelu_new tanh, 0.5x, 1+tanh", C, 0)->f = 3;
+		}
 		add(l, "c_proj input", C, 0)->f = 1;
 		if (st->dropout)
 			add(l, "mlp dropout mask", 1, GM_AT_SEQ)->h = 1;

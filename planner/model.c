@@ -210,20 +210,30 @@ static double largest_unit(const struct ctx *c)
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
- * (vocab-parallel /t): the returned logits (C per element), then
- * transformers' ForCausalLMLoss / BERT's CrossEntropyLoss upcast to fp32
- * (logits.float(), loss_utils.py; autocast's fp32 list), log_softmax's
- * saved output (4), and in backward the fp32 gradient of that output
- * from nll_loss (4) and log_softmax's input gradient (4); the fp32 copy
- * itself is freed after log_softmax, so 12 + C. In fp32 the upcast is
- * a no-op and the logits are the fp32 tensor: 4 + 12. */
+ * (vocab-parallel /t), at log_softmax's backward, where its saved output,
+ * the gradient nll_loss returns for it and the gradient it computes are
+ * alive at once (the logits themselves are not saved by anything).
+ * GPT-2 and Llama go through transformers' ForCausalLMLoss, which upcasts
+ * (logits.float(), loss_utils.py): all three are fp32, 12 B, whatever the
+ * precision (the 16-bit logits and their fp32 copy die with the forward:
+ * 10 B in fp16/bf16, 8 B in fp32, less than 12). BertForMaskedLM calls
+ * CrossEntropyLoss on the logits as they are: log_softmax runs on them
+ * with autocast's fp32 output dtype (fp32_set_opt_dtype, no fp32 copy of
+ * the input) or in their own dtype without autocast, and its input
+ * gradient has the logits' dtype: 2 L + C with L = 4 under autocast,
+ * else C. Measured: GPT-2 124M fp32 / bf16-mixed / bf16-true and BERT
+ * fp32 / bf16-mixed MLM configurations of
+ * tests/data/calibration/measured-h200.json (12, 12, 12, 12, 10 B). */
 static double logits_per_token(const struct ctx *c)
 {
 	const struct gm_spec_model *m = &c->spec->model;
+	double C = c->full.compute, L = c->full.autocast ? 4 : C;
 
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size)
 		return 0;
-	return (double)m->vocab_size * (c->full.compute + 12) / c->t;
+	if (m->architecture == GM_ARCH_BERT)
+		return (double)m->vocab_size * (2 * L + C) / c->t;
+	return (double)m->vocab_size * 12 / c->t;
 }
 
 /* Gradient accumulation: micro-batches emitted per step in the replay
@@ -417,7 +427,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE) -
 			 gm_act_layer_saved(&l, &d, GM_CKPT_SELECTIVE);
 	lg = c->last ? tok * logits_per_token(c) : 0;
-	held = c->last ? lg * c->full.compute / (c->full.compute + 12) : 0;
+	held = 0;
 	T->logits = lg;
 
 	/* The autocast weight cache: a 16-bit copy of every matmul weight,
