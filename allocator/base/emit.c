@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct gm_val {
@@ -819,25 +823,95 @@ int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format)
 
 /* ==== Atomic files ==== */
 
+/*
+ * Create a new file beside f->path (f->tmp) with O_EXCL and mode (the
+ * kernel applies the umask, as for any created file). Returns an fd or
+ * -1 with errno set.
+ */
+static int create_tmp(struct gm_file *f, mode_t mode)
+{
+	static unsigned long seq;
+	struct timespec ts;
+
+	for (int tries = 0; tries < 100; tries++) {
+		int fd, n;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		n = snprintf(f->tmp, sizeof(f->tmp), "%s.tmp.%ld.%lx%lx", f->path,
+			 (long)getpid(), (unsigned long)ts.tv_nsec,
+			 __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+		if (n < 0 || (size_t)n >= sizeof(f->tmp)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			  mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+/*
+ * Open path for writing. A missing path or a regular file (also through
+ * symlinks, which are resolved so the target is replaced and the link
+ * kept) is written atomically through a temporary file renamed over it;
+ * a replaced file keeps its mode, a new one gets 0666 & ~umask. Anything
+ * else (a FIFO, a character device such as /dev/stdout or /dev/null, a
+ * socket) is opened and written directly, never replaced. A directory is
+ * refused.
+ */
 int gm_file_begin(struct gm_file *f, const char *path, struct gm_diag *diag)
 {
+	mode_t mode = 0666;
+	struct stat st;
+	char *real;
 	int fd;
 
 	memset(f, 0, sizeof(*f));
-	if (strlen(path) + 16 >= sizeof(f->tmp))
+	if (strlen(path) + 80 >= sizeof(f->tmp))
 		return gm_diag_set(diag, GM_EINVAL, "%s: path too long", path);
 	snprintf(f->path, sizeof(f->path), "%s", path);
-	snprintf(f->tmp, sizeof(f->tmp), "%s.tmp.XXXXXX", path);
-	fd = mkstemp(f->tmp);
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+					   strerror(EISDIR));
+		if (!S_ISREG(st.st_mode)) {
+			f->direct = true;
+			f->fp = fopen(path, "w");
+			if (!f->fp)
+				return gm_diag_set(diag, GM_EIO, "%s: %s",
+						   path, strerror(errno));
+			return 0;
+		}
+		mode = st.st_mode & 07777;
+		real = realpath(path, NULL);
+		if (real && strlen(real) + 80 < sizeof(f->path))
+			snprintf(f->path, sizeof(f->path), "%s", real);
+		free(real);
+	} else if (lstat(path, &st) == 0) {
+		/* A dangling symlink: create its target through it. */
+		f->direct = true;
+		f->fp = fopen(path, "w");
+		if (!f->fp)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+					   strerror(errno));
+		return 0;
+	}
+	fd = create_tmp(f, mode);
 	if (fd < 0)
-		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-				   strerror(errno));
+		return gm_diag_set(diag, GM_EIO, "%s: cannot create a file "
+				   "there: %s", path, strerror(errno));
+	/* A replaced file keeps its mode even if the umask is stricter. */
+	if (mode != 0666)
+		(void)fchmod(fd, mode);
 	f->fp = fdopen(fd, "w");
 	if (!f->fp) {
+		int e = errno;
+
 		close(fd);
 		unlink(f->tmp);
-		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-				   strerror(errno));
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path, strerror(e));
 	}
 	return 0;
 }
@@ -848,11 +922,18 @@ int gm_file_end(struct gm_file *f, bool ok, struct gm_diag *diag)
 
 	if (!f->fp)
 		return 0;
+	errno = 0;
 	if (ferror(f->fp) || fflush(f->fp) != 0)
 		err = errno ? errno : EIO;
 	if (fclose(f->fp) != 0 && !err)
-		err = errno;
+		err = errno ? errno : EIO;
 	f->fp = NULL;
+	if (f->direct) {
+		if (err && ok)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", f->path,
+					   strerror(err));
+		return 0;
+	}
 	if (!ok || err || rename(f->tmp, f->path) != 0) {
 		if (!err && ok)
 			err = errno;

@@ -94,10 +94,16 @@ int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format);
  * Write a file atomically: gm_file_begin() opens a temporary file beside
  * path; gm_file_end() with ok=true flushes, closes and renames it over
  * path, with ok=false removes it. Nothing half-written is ever left at
- * path. Both return 0 or GM_EIO (diag names the path and errno text).
+ * path. Only a missing path or a regular file is replaced this way (a
+ * symlink to one: its target, the link stays); a new file gets mode
+ * 0666 & ~umask, a replaced one keeps its mode. A FIFO, a device
+ * (/dev/stdout, /dev/null) or a socket is written directly, not atomically
+ * and never replaced; a directory is refused. Both return 0 or GM_EIO
+ * (diag names the path and errno text).
  */
 struct gm_file {
 	FILE *fp;
+	bool direct; /* writing to path itself (not a regular file) */
 	char tmp[4096];
 	char path[4096];
 };

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "emit.h"
@@ -197,6 +199,91 @@ static void atomic_file(void **state)
 	assert_int_equal(gm_file_begin(&f, "/nonexistent-dir/x", &d), GM_EIO);
 }
 
+static int write_whole(const char *path)
+{
+	struct gm_file f;
+	struct gm_diag d;
+
+	if (gm_file_begin(&f, path, &d))
+		return -1;
+	fputs("whole", f.fp);
+	return gm_file_end(&f, true, &d);
+}
+
+/* New files honour the umask; replaced files keep their mode. */
+static void atomic_file_mode(void **state)
+{
+	char dir[] = "/tmp/gm-emit-XXXXXX", path[256];
+	struct stat st;
+	mode_t old = umask(022);
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/new", dir);
+	assert_int_equal(write_whole(path), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(write_whole(path), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	umask(old);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* A symlink's target is replaced, the link kept; a FIFO is written
+ * directly (not replaced); a directory is refused. */
+static void atomic_file_special(void **state)
+{
+	char dir[] = "/tmp/gm-emit-XXXXXX", target[256], link[256],
+	     fifo[256], buf[16] = {0};
+	struct gm_diag d;
+	struct gm_file f;
+	struct stat st;
+	FILE *in;
+	int rfd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	in = fopen(target, "w");
+	assert_non_null(in);
+	fclose(in);
+	assert_int_equal(symlink("target", link), 0);
+	assert_int_equal(write_whole(link), 0);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	in = fopen(target, "r");
+	assert_non_null(in);
+	assert_non_null(fgets(buf, sizeof(buf), in));
+	fclose(in);
+	assert_string_equal(buf, "whole");
+
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	rfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	assert_true(rfd >= 0);
+	assert_int_equal(write_whole(fifo), 0);
+	assert_int_equal(lstat(fifo, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(read(rfd, buf, sizeof(buf) - 1), 5);
+	close(rfd);
+
+	assert_int_equal(write_whole("/dev/null"), 0);
+	assert_int_equal(lstat("/dev/null", &st), 0);
+	assert_true(S_ISCHR(st.st_mode));
+	assert_int_equal(gm_file_begin(&f, dir, &d), GM_EIO);
+	assert_non_null(strstr(d.msg, "directory"));
+
+	unlink(fifo);
+	unlink(link);
+	unlink(target);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +291,8 @@ int main(void)
 		cmocka_unit_test(csv),       cmocka_unit_test(table),
 		cmocka_unit_test(inspection), cmocka_unit_test(format_names),
 		cmocka_unit_test(atomic_file),
+		cmocka_unit_test(atomic_file_mode),
+		cmocka_unit_test(atomic_file_special),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
