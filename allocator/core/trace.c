@@ -6,9 +6,13 @@
 #include "pool.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 enum { C_THREAD, C_TIME, C_ACTION, C_POINTER, C_SIZE, C_STREAM, NCOL };
@@ -293,16 +297,35 @@ fail:
 	return err;
 }
 
+/*
+ * Read and parse a trace file (plain or gzip). Every message is
+ * formatted while the stream that owns its text (gzerror's string) is
+ * still open. Errors: GM_EIO (cannot open or read, truncated gzip),
+ * GM_ENOMEM, or gm_trace_parse's.
+ */
 int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag)
 {
-	gzFile f = gzopen(path, "rb");
+	struct stat st;
+	gzFile f;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
-	int n, err;
+	int fd, n, err = 0;
 
 	memset(t, 0, sizeof(*t));
-	if (!f)
-		return gm_diag_set(diag, GM_EIO, "%s: cannot open", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gm_diag_set(diag, GM_EIO, "%s: cannot open: %s", path,
+				   strerror(errno));
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		return gm_diag_set(diag, GM_EIO, "%s: cannot read: %s", path,
+				   strerror(EISDIR));
+	}
+	f = gzdopen(fd, "rb");
+	if (!f) {
+		close(fd);
+		return gm_diag_set(diag, GM_ENOMEM, "%s: out of memory", path);
+	}
 	for (;;) {
 		if (cap - len < 65536) {
 			char *b;
@@ -310,28 +333,32 @@ int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag)
 			cap = cap ? cap * 2 : 1 << 20;
 			b = realloc(buf, cap);
 			if (!b) {
-				free(buf);
-				gzclose(f);
-				return gm_diag_set(diag, GM_ENOMEM,
-						   "%s: out of memory", path);
+				err = gm_diag_set(diag, GM_ENOMEM,
+						  "%s: out of memory", path);
+				break;
 			}
 			buf = b;
 		}
 		n = gzread(f, buf + len, 65536);
-		if (n < 0) {
-			int zerr;
+		if (n <= 0) {
+			int zerr = Z_OK;
 			const char *msg = gzerror(f, &zerr);
 
-			free(buf);
-			gzclose(f);
-			return gm_diag_set(diag, GM_EIO, "%s: %s", path, msg);
-		}
-		if (n == 0)
+			/* A truncated gzip stream ends with Z_BUF_ERROR. */
+			if (n < 0 || zerr != Z_OK)
+				err = gm_diag_set(diag, GM_EIO,
+					"%s: cannot read: %s", path,
+					zerr == Z_ERRNO ? strerror(errno) :
+					zerr == Z_BUF_ERROR ?
+					"unexpected end of compressed data" :
+					msg);
 			break;
+		}
 		len += (size_t)n;
 	}
 	gzclose(f);
-	err = gm_trace_parse(buf, len, path, t, diag);
+	if (!err)
+		err = gm_trace_parse(buf, len, path, t, diag);
 	free(buf);
 	return err;
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Bad input and hostile outputs for gpumem replay, report and verify (and
+the output handling every subcommand shares): each case checks the exit
+status, a phrase of the message, and that nothing crashed. Runs under
+ASan/UBSan in CI. Usage: cli_tools.py GPUMEM SOURCE_ROOT"""
+import gzip
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+
+GPUMEM, ROOT = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="gm-cli-tools-")
+TRACE = os.path.join(ROOT, "tools", "trace", "data", "llama1b-infer.csv.gz")
+VERIFY = os.path.join(ROOT, "tests", "data", "verify")
+failures = 0
+
+
+def path(name, text=None, mode="w"):
+    p = os.path.join(TMP, name)
+    if text is not None:
+        with open(p, mode) as f:
+            f.write(text)
+    return p
+
+
+def run(args, **kw):
+    return subprocess.run([GPUMEM, *args], capture_output=True, text=True,
+                          errors="replace", **kw)
+
+
+def check(name, args, code, needle=None, stdout=None, **kw):
+    global failures
+    p = run(args, **kw)
+    bad = p.returncode != code or \
+        (needle is not None and needle not in p.stderr) or \
+        (stdout is not None and stdout not in p.stdout) or \
+        "Sanitizer" in p.stderr or "runtime error" in p.stderr
+    if bad:
+        failures += 1
+        print("FAIL %s: rc %d, stdout %r, stderr %r" %
+              (name, p.returncode, p.stdout[:200], p.stderr[-600:]))
+    return p
+
+
+def expect(name, cond, detail=""):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL %s %s" % (name, detail))
+
+
+# 1. replay: a directory, a missing file, a truncated gzip stream.
+check("replay-dir", ["replay", TMP], 2, "cannot read: Is a directory")
+check("replay-missing", ["replay", path("nope.csv")], 2,
+      "cannot open: No such file or directory")
+with open(TRACE, "rb") as f:
+    data = f.read()
+path("trunc.csv.gz", data[:len(data) // 2], "wb")
+check("replay-truncated-gz", ["replay", path("trunc.csv.gz")], 2,
+      "unexpected end of compressed data")
+
+print("%d failures" % failures)
+sys.exit(1 if failures else 0)
