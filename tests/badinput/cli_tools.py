@@ -61,5 +61,31 @@ path("trunc.csv.gz", data[:len(data) // 2], "wb")
 check("replay-truncated-gz", ["replay", path("trunc.csv.gz")], 2,
       "unexpected end of compressed data")
 
+# 11. One wording for a missing value and an unknown option.
+for cmd in ["replay", "report", "verify", "gpus"]:
+    check(cmd + "-missing-value", [cmd, "--format"], 2,
+          "gpumem %s: option '--format' needs a value" % cmd)
+    check(cmd + "-unknown", [cmd, "--bogus=1"], 2,
+          "gpumem %s: unknown option '--bogus'" % cmd)
+check("replay-cap-missing", ["replay", TRACE, "--cap"], 2,
+      "option '--cap' needs a value")
+check("run-unknown", ["run", "--bogus", "--", "true"], 2,
+      "gpumem run: unknown option '--bogus'")
+
+# 9. A write error on stdout is exit 2 with a message, in every command.
+if os.path.exists("/dev/full"):
+    for args in (["replay", TRACE], ["replay", TRACE, "--format", "json"],
+                 ["report", os.path.join(VERIFY, "node-a.json")],
+                 ["verify", "--emulate", "claimed=1MiB", "--quick",
+                  "--no-progress"],
+                 ["gpus"], ["--help"], ["plan", os.path.join(
+                     ROOT, "models", "gpt2.yaml"), "--gpu", "h100"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([GPUMEM, *args], stdout=full,
+                               stderr=subprocess.PIPE, text=True)
+            expect("stdout-full " + " ".join(args[:2]),
+                   p.returncode == 2 and "No space left" in p.stderr,
+                   "rc %d %r" % (p.returncode, p.stderr[-300:]))
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -29,6 +29,14 @@ int gm_cmd_verify(int argc, char **argv);
 int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Report getopt_long's error c ('?' unknown option, ':' missing value;
+ * the optstring must start with ':' and opterr be 0) the same way in
+ * every subcommand: "option '--x' needs a value" or "unknown option
+ * '--y'". Returns GM_EXIT_USAGE.
+ */
+int gm_cmd_option_error(const char *name, int c, char **argv);
+
 int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);

@@ -61,11 +61,8 @@ int gm_cmd_gpus(int argc, char **argv)
 			gpus_usage(stdout);
 			return GM_EXIT_OK;
 		case ':':
-			return gm_cmd_usage_error("gpus", "option '%s' needs "
-						  "a value", argv[optind - 1]);
 		default:
-			return gm_cmd_usage_error("gpus", "unknown option "
-						  "'%s'", argv[optind - 1]);
+			return gm_cmd_option_error("gpus", opt, argv);
 		}
 	}
 	if (optind < argc)

@@ -64,7 +64,7 @@ int gm_cmd_replay(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		char *end;
 
 		switch (c) {
@@ -112,9 +112,9 @@ int gm_cmd_replay(int argc, char **argv)
 			po.roundup_power2_divisions = (unsigned)n;
 			break;
 		}
+		case ':':
 		default:
-			return gm_cmd_usage_error("replay",
-				"unknown option '%s'", argv[optind - 1]);
+			return gm_cmd_option_error("replay", c, argv);
 		}
 	}
 	if (optind != argc - 1)

@@ -40,8 +40,9 @@ int gm_cmd_report(int argc, char **argv)
 	struct gm_diag diag;
 	int c, n, rc = 0;
 
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (gm_format_parse(optarg, &format, &diag))
@@ -51,8 +52,9 @@ int gm_cmd_report(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return GM_EXIT_OK;
+		case ':':
 		default:
-			return gm_cmd_usage_error("report", "unknown option");
+			return gm_cmd_option_error("report", c, argv);
 		}
 	}
 	n = argc - optind;

@@ -120,8 +120,9 @@ int gm_cmd_run(int argc, char **argv)
 	char *end;
 	int c;
 
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			f = strtod(optarg, &end);
@@ -166,8 +167,9 @@ int gm_cmd_run(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return GM_EXIT_OK;
+		case ':':
 		default:
-			return gm_cmd_usage_error("run", "unknown option");
+			return gm_cmd_option_error("run", c, argv);
 		}
 	}
 	if (optind >= argc)

@@ -235,11 +235,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->no_progress = true;
 			break;
 		case ':':
-			return gm_cmd_usage_error("verify",
-				"option '%s' needs a value", argv[optind - 1]);
 		default:
-			return gm_cmd_usage_error("verify",
-				"unknown option '%s'", argv[optind - 1]);
+			return gm_cmd_option_error("verify", c, argv);
 		}
 	}
 	if (optind < argc)

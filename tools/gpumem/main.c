@@ -6,6 +6,8 @@
 #include "error.h"
 #include "log.h"
 
+#include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,39 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	return GM_EXIT_USAGE;
 }
 
+int gm_cmd_option_error(const char *name, int c, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	char opt[64];
+
+	if (strncmp(arg, "--", 2) == 0 && (c == ':' || !optopt))
+		snprintf(opt, sizeof(opt), "%.*s", (int)strcspn(arg, "="),
+			 arg);
+	else if (optopt)
+		snprintf(opt, sizeof(opt), "-%c", optopt);
+	else
+		snprintf(opt, sizeof(opt), "%s", arg);
+	if (c == ':')
+		return gm_cmd_usage_error(name, "option '%s' needs a value",
+					  opt);
+	return gm_cmd_usage_error(name, "unknown option '%s'", opt);
+}
+
+/*
+ * After a subcommand: anything it printed must have reached stdout. A
+ * write error (a full disk, a closed pipe, /dev/full) is exit 2 with a
+ * message, whatever the subcommand answered.
+ */
+static int check_stdout(const char *name, int rc)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout) && fclose(stdout) == 0)
+		return rc;
+	fprintf(stderr, "gpumem %s: cannot write the output: %s\n", name,
+		strerror(errno ? errno : EIO));
+	return GM_EXIT_USAGE;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: gpumem COMMAND [ARGS...]\n\n"
@@ -66,15 +101,15 @@ int main(int argc, char **argv)
 	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
 	    strcmp(name, "help") == 0) {
 		usage(stdout);
-		return GM_EXIT_OK;
+		return check_stdout("help", GM_EXIT_OK);
 	}
 	if (strcmp(name, "--version") == 0) {
 		printf("gpumem %s\n", GM_VERSION);
-		return GM_EXIT_OK;
+		return check_stdout("--version", GM_EXIT_OK);
 	}
 	for (const struct gm_cmd *c = gm_cmds; c->name; c++)
 		if (strcmp(name, c->name) == 0)
-			return c->run(argc - 1, argv + 1);
+			return check_stdout(name, c->run(argc - 1, argv + 1));
 	fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem --help'.\n",
 		name);
 	return GM_EXIT_USAGE;
