@@ -5,13 +5,76 @@
 #include "error.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 /* ==== JSON (as YAML) -> gm_val ==== */
+
+/* Where each value of a loaded document starts (1-based), for messages
+ * about its content. */
+struct gm_json_marks {
+	const struct gm_val **val;
+	size_t *line, *col;
+	size_t n, cap;
+};
+
+static void mark(struct gm_json_marks *m, const struct gm_val *v,
+		 const yaml_event_t *ev)
+{
+	if (!m || !v)
+		return;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		const struct gm_val **val = realloc(m->val,
+						    cap * sizeof(*val));
+		size_t *line, *col;
+
+		if (!val)
+			return;
+		m->val = val;
+		line = realloc(m->line, cap * sizeof(*line));
+		if (!line)
+			return;
+		m->line = line;
+		col = realloc(m->col, cap * sizeof(*col));
+		if (!col)
+			return;
+		m->col = col;
+		m->cap = cap;
+	}
+	m->val[m->n] = v;
+	m->line[m->n] = ev->start_mark.line + 1;
+	m->col[m->n++] = ev->start_mark.column + 1;
+}
+
+void gm_json_marks_free(struct gm_json_marks *m)
+{
+	if (!m)
+		return;
+	free(m->val);
+	free(m->line);
+	free(m->col);
+	free(m);
+}
+
+/* "line:col" of v, or "1:1" when unknown (out of memory while loading). */
+static void where(const struct gm_json_marks *m, const struct gm_val *v,
+		  size_t *line, size_t *col)
+{
+	*line = *col = 1;
+	for (size_t i = 0; m && i < m->n; i++)
+		if (m->val[i] == v) {
+			*line = m->line[i];
+			*col = m->col[i];
+			return;
+		}
+}
 
 static struct gm_val *scalar(const yaml_event_t *ev)
 {
@@ -42,9 +105,15 @@ static struct gm_val *scalar(const yaml_event_t *ev)
 	return gm_val_str(s);
 }
 
-/* Parse one node whose first event is ev (already taken). */
+/* Reports nest a few levels; deeper input is refused before the
+ * recursion below can exhaust the stack. */
+#define GM_JSON_MAX_DEPTH 64
+
+/* Parse one node whose first event is ev (already taken), at depth
+ * levels of nesting (the root is 1). */
 static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
-		const char *path, struct gm_diag *diag)
+		int depth, struct gm_json_marks *marks, const char *path,
+		struct gm_diag *diag)
 {
 	yaml_event_t e;
 	struct gm_val *v;
@@ -53,6 +122,7 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 	switch (ev->type) {
 	case YAML_SCALAR_EVENT:
 		*out = scalar(ev);
+		mark(marks, *out, ev);
 		return *out ? 0 : GM_ENOMEM;
 	case YAML_SEQUENCE_START_EVENT:
 	case YAML_MAPPING_START_EVENT:
@@ -62,8 +132,15 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 				   "content", path, ev->start_mark.line + 1,
 				   ev->start_mark.column + 1);
 	}
+	if (depth > GM_JSON_MAX_DEPTH)
+		return gm_diag_set(diag, GM_EINVAL, "%s:%zu:%zu: nesting too "
+				   "deep (more than %d levels)", path,
+				   ev->start_mark.line + 1,
+				   ev->start_mark.column + 1,
+				   GM_JSON_MAX_DEPTH);
 	bool map = ev->type == YAML_MAPPING_START_EVENT;
 	v = map ? gm_val_obj() : gm_val_arr();
+	mark(marks, v, ev);
 	for (;;) {
 		char *key = NULL;
 		struct gm_val *kid = NULL;
@@ -91,7 +168,7 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 				goto bad;
 			}
 		}
-		rc = node(p, &e, &kid, path, diag);
+		rc = node(p, &e, &kid, depth + 1, marks, path, diag);
 		yaml_event_delete(&e);
 		if (rc == 0 && map)
 			gm_obj_set(v, key ? key : "", kid);
@@ -114,17 +191,34 @@ bad:
 			   p->problem ? p->problem : "not valid JSON");
 }
 
-int gm_json_load(const char *path, struct gm_val **out, struct gm_diag *diag)
+int gm_json_load(const char *path, struct gm_val **out,
+		 struct gm_json_marks **marksp, struct gm_diag *diag)
 {
+	struct gm_json_marks *marks = NULL;
 	yaml_parser_t p;
 	yaml_event_t e;
+	struct stat st;
 	FILE *f = fopen(path, "r");
 	int rc = GM_EINVAL;
 
 	*out = NULL;
+	if (marksp)
+		*marksp = NULL;
 	if (!f)
 		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
 				   strerror(errno));
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(EISDIR));
+	}
+	if (marksp) {
+		marks = calloc(1, sizeof(*marks));
+		if (!marks) {
+			fclose(f);
+			return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+		}
+	}
 	yaml_parser_initialize(&p);
 	yaml_parser_set_input_file(&p, f);
 	/* Stream start, document start, then the root node. */
@@ -147,7 +241,7 @@ int gm_json_load(const char *path, struct gm_val **out, struct gm_diag *diag)
 			yaml_event_delete(&e);
 			break;
 		}
-		rc = node(&p, &e, out, path, diag);
+		rc = node(&p, &e, out, 1, marks, path, diag);
 		yaml_event_delete(&e);
 		break;
 	}
@@ -172,6 +266,9 @@ int gm_json_load(const char *path, struct gm_val **out, struct gm_diag *diag)
 	if (rc) {
 		gm_val_free(*out);
 		*out = NULL;
+		gm_json_marks_free(marks);
+	} else if (marksp) {
+		*marksp = marks;
 	}
 	yaml_parser_delete(&p);
 	fclose(f);
@@ -211,20 +308,165 @@ static const char *kind_of(const struct gm_val *doc)
 	return NULL;
 }
 
-static int add_report(struct gm_val *ranks, struct gm_val *totals,
-		      const struct gm_val *doc, const char *path,
-		      struct gm_diag *diag)
-{
-	static const char *const keys[] = {
-		"name", "cap_bytes", "allocated_bytes", "reserved_bytes",
-		"peak_allocated_bytes", "peak_reserved_bytes", "oom_count",
-		"oom_verdict", "undersized",
-	};
-	const struct gm_val *devs = gm_obj_get(doc, "devices");
+/* The file being merged: its name and marks, for messages. */
+struct src {
+	const char *path;
+	const struct gm_json_marks *marks;
+	struct gm_diag *diag;
+};
 
-	if (!devs || gm_val_kind(devs) != GM_VAL_ARR)
-		return gm_diag_set(diag, GM_EINVAL, "%s: a gpumem-report "
-				   "without a \"devices\" array", path);
+/* What a field must hold. */
+enum want { W_UINT, W_STR, W_BOOL, W_NUM, W_UINT_OR_NULL, W_OBJ, W_ARR };
+
+static const char *const want_text[] = {
+	[W_UINT] = "an integer from 0 to 18446744073709551615",
+	[W_STR] = "a string",
+	[W_BOOL] = "true or false",
+	[W_NUM] = "a number",
+	[W_UINT_OR_NULL] = "an integer from 0 to 18446744073709551615 or null",
+	[W_OBJ] = "an object",
+	[W_ARR] = "an array",
+};
+
+static bool is(const struct gm_val *v, enum want w)
+{
+	enum gm_val_kind k = gm_val_kind(v);
+
+	switch (w) {
+	case W_UINT: return k == GM_VAL_UINT;
+	case W_STR: return k == GM_VAL_STR;
+	case W_BOOL: return k == GM_VAL_BOOL;
+	case W_NUM: return k == GM_VAL_UINT || k == GM_VAL_INT ||
+			   (k == GM_VAL_REAL && isfinite(gm_val_as_real(v)));
+	case W_UINT_OR_NULL: return k == GM_VAL_UINT || k == GM_VAL_NULL;
+	case W_OBJ: return k == GM_VAL_OBJ;
+	case W_ARR: return k == GM_VAL_ARR;
+	}
+	return false;
+}
+
+/*
+ * Check that obj's key (named what in messages, e.g. "devices[0]") holds
+ * w; an absent key is an error when required. Returns 0 or GM_EINVAL
+ * with "path:line:column: what.key: must be ..." in diag.
+ */
+static int field(const struct src *s, const struct gm_val *obj,
+		 const char *what, const char *key, enum want w,
+		 bool required)
+{
+	const struct gm_val *v = gm_obj_get(obj, key);
+	size_t line, col;
+
+	if (!v && !required)
+		return 0;
+	where(s->marks, v ? v : obj, &line, &col);
+	if (!v)
+		return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s has no "
+				   "\"%s\"", s->path, line, col, what, key);
+	if (is(v, w))
+		return 0;
+	return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s%s%s: must be "
+			   "%s", s->path, line, col, what, *what ? "." : "",
+			   key, want_text[w]);
+}
+
+/* The fields of a preload report's device that the merge reads. */
+static const char *const report_keys[] = {
+	"name", "cap_bytes", "allocated_bytes", "reserved_bytes",
+	"peak_allocated_bytes", "peak_reserved_bytes", "oom_count",
+	"oom_verdict", "undersized",
+};
+static const enum want report_want[] = {
+	W_STR, W_UINT, W_UINT, W_UINT, W_UINT, W_UINT, W_UINT, W_STR, W_BOOL,
+};
+
+static int check_report(const struct src *s, const struct gm_val *doc)
+{
+	const struct gm_val *devs = gm_obj_get(doc, "devices");
+	char what[48];
+	int rc;
+
+	if ((rc = field(s, doc, "", "devices", W_ARR, true)) ||
+	    (rc = field(s, doc, "", "host", W_STR, false)) ||
+	    (rc = field(s, doc, "", "rank", W_UINT_OR_NULL, false)) ||
+	    (rc = field(s, doc, "", "pid", W_UINT, false)))
+		return rc;
+	for (size_t i = 0; i < gm_val_len(devs); i++) {
+		const struct gm_val *d = gm_arr_at(devs, i);
+
+		snprintf(what, sizeof(what), "devices[%zu]", i);
+		if (!is(d, W_OBJ)) {
+			size_t line, col;
+
+			where(s->marks, d, &line, &col);
+			return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: "
+					   "%s: must be an object", s->path,
+					   line, col, what);
+		}
+		if ((rc = field(s, d, what, "device", W_UINT, true)))
+			return rc;
+		/* name, oom_verdict and undersized are optional; the
+		 * byte counters are what the merge adds up. */
+		for (size_t k = 0; k < sizeof(report_keys) /
+				       sizeof(report_keys[0]); k++)
+			if ((rc = field(s, d, what, report_keys[k],
+					report_want[k],
+					report_want[k] == W_UINT)))
+				return rc;
+	}
+	return 0;
+}
+
+static const char *const verify_keys[] = {
+	"device", "name", "claimed_bytes", "reported_bytes",
+	"verified_bytes", "errors", "verdict", "bandwidth_gbps",
+};
+static const enum want verify_want[] = {
+	W_UINT, W_STR, W_UINT, W_UINT, W_UINT, W_UINT, W_STR, W_NUM,
+};
+
+static int check_verify_dev(const struct src *s, const struct gm_val *d,
+			    const char *what)
+{
+	const char *verdict;
+	size_t line, col;
+	int rc;
+
+	if (!is(d, W_OBJ)) {
+		where(s->marks, d, &line, &col);
+		return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s: must "
+				   "be an object", s->path, line, col,
+				   *what ? what : "the document");
+	}
+	for (size_t k = 0; k < sizeof(verify_keys) / sizeof(verify_keys[0]);
+	     k++) {
+		bool required = !strcmp(verify_keys[k], "device") ||
+				!strcmp(verify_keys[k], "verdict");
+
+		if ((rc = field(s, d, what, verify_keys[k], verify_want[k],
+				required)))
+			return rc;
+	}
+	verdict = gm_val_as_str(gm_obj_get(d, "verdict"));
+	if (strcmp(verdict, "ok") && strcmp(verdict, "undersized") &&
+	    strcmp(verdict, "faulty") && strcmp(verdict, "error")) {
+		where(s->marks, gm_obj_get(d, "verdict"), &line, &col);
+		return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s%sverdict:"
+				   " '%s' is not ok, undersized, faulty or "
+				   "error", s->path, line, col, what,
+				   *what ? "." : "", verdict);
+	}
+	return 0;
+}
+
+static int add_report(struct gm_val *ranks, struct gm_val *totals,
+		      const struct gm_val *doc, const struct src *s)
+{
+	const struct gm_val *devs = gm_obj_get(doc, "devices");
+	int rc = check_report(s, doc);
+
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < gm_val_len(devs); i++) {
 		const struct gm_val *d = gm_arr_at(devs, i);
 		struct gm_val *row = gm_val_obj();
@@ -233,14 +475,20 @@ static int add_report(struct gm_val *ranks, struct gm_val *totals,
 		copy(row, doc, "rank");
 		copy(row, doc, "pid");
 		copy(row, d, "device");
-		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-			copy(row, d, keys[k]);
+		for (size_t k = 0; k < sizeof(report_keys) /
+				       sizeof(report_keys[0]); k++)
+			copy(row, d, report_keys[k]);
 		gm_arr_push(ranks, row);
 		for (size_t k = 1; k < 7; k++) {
-			const struct gm_val *t = gm_obj_get(totals, keys[k]);
-			gm_obj_set_uint(totals, keys[k],
-					gm_val_as_uint(t) +
-					gm_val_as_uint(gm_obj_get(d, keys[k])));
+			const struct gm_val *t = gm_obj_get(totals,
+							    report_keys[k]);
+			uint64_t a = gm_val_as_uint(t),
+				 b = gm_val_as_uint(gm_obj_get(d,
+							report_keys[k]));
+
+			/* Saturate: a sum past 2^64 - 1 is not a count. */
+			gm_obj_set_uint(totals, report_keys[k],
+					a > UINT64_MAX - b ? UINT64_MAX : a + b);
 		}
 	}
 	return 0;
@@ -249,48 +497,53 @@ static int add_report(struct gm_val *ranks, struct gm_val *totals,
 static void add_verify_row(struct gm_val *out, const struct gm_val *d,
 			   const struct gm_val *host)
 {
-	static const char *const keys[] = {
-		"device", "name", "claimed_bytes", "reported_bytes",
-		"verified_bytes", "errors", "verdict", "bandwidth_gbps",
-	};
 	struct gm_val *row = gm_val_obj();
 
 	if (host)
 		gm_obj_set_str(row, "host", gm_val_as_str(host));
 	else
 		copy(row, d, "host");
-	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-		copy(row, d, keys[k]);
+	for (size_t k = 0; k < sizeof(verify_keys) / sizeof(verify_keys[0]);
+	     k++)
+		copy(row, d, verify_keys[k]);
 	gm_arr_push(out, row);
 }
 
 static int add_verify(struct gm_val *out, const struct gm_val *doc,
-		      const char *path, struct gm_diag *diag)
+		      const struct src *s)
 {
 	const struct gm_val *devs = doc, *host = NULL;
+	char what[48];
+	int rc;
 
 	if (gm_val_kind(doc) == GM_VAL_OBJ) {
 		if (!gm_obj_get(doc, "devices")) {
+			if ((rc = field(s, doc, "", "host", W_STR, false)) ||
+			    (rc = check_verify_dev(s, doc, "")))
+				return rc;
 			add_verify_row(out, doc, NULL);
 			return 0;
 		}
+		if ((rc = field(s, doc, "", "devices", W_ARR, true)) ||
+		    (rc = field(s, doc, "", "host", W_STR, false)))
+			return rc;
 		devs = gm_obj_get(doc, "devices");
 		host = gm_obj_get(doc, "host");
 	}
-	if (gm_val_kind(devs) != GM_VAL_ARR)
-		return gm_diag_set(diag, GM_EINVAL, "%s: \"devices\" is not "
-				   "an array", path);
 	for (size_t i = 0; i < gm_val_len(devs); i++) {
-		if (gm_val_kind(gm_arr_at(devs, i)) != GM_VAL_OBJ)
-			return gm_diag_set(diag, GM_EINVAL, "%s: device %zu "
-					   "is not an object", path, i);
+		snprintf(what, sizeof(what), "devices[%zu]", i);
+		if (gm_val_kind(doc) == GM_VAL_ARR)
+			snprintf(what, sizeof(what), "[%zu]", i);
+		if ((rc = check_verify_dev(s, gm_arr_at(devs, i), what)))
+			return rc;
 		add_verify_row(out, gm_arr_at(devs, i), host);
 	}
 	return 0;
 }
 
 int gm_report_merge(struct gm_val *const *docs, const char *const *paths,
-		    size_t n, struct gm_val **out, struct gm_diag *diag)
+		    struct gm_json_marks *const *marks, size_t n,
+		    struct gm_val **out, struct gm_diag *diag)
 {
 	struct gm_val *m = gm_val_obj(), *ranks = gm_val_arr(),
 		      *totals = gm_val_obj(), *verify = gm_val_arr();
@@ -299,13 +552,14 @@ int gm_report_merge(struct gm_val *const *docs, const char *const *paths,
 	gm_obj_set_uint(totals, "reports", 0);
 	for (size_t i = 0; i < n && !rc; i++) {
 		const char *kind = kind_of(docs[i]);
+		struct src s = {paths[i], marks ? marks[i] : NULL, diag};
 
 		if (kind && !strcmp(kind, "gpumem-report")) {
-			rc = add_report(ranks, totals, docs[i], paths[i], diag);
+			rc = add_report(ranks, totals, docs[i], &s);
 			gm_obj_set_uint(totals, "reports", gm_val_as_uint(
 				gm_obj_get(totals, "reports")) + 1);
 		} else if (kind && !strcmp(kind, "gpumem-verify")) {
-			rc = add_verify(verify, docs[i], paths[i], diag);
+			rc = add_verify(verify, docs[i], &s);
 		} else {
 			rc = gm_diag_set(diag, GM_EINVAL, "%s: not a gpumem "
 					 "report (\"kind\" is neither "

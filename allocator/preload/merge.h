@@ -16,17 +16,29 @@
 #include <stddef.h>
 
 struct gm_diag;
+struct gm_json_marks;
 struct gm_val;
 
+/*
+ * Load the JSON file path into *out. Nesting deeper than 64 levels is
+ * refused (GM_EINVAL, "path:line:column: nesting too deep"). With marks
+ * non-NULL, *marks gets where each value starts, for the merge's
+ * messages; free it with gm_json_marks_free().
+ */
 int gm_json_load(const char *path, struct gm_val **out,
-		 struct gm_diag *diag);
+		 struct gm_json_marks **marks, struct gm_diag *diag);
+void gm_json_marks_free(struct gm_json_marks *marks);
 
 /*
- * Merge docs[0..n) (loaded from paths[i], named in messages) into *out:
+ * Merge docs[0..n) (loaded from paths[i], named in messages; marks[i]
+ * from gm_json_load, or marks NULL) into *out, after checking the type
+ * of every field the merge reads (GM_EINVAL, "path:line:column: devices[0]
+ * .peak_allocated_bytes: must be an integer ..."):
  * {"kind": "gpumem-report-merged", "ranks": [...], "totals": {...},
  *  "verify": [...]}.
  */
 int gm_report_merge(struct gm_val *const *docs, const char *const *paths,
-		    size_t n, struct gm_val **out, struct gm_diag *diag);
+		    struct gm_json_marks *const *marks, size_t n,
+		    struct gm_val **out, struct gm_diag *diag);
 
 #endif

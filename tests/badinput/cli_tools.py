@@ -87,5 +87,46 @@ if os.path.exists("/dev/full"):
                    p.returncode == 2 and "No space left" in p.stderr,
                    "rc %d %r" % (p.returncode, p.stderr[-300:]))
 
+# 2, 12. report: nesting, field types, directories.
+check("report-deep", ["report", path("deep.json", "[" * 50000)], 2,
+      "nesting too deep")
+check("report-deep-valid",
+      ["report", path("deep2.json", "[" * 30000 + "]" * 30000)], 2,
+      "nesting too deep")
+check("report-deep-obj", ["report", path("deep3.json",
+                                         '{"a":' * 100000 + "1" +
+                                         "}" * 100000)], 2,
+      "nesting too deep")
+check("report-dir", ["report", TMP], 2, "Is a directory")
+check("report-device-type", ["report", path(
+    "w.json", '{"kind":"gpumem-report","devices":[{"device":"x"}]}')], 2,
+    "w.json:1:46: devices[0].device: must be an integer")
+check("report-missing-field", ["report", path(
+    "w1.json", '{"kind":"gpumem-report","devices":[{"device":0}]}')], 2,
+    "w1.json:1:36: devices[0] has no \"cap_bytes\"")
+check("report-too-large", ["report", path(
+    "w2.json", '{"kind":"gpumem-report","devices":[{"device":0,'
+    '"cap_bytes":1,"allocated_bytes":1,"reserved_bytes":1,\n'
+    '"peak_allocated_bytes":18446744073709551616}]}')], 2,
+    "w2.json:2:24: devices[0].peak_allocated_bytes: must be an integer")
+check("report-verdict", ["report", path(
+    "v.json", '{"kind":"gpumem-verify","devices":[{"device":0,'
+    '"verdict":"great"}]}')], 2, "'great' is not ok")
+check("report-verify-bytes", ["report", path(
+    "v2.json", '[{"device":0,"verdict":"ok","claimed_bytes":-1}]')], 2,
+    "[0].claimed_bytes: must be an integer")
+
+# 13, 14. report: CSV has one row per device; a failed card is exit 1.
+nodes = [os.path.join(VERIFY, "node-a.json"),
+         os.path.join(VERIFY, "node-b.json")]
+p = check("report-undersized-exit-1", ["report", *nodes], 1)
+p = check("report-csv", ["report", "--format", "csv", *nodes], 1)
+lines = p.stdout.strip().split("\n")
+expect("report-csv-rows", len(lines) == 5 and
+       lines[0].startswith("source,host,device,") and
+       all(len(x.split(",")) == len(lines[0].split(",")) for x in lines),
+       repr(lines[:3]))
+check("report-ok-exit-0", ["report", nodes[0]], 0)
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
