@@ -149,8 +149,8 @@ static int parse_pair(char *item, struct gm_verify_emu *emu, struct gm_diag *d)
 int gm_verify_emu_parse(const char *text, struct gm_verify_emu *emu,
 			struct gm_diag *d)
 {
-	char buf[512], *save = NULL, *item;
-	int rc;
+	char buf[512], *save = NULL, *item, *items[64];
+	int rc, nitems = 0;
 
 	memset(emu, 0, sizeof(*emu));
 	emu->nvml = true;
@@ -159,9 +159,25 @@ int gm_verify_emu_parse(const char *text, struct gm_verify_emu *emu,
 	snprintf(emu->name, sizeof(emu->name), "gpumem emulated card");
 	if (strlen(text) >= sizeof(buf))
 		return gm_diag_set(d, GM_EINVAL, "--emulate: too long");
+	if (!*text || text[0] == ',' || text[strlen(text) - 1] == ',' ||
+	    strstr(text, ",,"))
+		return gm_diag_set(d, GM_EINVAL, "--emulate: '%s' has an "
+				   "empty item (KEY=VALUE,KEY=VALUE,...)",
+				   text);
 	strcpy(buf, text);
 	for (item = strtok_r(buf, ",", &save); item;
 	     item = strtok_r(NULL, ",", &save)) {
+		size_t klen = strcspn(item, "=");
+
+		/* Each key once: a repeated key is a typo, not an override. */
+		for (int k = 0; k < nitems; k++)
+			if (strcspn(items[k], "=") == klen &&
+			    !strncmp(items[k], item, klen))
+				return gm_diag_set(d, GM_EINVAL, "--emulate: "
+						   "'%.*s' is given twice",
+						   (int)klen, item);
+		if (nitems < 64)
+			items[nitems++] = item;
 		rc = parse_pair(item, emu, d);
 		if (rc)
 			return rc;

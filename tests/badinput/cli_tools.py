@@ -128,5 +128,59 @@ expect("report-csv-rows", len(lines) == 5 and
        repr(lines[:3]))
 check("report-ok-exit-0", ["report", nodes[0]], 0)
 
+# 10, 17. verify: --output checked before the test; out-of-range values.
+EMU = ["verify", "--no-progress", "--quick", "--emulate",
+       "claimed=32MiB,real=24MiB"]
+p = check("verify-output-unwritable",
+          EMU + ["--output", os.path.join(TMP, "no", "x.json")], 2,
+          "--output: ")
+expect("verify-output-before-test", p.stdout == "", repr(p.stdout[:100]))
+for args, needle in (
+        (["--seed", "18446744073709551616"], "--seed"),
+        (["--seed", "99999999999999999999999"], "--seed"),
+        (["--emulate", "claimed=32MiB,claimed=16MiB"], "given twice"),
+        (["--emulate", "claimed=32MiB,,"], "empty item"),
+        (["--emulate", ",claimed=32MiB"], "empty item"),
+        (["--emulate", "claimed=32MiB", "--device", "0"], "--device")):
+    check("verify-" + " ".join(args), ["verify", "--no-progress", *args],
+          2, needle)
+
+# 7, 8. Output files: the umask, symlinks, FIFOs, devices, directories.
+old = os.umask(0o022)
+out = os.path.join(TMP, "v.json")
+check("verify-output-mode", EMU + ["--output", out], 1)
+expect("verify-output-0644", stat.S_IMODE(os.stat(out).st_mode) == 0o644,
+       oct(os.stat(out).st_mode))
+os.chmod(out, 0o640)
+check("verify-output-keep-mode", EMU + ["--output", out], 1)
+expect("verify-output-kept-0640",
+       stat.S_IMODE(os.stat(out).st_mode) == 0o640)
+os.umask(old)
+target = path("target.json", "")
+link = os.path.join(TMP, "link.json")
+os.symlink("target.json", link)
+check("verify-output-symlink", EMU + ["--output", link], 1)
+expect("verify-output-link-kept", os.path.islink(link))
+expect("verify-output-target-written", os.path.getsize(target) > 100)
+svg_link = os.path.join(TMP, "link.svg")
+os.symlink("target.svg", svg_link)
+path("target.svg", "")
+check("plan-svg-symlink", ["plan", os.path.join(ROOT, "models", "gpt2.yaml"),
+                           "--gpu", "h100", "--svg", svg_link], 0)
+expect("plan-svg-link-kept", os.path.islink(svg_link) and
+       os.path.getsize(os.path.join(TMP, "target.svg")) > 100)
+check("verify-output-dir", EMU + ["--output", TMP], 2, "Is a directory")
+check("verify-output-devnull", EMU + ["--output", "/dev/null"], 1)
+expect("devnull-still-a-device",
+       stat.S_ISCHR(os.stat("/dev/null").st_mode))
+fifo = os.path.join(TMP, "fifo.json")
+os.mkfifo(fifo)
+rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+check("verify-output-fifo", EMU + ["--output", fifo], 1)
+got = os.read(rfd, 1 << 20)
+os.close(rfd)
+expect("fifo-kept", stat.S_ISFIFO(os.lstat(fifo).st_mode))
+expect("fifo-got-json", got.startswith(b"{"), repr(got[:40]))
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

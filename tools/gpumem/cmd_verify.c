@@ -10,6 +10,7 @@
 #include "units.h"
 #include "verify.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,15 +33,18 @@ static void help(FILE *out)
 		"(default: all)\n"
 		"  --claimed SIZE          capacity the card is sold as "
 		"(80GB, 141GB, 80GiB)\n"
-		"  --quick                 one unique-value write and verify "
-		"pass\n"
+		"  --quick                 2 passes: write a value unique to "
+		"each address,\n"
+		"                          then read every one back\n"
 		"  --full                  + complement, walking ones, moving "
 		"inversions (default)\n"
 		"  --bit-fade SECONDS      also hold a pattern this long, then "
 		"check it (and its\n"
 		"                          complement)\n"
 		"  --limit SIZE            test at most SIZE per device\n"
-		"  --seed N                pattern seed (default: random)\n"
+		"  --seed N                pattern seed, 0 to 2^64-1 (0 or "
+		"none: random; the\n"
+		"                          top bit is always set)\n"
 		"  --format FORMAT         table (default), json, yaml or csv\n"
 		"  --output FILE           also write the JSON report to FILE "
 		"(%%h = host name)\n"
@@ -63,7 +67,10 @@ static void help(FILE *out)
 		"reports less than\nclaimed), faulty (flipped bits, garbage, "
 		"NVML health).\n"
 		"Exit codes: 0 all ok, 1 a card is undersized or faulty, 2 bad "
-		"usage, 3 driver error.\n");
+		"usage, 3 driver error.\n"
+		"--output is opened before the test (a bad path fails at "
+		"once); if writing it\nfails at the end, a failed card's 1 "
+		"still wins over 2.\n");
 }
 
 /* ==== Progress bar (stderr, only on a terminal) ==== */
@@ -110,6 +117,7 @@ struct args {
 	const char *emulate;
 	const char *vmm;
 	bool no_progress;
+	bool device_given;
 };
 
 static int parse_devices(const char *text, struct args *a)
@@ -172,6 +180,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			help(stdout);
 			return GM_EXIT_OK;
 		case O_DEVICE:
+			a->device_given = true;
 			if (parse_devices(optarg, a))
 				return gm_cmd_usage_error("verify",
 					"--device: '%s' is not N, N,M,... or "
@@ -209,10 +218,13 @@ static int parse_args(int argc, char **argv, struct args *a)
 					"least 16 bytes", optarg);
 			break;
 		case O_SEED:
+			errno = 0;
 			a->o.seed = strtoull(optarg, &end, 0);
-			if (*end || end == optarg || optarg[0] == '-')
+			if (*end || end == optarg || optarg[0] == '-' ||
+			    errno == ERANGE)
 				return gm_cmd_usage_error("verify",
-					"--seed: '%s' is not a number",
+					"--seed: '%s' is not a number from 0 "
+					"to 2^64-1", 
 					optarg);
 			break;
 		case O_FADE: {
@@ -248,6 +260,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 	if (a->emulate && a->vmm)
 		return gm_cmd_usage_error("verify",
 			"--emulate and --emulate-vmm exclude each other");
+	if (a->emulate && a->device_given)
+		return gm_cmd_usage_error("verify",
+			"--device and --emulate exclude each other (the "
+			"emulated card is in host memory)");
 	if (a->vmm && a->ndevs > 1)
 		return gm_cmd_usage_error("verify",
 			"--emulate-vmm takes one --device");
@@ -255,14 +271,13 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return -1;
 }
 
-/* --output FILE with %h replaced by the host name. */
-static int write_output(const char *pattern, const char *host,
-			const struct gm_val *report, struct gm_diag *d)
+/* --output FILE with %h replaced by the host name: open it (before the
+ * test, so that a bad path fails at once). */
+static int open_output(const char *pattern, const char *host,
+		       struct gm_file *f, struct gm_diag *d)
 {
 	char path[4096];
 	size_t o = 0;
-	struct gm_file f;
-	int rc;
 
 	for (const char *p = pattern; *p && o + 1 < sizeof(path); p++) {
 		if (p[0] == '%' && p[1] == 'h') {
@@ -273,11 +288,7 @@ static int write_output(const char *pattern, const char *host,
 		}
 	}
 	path[o < sizeof(path) ? o : sizeof(path) - 1] = '\0';
-	rc = gm_file_begin(&f, path, d);
-	if (rc)
-		return rc;
-	rc = gm_emit(f.fp, report, GM_FORMAT_JSON);
-	return gm_file_end(&f, rc == 0, d) ? GM_EIO : rc;
+	return gm_file_begin(f, path, d);
 }
 
 static void print_table(const struct gm_verify_result *r, size_t n)
@@ -344,6 +355,7 @@ int gm_cmd_verify(int argc, char **argv)
 	struct gm_verify_result *res = NULL;
 	struct gm_diag d = {{0}};
 	struct gm_val *report = NULL;
+	struct gm_file out = {0};
 	char host[256] = "localhost";
 	size_t n = 0;
 	int rc, code;
@@ -351,6 +363,11 @@ int gm_cmd_verify(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc >= 0)
 		return rc;
+	gethostname(host, sizeof(host) - 1);
+	if (a.output && open_output(a.output, host, &out, &d)) {
+		fprintf(stderr, "gpumem verify: --output: %s\n", d.msg);
+		return GM_EXIT_USAGE;
+	}
 	if (!a.no_progress && isatty(STDERR_FILENO)) {
 		a.o.progress = on_progress;
 		a.o.progress_arg = &prog;
@@ -359,8 +376,10 @@ int gm_cmd_verify(int argc, char **argv)
 		struct gm_verify_emu emu;
 
 		rc = gm_verify_emu_parse(a.emulate, &emu, &d);
-		if (rc)
+		if (rc) {
+			gm_file_end(&out, false, &d);
 			return gm_cmd_usage_error("verify", "%s", d.msg);
+		}
 		res = calloc(1, sizeof(*res));
 		n = 1;
 		rc = res ? gm_verify_emulated(&emu, &a.o, res, &d)
@@ -373,9 +392,9 @@ int gm_cmd_verify(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "gpumem verify: %s\n", d.msg);
 		free(res);
+		gm_file_end(&out, false, &d);
 		return rc == GM_EINVAL ? GM_EXIT_USAGE : GM_EXIT_DEVICE;
 	}
-	gethostname(host, sizeof(host) - 1);
 	report = gm_verify_report(res, n, host);
 	if (a.format == GM_FORMAT_TABLE)
 		print_table(res, n);
@@ -387,9 +406,18 @@ int gm_cmd_verify(int argc, char **argv)
 	} else
 		gm_emit(stdout, report, a.format);
 	code = gm_verify_exit_code(res, n);
-	if (a.output && write_output(a.output, host, report, &d)) {
-		fprintf(stderr, "gpumem verify: %s\n", d.msg);
-		code = GM_EXIT_USAGE;
+	if (out.fp) {
+		int erc = gm_emit(out.fp, report, GM_FORMAT_JSON);
+
+		if (gm_file_end(&out, erc == 0, &d) || erc) {
+			if (erc)
+				snprintf(d.msg, sizeof(d.msg), "%.900s: cannot "
+					 "write the report", out.path);
+			fprintf(stderr, "gpumem verify: %s\n", d.msg);
+			/* A failed card (1) is the more important answer. */
+			if (code == GM_EXIT_OK)
+				code = GM_EXIT_USAGE;
+		}
 	}
 	gm_val_free(report);
 	free(res);
