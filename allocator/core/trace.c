@@ -156,6 +156,7 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 		const char *le = nl ? nl : end, *f = p;
 		struct gm_trace_event ev = {0};
 		bool fail = false, is_free = false;
+		unsigned long size_col = 1, ptr_col = 1;
 		int col = 0;
 
 		line++;
@@ -185,7 +186,14 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 				for (int i = 0; i < NCOL; i++)
 					if (field_is(s, fe, col_names[i]))
 						which = i;
-				if (which >= 0 && col_of[which] < 0)
+				if (which >= 0 && col_of[which] >= 0) {
+					err = gm_diag_set(diag, GM_EINVAL,
+						"%s:%lu:%lu: the header names "
+						"'%s' twice", name, line,
+						colno, col_names[which]);
+					goto fail;
+				}
+				if (which >= 0)
 					col_of[which] = col;
 			} else {
 				for (int i = 0; i < NCOL; i++)
@@ -208,6 +216,7 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 						bad = 1;
 					break;
 				case C_POINTER:
+					ptr_col = colno;
 					if (field_is(s, fe, "(nil)") ||
 					    field_is(s, fe, "nullptr"))
 						ev.ptr = 0;
@@ -216,6 +225,7 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 								&ev.ptr);
 					break;
 				case C_SIZE:
+					size_col = colno;
 					bad = parse_u64(s, fe, false, &ev.size);
 					break;
 				case C_STREAM:
@@ -260,7 +270,7 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 			header = true;
 			ncols = col;
 		} else {
-			if (col < ncols) {
+			if (col != ncols) {
 				err = gm_diag_set(diag, GM_EINVAL,
 					"%s:%lu:%lu: %d fields, the header "
 					"has %d", name, line,
@@ -274,9 +284,9 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 				ev.action = GM_TRACE_FREE;
 			if (ev.action == GM_TRACE_ALLOC && (!ev.ptr || !ev.size)) {
 				err = gm_diag_set(diag, GM_EINVAL,
-					"%s:%lu:1: an allocation needs a "
+					"%s:%lu:%lu: an allocation needs a "
 					"pointer and a size above 0",
-					name, line);
+					name, line, ev.ptr ? size_col : ptr_col);
 				goto fail;
 			}
 			err = push(t, &ev);
@@ -433,6 +443,7 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 	struct gm_pool *pool = NULL;
 	struct gm_pool_stats st;
 	struct ptrmap m;
+	struct ptrmap failed; /* trace pointers whose allocation failed */
 	uint64_t t0, ops = 0, peak_seen = 0, live = 0;
 	int err;
 
@@ -440,7 +451,13 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 	if (err)
 		return err;
 	err = pm_init(&m, t->n);
+	if (!err)
+		err = pm_init(&failed, t->n);
+	else
+		memset(&failed, 0, sizeof(failed));
 	if (err) {
+		pm_free(&m);
+		pm_free(&failed);
 		gm_pool_destroy(pool);
 		return gm_diag_set(diag, err, "out of memory");
 	}
@@ -456,7 +473,15 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 		s = e->ptr ? pm_slot(&m, e->ptr) : 0;
 		if (e->action == GM_TRACE_FREE) {
 			if (!e->ptr || !m.k[s]) {
-				r->unmatched_frees++;
+				size_t f = e->ptr ? pm_slot(&failed, e->ptr)
+						  : 0;
+
+				if (e->ptr && failed.k[f]) {
+					pm_del(&failed, f);
+					r->failed_frees++;
+				} else {
+					r->unmatched_frees++;
+				}
 				continue;
 			}
 			gm_pool_free(pool, m.v[s]);
@@ -472,11 +497,24 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 		}
 		{
 			uint64_t addr;
+			int aerr;
 
 			ops++;
-			if (gm_pool_alloc(pool, e->size, (uintptr_t)e->stream,
-					  &addr)) {
-				r->failed_allocations++;
+			aerr = gm_pool_alloc(pool, e->size,
+					     (uintptr_t)e->stream, &addr);
+			if (aerr) {
+				size_t f = pm_slot(&failed, e->ptr);
+
+				/* GM_ENOMEM: no arena for one more stream
+				 * (the pool's 1,024) or no host memory. */
+				if (aerr == GM_ENOMEM)
+					r->stream_limit_allocations++;
+				else
+					r->failed_allocations++;
+				if (!failed.k[f]) {
+					failed.k[f] = e->ptr;
+					failed.n++;
+				}
 				continue;
 			}
 			m.k[s] = e->ptr;
@@ -502,6 +540,7 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 	r->num_alloc_retries = st.num_alloc_retries;
 	r->ns_per_op = ops ? (double)*elapsed / (double)ops : 0;
 	pm_free(&m);
+	pm_free(&failed);
 	gm_pool_destroy(pool);
 	return 0;
 }

@@ -58,8 +58,14 @@ struct gm_replay_result {
 	uint64_t events;             /* lines replayed */
 	uint64_t allocations;
 	uint64_t frees;
-	uint64_t failed_allocations; /* the pool said out of memory */
-	uint64_t unmatched_frees;    /* free of a pointer not live */
+	uint64_t failed_allocations; /* the pool said out of memory (or the
+				      * size is above its largest request) */
+	uint64_t stream_limit_allocations; /* refused: a stream past the
+					    * pool's 1,024 (or no host
+					    * memory) */
+	uint64_t failed_frees;       /* free of a pointer whose allocation
+				      * failed in the replay */
+	uint64_t unmatched_frees;    /* free of a pointer never live */
 	uint64_t duplicate_allocations; /* a live pointer allocated again */
 	uint64_t trace_peak_allocated_bytes; /* from the trace itself */
 	uint64_t peak_allocated_bytes;

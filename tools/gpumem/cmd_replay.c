@@ -153,6 +153,9 @@ int gm_cmd_replay(int argc, char **argv)
 	gm_obj_set_uint(v, "trace_peak_requested_bytes",
 			r.trace_peak_allocated_bytes);
 	gm_obj_set_uint(v, "failed_allocations", r.failed_allocations);
+	gm_obj_set_uint(v, "stream_limit_allocations",
+			r.stream_limit_allocations);
+	gm_obj_set_uint(v, "failed_frees", r.failed_frees);
 	gm_obj_set_uint(v, "unmatched_frees", r.unmatched_frees);
 	gm_obj_set_uint(v, "duplicate_allocations", r.duplicate_allocations);
 	gm_obj_set_uint(v, "num_device_alloc", r.num_device_alloc);

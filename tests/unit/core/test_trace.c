@@ -89,6 +89,50 @@ static void bad_input(void **state)
 		   "1,1,allocate,0x0,10,0\n", "needs a pointer");
 	expect_bad("Thread,Time,Action,Pointer,Size,Stream\n"
 		   "1,1:,allocate,0x10,10,0\n", "bad Time");
+	/* More fields than the header, a column named twice, a zero size
+	 * pointed at its own column. */
+	expect_bad("Thread,Time,Action,Pointer,Size,Stream\n"
+		   "1,1,allocate,0x10,10,0,7\n",
+		   "b.csv:2:25: 7 fields, the header has 6");
+	expect_bad("Thread,Time,Action,Action,Pointer,Size,Stream\n",
+		   "b.csv:1:20: the header names 'Action' twice");
+	expect_bad("Thread,Time,Action,Pointer,Size,Stream\n"
+		   "1,1,allocate,0x10,0,0\n", "b.csv:2:19: an allocation");
+}
+
+/* A free of a pointer whose allocation failed in the replay is a
+ * failed_free, not an unmatched one; a stream past the pool's 1,024 is
+ * counted apart from out-of-memory failures. */
+static void failed_frees_and_streams(void **state)
+{
+	struct gm_sim_options so = {.total_bytes = 4 * GM_GiB};
+	static char txt[1 << 20];
+	struct gm_replay_result r;
+	struct gm_backend *be;
+	struct gm_trace t;
+	struct gm_diag d;
+	size_t o = 0;
+
+	(void)state;
+	o += (size_t)snprintf(txt + o, sizeof(txt) - o,
+		"Thread,Time,Action,Pointer,Size,Stream\n"
+		"1,1,allocate,0x1000,8589934592,0\n"
+		"1,2,free,0x1000,8589934592,0\n"
+		"1,3,free,0x2000,10,0\n");
+	for (int i = 0; i < 1100; i++)
+		o += (size_t)snprintf(txt + o, sizeof(txt) - o,
+			"1,4,allocate,0x%x,512,0x%x\n", 0x100000 + i * 0x1000,
+			i + 1);
+	assert_int_equal(gm_trace_parse(txt, o, "s.csv", &t, &d), 0);
+	assert_int_equal(gm_sim_backend_create(&be, &so), 0);
+	assert_int_equal(gm_replay(&t, be, NULL, &r, &d), 0);
+	assert_int_equal(r.failed_allocations, 1);
+	assert_int_equal(r.failed_frees, 1);
+	assert_int_equal(r.unmatched_frees, 1);
+	assert_true(r.stream_limit_allocations > 0);
+	assert_int_equal(r.allocations + r.stream_limit_allocations, 1100);
+	gm_trace_free(&t);
+	be->ops->destroy(be);
 }
 
 static void gzip_and_replay(void **state)
@@ -137,6 +181,7 @@ int main(void)
 		cmocka_unit_test(columns_any_order_and_us),
 		cmocka_unit_test(bad_input),
 		cmocka_unit_test(gzip_and_replay),
+		cmocka_unit_test(failed_frees_and_streams),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
