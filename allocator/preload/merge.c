@@ -316,10 +316,11 @@ struct src {
 };
 
 /* What a field must hold. */
-enum want { W_UINT, W_STR, W_BOOL, W_NUM, W_UINT_OR_NULL, W_OBJ, W_ARR };
+enum want { W_UINT, W_INT, W_STR, W_BOOL, W_NUM, W_UINT_OR_NULL, W_OBJ, W_ARR };
 
 static const char *const want_text[] = {
 	[W_UINT] = "an integer from 0 to 18446744073709551615",
+	[W_INT] = "an integer",
 	[W_STR] = "a string",
 	[W_BOOL] = "true or false",
 	[W_NUM] = "a number",
@@ -334,6 +335,7 @@ static bool is(const struct gm_val *v, enum want w)
 
 	switch (w) {
 	case W_UINT: return k == GM_VAL_UINT;
+	case W_INT: return k == GM_VAL_UINT || k == GM_VAL_INT;
 	case W_STR: return k == GM_VAL_STR;
 	case W_BOOL: return k == GM_VAL_BOOL;
 	case W_NUM: return k == GM_VAL_UINT || k == GM_VAL_INT ||
@@ -403,7 +405,7 @@ static int check_report(const struct src *s, const struct gm_val *doc)
 					   "%s: must be an object", s->path,
 					   line, col, what);
 		}
-		if ((rc = field(s, d, what, "device", W_UINT, true)))
+		if ((rc = field(s, d, what, "device", W_INT, true)))
 			return rc;
 		/* name, oom_verdict and undersized are optional; the
 		 * byte counters are what the merge adds up. */
@@ -422,7 +424,7 @@ static const char *const verify_keys[] = {
 	"verified_bytes", "errors", "verdict", "bandwidth_gbps",
 };
 static const enum want verify_want[] = {
-	W_UINT, W_STR, W_UINT, W_UINT, W_UINT, W_UINT, W_STR, W_NUM,
+	W_INT, W_STR, W_UINT, W_UINT, W_UINT, W_UINT, W_STR, W_NUM,
 };
 
 static int check_verify_dev(const struct src *s, const struct gm_val *d,

@@ -101,6 +101,9 @@ check("report-dir", ["report", TMP], 2, "Is a directory")
 check("report-device-type", ["report", path(
     "w.json", '{"kind":"gpumem-report","devices":[{"device":"x"}]}')], 2,
     "w.json:1:46: devices[0].device: must be an integer")
+check("report-rank-type", ["report", path(
+    "w3.json", '{"kind":"gpumem-report","rank":"zero","devices":[]}')], 2,
+    "w3.json:1:32: rank: must be an integer")
 check("report-missing-field", ["report", path(
     "w1.json", '{"kind":"gpumem-report","devices":[{"device":0}]}')], 2,
     "w1.json:1:36: devices[0] has no \"cap_bytes\"")
@@ -127,6 +130,11 @@ expect("report-csv-rows", len(lines) == 5 and
        all(len(x.split(",")) == len(lines[0].split(",")) for x in lines),
        repr(lines[:3]))
 check("report-ok-exit-0", ["report", nodes[0]], 0)
+emu_out = os.path.join(TMP, "emu.json")
+check("verify-emulated-output", ["verify", "--no-progress", "--quick",
+                                 "--emulate", "claimed=1MiB", "--output",
+                                 emu_out], 0)
+check("report-emulated-device", ["report", emu_out], 0, stdout="-1")
 
 # 10, 17. verify: --output checked before the test; out-of-range values.
 EMU = ["verify", "--no-progress", "--quick", "--emulate",
