@@ -190,5 +190,10 @@ os.close(rfd)
 expect("fifo-kept", stat.S_ISFIFO(os.lstat(fifo).st_mode))
 expect("fifo-got-json", got.startswith(b"{"), repr(got[:40]))
 
+# 28. gpumem help CMD is CMD --help; --help lists --version.
+check("help-replay", ["help", "replay"], 0, stdout="Usage: gpumem replay")
+check("help-unknown", ["help", "nosuch"], 2, "not a command")
+check("help-version", ["--help"], 0, stdout="--version")
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

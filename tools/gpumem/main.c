@@ -83,7 +83,9 @@ static void usage(FILE *out)
 		     "Commands:\n");
 	for (const struct gm_cmd *c = gm_cmds; c->name; c++)
 		fprintf(out, "  %-8s  %s\n", c->name, c->summary);
-	fprintf(out, "\nRun 'gpumem COMMAND --help' for a command's options.\n"
+	fprintf(out, "\nRun 'gpumem COMMAND --help' (or 'gpumem help COMMAND') "
+		     "for a command's options;\n'gpumem --version' prints the "
+		     "version.\n"
 		     "Exit codes: 0 ok, 1 the answer is no (does not fit, "
 		     "card failed), 2 bad input or usage, 3 CUDA/driver "
 		     "error.\n");
@@ -96,6 +98,19 @@ int main(int argc, char **argv)
 	gm_log_init(getenv("GPUMEM_LOG"));
 	if (!name) {
 		usage(stderr);
+		return GM_EXIT_USAGE;
+	}
+	/* "gpumem help CMD" is "gpumem CMD --help". */
+	if (strcmp(name, "help") == 0 && argc > 2) {
+		for (const struct gm_cmd *c = gm_cmds; c->name; c++)
+			if (strcmp(argv[2], c->name) == 0) {
+				char *hargv[] = {argv[2], "--help", NULL};
+
+				return check_stdout(c->name,
+						    c->run(2, hargv));
+			}
+		fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem "
+			"--help'.\n", argv[2]);
 		return GM_EXIT_USAGE;
 	}
 	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
