@@ -80,7 +80,6 @@ def worker(rank, port, q):
                 break
         # Without the replication, the foreach step meets plain tensors
         # next to DTensor shards (the failure seen on 2 H200s).
-        from torch.distributed.tensor.parallel import parallelize_module
         keep = measure_multi.replicate_rest
         measure_multi.replicate_rest = lambda *a: None
         try:
@@ -88,7 +87,6 @@ def worker(rank, port, q):
                 copy.deepcopy(ref))
         finally:
             measure_multi.replicate_rest = keep
-        del parallelize_module
         try:
             steps(torch, bare, batch, 1)
             errs.append("the bare plan's foreach step did not fail: the "
@@ -104,7 +102,6 @@ def worker(rank, port, q):
 
 def main():
     try:
-        import torch
         import torch.multiprocessing as mp
         import transformers  # noqa: F401
     except ImportError as e:
@@ -124,7 +121,6 @@ def main():
             print(f"FAIL rank {rank}: {e}")
         bad += len(errs)
     print("ok" if not bad else f"{bad} failures")
-    del torch
     return 1 if bad else 0
 
 
