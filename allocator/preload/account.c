@@ -128,7 +128,6 @@ struct gm_pl_dev *gm_pl_dev_get(int ordinal)
 	gm_pl_dev_setup(d, &gm__pl.opts, ordinal, name,
 			pci_product_id(cud), total);
 	gm__pl_guard_leave();
-	atomic_store_explicit(&gm__pl.used, true, memory_order_relaxed);
 	atomic_store_explicit(&d->ready, true, memory_order_release);
 	gm_pl_reporter_start();
 out:
@@ -153,8 +152,18 @@ static bool reserve_try(struct gm_pl_dev *d, uint64_t size)
 	return true;
 }
 
+/* An allocation was asked for on d: the process and d get reported. */
+static void mark_active(struct gm_pl_dev *d)
+{
+	if (!atomic_load_explicit(&d->active, memory_order_relaxed))
+		atomic_store_explicit(&d->active, true, memory_order_relaxed);
+	if (!atomic_load_explicit(&gm__pl.used, memory_order_relaxed))
+		atomic_store_explicit(&gm__pl.used, true, memory_order_relaxed);
+}
+
 void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
 {
+	mark_active(d);
 	atomic_fetch_add_explicit(d->refuse ? &d->oom_undersized :
 				  &d->oom_cap, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
@@ -165,6 +174,7 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 {
 	uint64_t now;
 
+	mark_active(d);
 	if (d->refuse) {
 		gm_pl_note_cap_oom(d, size);
 		return GM_ELIMIT;
@@ -190,6 +200,7 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 
 int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size)
 {
+	mark_active(d);
 	if (d->refuse || !reserve_try(d, size))
 		return GM_ELIMIT;
 	atomic_fetch_add_explicit(&d->by_kind[GM_PL_KIND_POOL], size,
@@ -211,6 +222,7 @@ void gm_pl_use(struct gm_pl_dev *d, uint64_t size, uint64_t requested)
 	uint64_t now = atomic_fetch_add_explicit(&d->allocated, size,
 						 memory_order_relaxed) + size;
 
+	mark_active(d);
 	max_update(&d->peak_allocated, now);
 	max_update(&d->peak_request, requested);
 	atomic_fetch_add_explicit(&d->n_alloc, 1, memory_order_relaxed);
@@ -236,6 +248,7 @@ void gm_pl_uncharge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 
 void gm_pl_note_device_oom(struct gm_pl_dev *d, uint64_t size)
 {
+	mark_active(d);
 	atomic_fetch_add_explicit(&d->oom_device, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);

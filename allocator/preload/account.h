@@ -52,6 +52,7 @@ struct gm_pl_dev {
 	bool undersized;
 	bool refuse;            /* undersized and GPUMEM_ON_UNDERSIZED=fail */
 
+	/* Counters: zeroed in a fork child from here on (preload.c). */
 	_Atomic uint64_t reserved, peak_reserved;
 	_Atomic uint64_t allocated, peak_allocated;
 	_Atomic uint64_t by_kind[GM_PL_KIND_COUNT];
@@ -61,6 +62,7 @@ struct gm_pl_dev {
 	_Atomic uint64_t oom_undersized; /* refused: undersized card */
 	_Atomic uint64_t peak_request;   /* largest single request */
 	_Atomic uint64_t last_refused;   /* size of the last refused request */
+	atomic_bool active;              /* an allocation was asked for here */
 	struct gm_pool *_Atomic pool;    /* cache mode: made on first use */
 } __attribute__((aligned(64)));
 
@@ -72,7 +74,11 @@ struct gm_pl_state {
 	struct gm_ptrmap ptrs;    /* CUdeviceptr -> entry */
 	struct gm_ptrmap handles; /* CUmemGenericAllocationHandle -> entry */
 	_Atomic uint64_t changes; /* bumped on every charge/uncharge */
-	atomic_bool used;         /* a device was set up in this process */
+	/* A device allocation was asked for in this process (served or
+	 * refused); only then are reports written. Setting a device up
+	 * (cuDeviceTotalMem, cuMemGetInfo) does not count: launchers such
+	 * as torchrun query every device and allocate nothing. */
+	atomic_bool used;
 	/* Cache mode: give the pool's cached segments on d back to the
 	 * driver; true when that freed any reserved bytes. Set by
 	 * cache.c; NULL otherwise. */

@@ -130,7 +130,12 @@ int gm_pl_path_expand(char *out, unsigned len, const char *tmpl, long pid,
 			snprintf(num, sizeof(num), "%ld", pid);
 			s++;
 		} else if (s[0] == '%' && s[1] == 'r') {
-			snprintf(num, sizeof(num), "%ld", rank < 0 ? 0 : rank);
+			/* No rank: never a real rank's name (a launcher
+			 * such as torchrun has none, its workers do). */
+			if (rank < 0)
+				snprintf(num, sizeof(num), "none-%ld", pid);
+			else
+				snprintf(num, sizeof(num), "%ld", rank);
 			s++;
 		} else if (s[0] == '%' && s[1] == '%') {
 			add = "%";

@@ -40,7 +40,8 @@ void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *opts);
 
 /*
  * Expand a report path template: "%p" the process id, "%r" the rank
- * ("0" when there is none), "%%" a percent sign. Returns 0, or GM_ERANGE
+ * ("none-<pid>" when there is none, so a process without a rank never
+ * takes a rank's file), "%%" a percent sign. Returns 0, or GM_ERANGE
  * when the result does not fit in len bytes.
  */
 int gm_pl_path_expand(char *out, unsigned len, const char *tmpl, long pid,

@@ -27,6 +27,13 @@ static bool thread_running;
 static sem_t wake;
 static atomic_bool signalled, stopping;
 
+/* A device is reported once an allocation was asked for on it; one
+ * that was only queried (cuDeviceTotalMem, cuMemGetInfo) is not. */
+static bool reported(struct gm_pl_dev *d)
+{
+	return atomic_load(&d->ready) && atomic_load(&d->active);
+}
+
 static uint64_t ld(_Atomic uint64_t *v)
 {
 	return atomic_load_explicit(v, memory_order_relaxed);
@@ -131,7 +138,7 @@ struct gm_val *gm_pl_report_build(const char *reason)
 	gm_obj_set_str(r, "mode", mode_name());
 	gm_obj_set_str(r, "reason", reason);
 	for (int i = 0; i < GM_PL_MAX_DEVICES; i++)
-		if (atomic_load(&gm__pl.dev[i].ready))
+		if (reported(&gm__pl.dev[i]))
 			gm_arr_push(devs, device_val(&gm__pl.dev[i]));
 	gm_obj_set(r, "devices", devs);
 	gm__pl_pinned_report(r);
@@ -152,7 +159,7 @@ int gm_pl_report_write(const char *reason)
 	struct gm_val *v;
 	int rc;
 
-	if (!gm__pl.opts.report[0])
+	if (!gm__pl.opts.report[0] || !atomic_load(&gm__pl.used))
 		return 0;
 	if (expand(path, sizeof(path), gm__pl.opts.report)) {
 		gm_warn("GPUMEM_REPORT: the expanded path is too long");
@@ -174,20 +181,28 @@ int gm_pl_report_write(const char *reason)
 	return rc;
 }
 
-/* One Prometheus metric family over the set-up devices. */
+/* The Prometheus rank label: the rank, or "none" without one. */
+static void rank_label(char *out, size_t len)
+{
+	if (gm__pl.opts.rank < 0)
+		snprintf(out, len, "none");
+	else
+		snprintf(out, len, "%ld", gm__pl.opts.rank);
+}
+
+/* One Prometheus metric family over the reported devices. */
 static void prom_family(FILE *out, const char *name, const char *type,
 			const char *help, size_t offset, bool counter_sum)
 {
 	char rank[24];
 
-	snprintf(rank, sizeof(rank), "%ld",
-		 gm__pl.opts.rank < 0 ? 0 : gm__pl.opts.rank);
+	rank_label(rank, sizeof(rank));
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 	for (int i = 0; i < GM_PL_MAX_DEVICES; i++) {
 		struct gm_pl_dev *d = &gm__pl.dev[i];
 		uint64_t v;
 
-		if (!atomic_load(&d->ready))
+		if (!reported(d))
 			continue;
 		if (counter_sum)
 			v = ld(&d->oom_cap) + ld(&d->oom_device) +
@@ -220,8 +235,7 @@ static void prom_pool(FILE *out, const char *rank)
 			struct gm_pool *p;
 			struct gm_pool_stats st;
 
-			if (!atomic_load(&d->ready) ||
-			    !(p = atomic_load(&d->pool)))
+			if (!reported(d) || !(p = atomic_load(&d->pool)))
 				continue;
 			if (!head)
 				fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n",
@@ -263,8 +277,7 @@ void gm_pl_prom_print(FILE *out)
 	{
 		char rank[24];
 
-		snprintf(rank, sizeof(rank), "%ld",
-			 gm__pl.opts.rank < 0 ? 0 : gm__pl.opts.rank);
+		rank_label(rank, sizeof(rank));
 		prom_pool(out, rank);
 		gm__pl_pinned_prom(out, rank);
 	}
@@ -277,7 +290,7 @@ int gm_pl_prom_write(void)
 	struct gm_file f;
 	int rc;
 
-	if (!gm__pl.opts.prometheus[0])
+	if (!gm__pl.opts.prometheus[0] || !atomic_load(&gm__pl.used))
 		return 0;
 	if (expand(path, sizeof(path), gm__pl.opts.prometheus)) {
 		gm_warn("GPUMEM_PROMETHEUS: the expanded path is too long");

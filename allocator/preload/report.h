@@ -7,8 +7,9 @@
  * second while something changed. Both files are replaced atomically.
  * Writing happens on that thread or at exit, never inside a hook or a
  * signal handler (the SIGUSR1 handler only wakes the thread).
- * Processes that never set up a device write nothing, so the shells and
- * helpers a launcher starts do not overwrite a rank's report.
+ * Processes that never asked for device memory write nothing (merely
+ * querying devices does not count), so launchers, shells and helpers do
+ * not overwrite a rank's report; only devices allocated on are listed.
  * Errors: the writers return 0 or GM_EIO / GM_ENOMEM and say why on
  * stderr (at warn level).
  */

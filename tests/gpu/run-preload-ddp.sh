@@ -3,7 +3,8 @@
 # job (torchrun, NCCL) under `gpumem run --fraction 0.25`, on a machine
 # with 2 GPUs. Each rank writes its report (GPUMEM_REPORT with %r); each
 # must show its own device capped at 25% and NCCL buffers included (peak
-# reserved > the model's own memory), and `gpumem report` merges them.
+# reserved >= torch's max reserved), the launcher (torchrun, no rank, no
+# allocation) must write nothing, and `gpumem report` merges the two.
 # Results: OUT_DIR/preload-ddp.json and preload-ddp.md. Exit 77 with
 # fewer than 2 GPUs. About a minute.
 set -u
@@ -45,12 +46,15 @@ else
 		timeout 300 torchrun --nproc_per_node=2 "$W/ddp.py" \
 		"$W/out-%d.json" >"$W/torchrun.log" 2>&1
 fi
-"$GPUMEM" report --format json "$W"/rep-0.json "$W"/rep-1.json \
+# Every report written: the launcher (no rank, it allocates nothing) must
+# write none, so exactly rep-0.json and rep-1.json are expected.
+"$GPUMEM" report --format json "$W"/rep-*.json \
 	>"$W/merged.json" 2>"$W/merge.log"
 python3 - "$W" "$OUT" <<'PY'
-import json, os, sys
+import glob, json, os, sys
 W, OUT = sys.argv[1:3]
 rows, ok = [], True
+files = sorted(os.path.basename(f) for f in glob.glob(f'{W}/rep-*.json'))
 for r in (0, 1):
     try:
         rep = json.load(open(f'{W}/rep-{r}.json'))
@@ -63,10 +67,28 @@ for r in (0, 1):
            'total_seen': out['total_seen'], 'over': out['over'],
            'peak_reserved_bytes': d.get('peak_reserved_bytes'),
            'torch_max_reserved': out['torch_max_reserved']}
-    row['pass'] = (out['total_seen'] == d.get('cap_bytes') and out['over'] == 'oom'
-                   and 0 < d.get('peak_reserved_bytes', 0) <= d.get('cap_bytes', 0))
+    # Its own report (rank r), its own device capped, and everything torch
+    # reserved plus what NCCL and the context took outside torch's cache
+    # (so at least torch's max reserved), within the cap.
+    peak = d.get('peak_reserved_bytes') or 0
+    row['pass'] = (rep.get('rank') == r and
+                   out['total_seen'] == d.get('cap_bytes') and
+                   out['over'] == 'oom' and
+                   out['torch_max_reserved'] <= peak <= d.get('cap_bytes', 0))
     ok &= row['pass']; rows.append(row)
-res = {'ranks': rows, 'merged': os.path.getsize(f'{W}/merged.json') > 0, 'pass': ok}
+try:
+    merged = json.load(open(f'{W}/merged.json'))
+    mrows = [(x['rank'], x['device']) for x in merged['ranks']]
+except (OSError, ValueError, KeyError, TypeError):
+    mrows = None
+# The merge holds each rank's own device once, nothing from the launcher
+# (a rank may also list another device if it allocated there).
+merged_ok = (files == ['rep-0.json', 'rep-1.json'] and mrows is not None
+             and (0, 0) in mrows and (1, 1) in mrows
+             and all(rk in (0, 1) for rk, _ in mrows))
+ok &= merged_ok
+res = {'ranks': rows, 'report_files': files, 'merged_rows': mrows,
+       'merged': merged_ok, 'pass': ok}
 json.dump(res, open(f'{OUT}/preload-ddp.json', 'w'), indent=2)
 open(f'{OUT}/preload-ddp.md', 'w').write(
     '# 2-GPU DDP under gpumem run --fraction 0.25\n\n```\n' +

@@ -349,6 +349,40 @@ static void sc_plain(void)
 	CHECK(mem_free(a) == 0, "free");
 }
 
+/* FAKECUDA_DEVICES=2: look at both devices, allocate nothing (what a
+ * launcher such as torchrun does); it must write no report. */
+static void sc_query(void)
+{
+	size_t f, t, tm;
+
+	CHECK(mem_info(&f, &t) == 0, "meminfo");
+	CHECK(total_mem(&tm, 0) == 0 && total_mem(&tm, 1) == 0,
+	      "cuDeviceTotalMem");
+}
+
+/* A launcher without a rank: queries both devices, then starts two
+ * workers (pl_probe plain with RANK=0 and RANK=1) and waits for them. */
+static void sc_launch(void)
+{
+	pid_t pid[2];
+	int status;
+
+	sc_query();
+	for (int r = 0; r < 2; r++) {
+		pid[r] = fork();
+		if (pid[r] == 0) {
+			char rank[2] = {(char)('0' + r), 0};
+			setenv("RANK", rank, 1);
+			execl("/proc/self/exe", "pl_probe", "plain",
+			      (char *)NULL);
+			_exit(127);
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		CHECK(waitpid(pid[r], &status, 0) == pid[r] &&
+		      WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "worker %d failed", r);
+}
 
 /* ==== GPUMEM_MODE=cache ==== */
 
@@ -548,6 +582,7 @@ static const struct {
 	{"errors", sc_errors},   {"threads", sc_threads},
 	{"fork", sc_fork},       {"report", sc_report},
 	{"refused", sc_refused}, {"plain", sc_plain},
+	{"query", sc_query},     {"launch", sc_launch},
 	{"cache_reuse", sc_cache_reuse}, {"cache_streams", sc_cache_streams},
 	{"cache_cap", sc_cache_cap},     {"cache_frag", sc_cache_frag},
 	{"cache_foreign", sc_cache_foreign},

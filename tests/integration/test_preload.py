@@ -153,6 +153,73 @@ def case_no_cuda_no_report(c):
     check(not os.path.exists(rep), 'a process without CUDA wrote a report')
 
 
+def case_query_no_report(c):
+    # Setting devices up (cuMemGetInfo, cuDeviceTotalMem) is not using
+    # them: a process that never asked for memory writes nothing.
+    c.probe('query', FAKECUDA_DEVICES=2, GPUMEM_FRACTION='0.25',
+            GPUMEM_REPORT=c.path('q-%r.json'),
+            GPUMEM_PROMETHEUS=c.path('q-%r.prom'))
+    check(os.listdir(c.tmp) == [], f'wrote {os.listdir(c.tmp)}')
+
+
+def case_rank_none(c):
+    # Without a rank variable %r is none-<pid>, never a rank's number.
+    p = c.probe('plain', GPUMEM_LIMIT='64MiB',
+                GPUMEM_REPORT=c.path('n-%r.json'),
+                GPUMEM_PROMETHEUS=c.path('n-%r.prom'))
+    names = sorted(os.listdir(c.tmp))
+    check(len(names) == 2 and names[0].startswith('n-none-') and
+          names[0].endswith('.json'), f'{names}\n{p.stderr}')
+    r = load(c.path(names[0]))
+    check(names[0] == f'n-none-{r["pid"]}.json' and r['rank'] is None, r)
+    check([d['device'] for d in r['devices']] == [0], r['devices'])
+    with open(c.path(names[1])) as f:
+        text = f.read()
+    check('gpumem_peak_reserved_bytes{device="0",rank="none"} %d' % MiB
+          in text.splitlines(), text)
+
+
+def case_launcher(c):
+    # torchrun's shape: a launcher with no rank that queries every device
+    # and allocates nothing, two workers (RANK=0, 1) that allocate. Only
+    # the workers write, each its own file, each listing only the device
+    # it allocated on; the merge has exactly their two rows.
+    c.probe('launch', FAKECUDA_DEVICES=2, GPUMEM_FRACTION='0.25',
+            GPUMEM_REPORT=c.path('l-%r.json'))
+    names = sorted(os.listdir(c.tmp))
+    check(names == ['l-0.json', 'l-1.json'], names)
+    for rank in (0, 1):
+        r = load(c.path(f'l-{rank}.json'))
+        check(r['rank'] == rank and r['program'] == 'pl_probe', r)
+        check(len(r['devices']) == 1 and
+              r['devices'][0]['peak_reserved_bytes'] == MiB, r['devices'])
+    p = c.run([c.gpumem, 'report', '--format', 'json'] +
+              [c.path(n) for n in names], c.env(preload=False))
+    m = json.loads(p.stdout)
+    check([(x['rank'], x['peak_reserved_bytes']) for x in m['ranks']] ==
+          [(0, MiB), (1, MiB)], m['ranks'])
+    check(m['totals']['reports'] == 2 and
+          m['totals']['peak_reserved_bytes'] == 2 * MiB, m['totals'])
+
+
+def case_report_atomic(c):
+    # Eight processes write the same report path at once (no %p, no %r)
+    # while counters change: the file left is one whole report and no
+    # temporary file is left behind.
+    rep = c.path('same.json')
+    env = c.env(GPUMEM_LIMIT='64MiB', GPUMEM_REPORT=rep, RANK='5')
+    argv = [os.path.join(c.bin, 'pl_probe'), 'threads']
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for _ in range(8)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        check(p.returncode == 0, err)
+    check(os.listdir(c.tmp) == ['same.json'], os.listdir(c.tmp))
+    r = load(rep)
+    check(r['rank'] == 5 and r['reason'] == 'exit' and
+          r['devices'][0]['alloc_count'] > 1000, r)
+
+
 def case_undersized_warn(c):
     p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
                 FAKECUDA_TOTAL='76G', GPUMEM_CLAIMED='80GiB')

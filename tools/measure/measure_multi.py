@@ -24,6 +24,12 @@ The spec's parallelism maps onto PyTorch as:
                                   ColwiseParallel, o and down projections
                                   RowwiseParallel, local outputs;
                                   embedding, norms and lm_head replicated
+                                  as DTensors (Replicate()), so the
+                                  optimizer's foreach step runs over one
+                                  list of DTensors, as the planner
+                                  assumes (one state-sized temporary
+                                  list per rank); plain tensors next to
+                                  DTensor shards make foreach fail
 zero_stage 2, pipeline and sequence parallel are refused. Each rank
 records its own peaks and device used memory (which holds NCCL's buffers);
 rank 0 writes all of them, and for each configuration the figures of the
@@ -134,8 +140,63 @@ def tensor_parallel(torch, world):
                 "mlp.down_proj": RowwiseParallel()}
         for layer in model.model.layers:
             parallelize_module(layer, mesh, plan)
+        replicate_rest(torch, model, mesh)
         return model
     return wrap
+
+
+def replicate_rest(torch, model, mesh):
+    """Make every parameter the plan did not shard (embedding, norms,
+    lm_head) a DTensor replicated over mesh, and convert at the boundary
+    of each module holding one: plain tensor inputs become Replicate()
+    DTensors (a view, no communication) and outputs local tensors again.
+
+    Why: torch.optim's foreach step (_foreach_mul_ ...) refuses a list
+    that mixes plain tensors with DTensors. The local memory is that of a
+    plain replicated parameter, and each rank's gradient of a replicated
+    parameter is the same (its inputs are replicated), so nothing is
+    reduced. Tied weights stay tied (one DTensor per parameter)."""
+    from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
+    place = [Replicate()]
+    made, owners = {}, []
+    for mod in model.modules():
+        mine = False
+        for key, p in list(mod._parameters.items()):
+            if p is None or isinstance(p, DTensor):
+                continue
+            if id(p) not in made:
+                made[id(p)] = torch.nn.Parameter(
+                    distribute_tensor(p.data, mesh, place),
+                    requires_grad=p.requires_grad)
+            mod.register_parameter(key, made[id(p)])
+            mine = True
+        if mine:
+            if any(True for _ in mod.children()):
+                raise Unsupported(f"model: {type(mod).__name__} holds "
+                                  "parameters and submodules; tensor "
+                                  "parallel replicates leaf modules only")
+            owners.append(mod)
+
+    def to_dt(x):
+        if isinstance(x, torch.Tensor) and not isinstance(x, DTensor):
+            return DTensor.from_local(x, mesh, place, run_check=False)
+        return x
+
+    def pre(mod, args, kwargs):
+        return (tuple(to_dt(a) for a in args),
+                {k: to_dt(v) for k, v in kwargs.items()})
+
+    def post(mod, args, kwargs, out):
+        if isinstance(out, DTensor):
+            return out.to_local()
+        if isinstance(out, tuple):
+            return tuple(o.to_local() if isinstance(o, DTensor) else o
+                         for o in out)
+        return out
+
+    for mod in owners:
+        mod.register_forward_pre_hook(pre, with_kwargs=True)
+        mod.register_forward_hook(post, with_kwargs=True)
 
 
 def main(argv=None):

@@ -44,7 +44,10 @@ static void test_path(void **state)
 	assert_string_equal(out, "r-42-3.json");
 	assert_int_equal(gm_pl_path_expand(out, sizeof(out), "%r%%", 1, -1),
 			 0);
-	assert_string_equal(out, "0%");
+	assert_string_equal(out, "none-1%");
+	assert_int_equal(gm_pl_path_expand(out, sizeof(out), "r-%r", 77, 0),
+			 0);
+	assert_string_equal(out, "r-0");
 	assert_int_equal(gm_pl_path_expand(out, 4, "abcd", 1, 1), GM_ERANGE);
 }
 
