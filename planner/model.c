@@ -783,7 +783,13 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	out->per_gpu = out->stages[best];
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
-	out->headroom_bytes = (int64_t)gpu->capacity_bytes -
-			      (int64_t)llround(out->per_gpu.device_used);
+	{
+		/* in double, then saturated: a huge plan must not overflow */
+		double h = (double)gpu->capacity_bytes -
+			   out->per_gpu.device_used;
+		out->headroom_bytes = h <= -0x1p63 ? INT64_MIN :
+				      h >= 0x1p63 ? INT64_MAX :
+				      (int64_t)llround(h);
+	}
 	return 0;
 }

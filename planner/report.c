@@ -9,9 +9,14 @@
 
 #include <math.h>
 
+/* Bytes as an integer, saturated at 2^63 (no undefined conversion). */
 static uint64_t u(double bytes)
 {
-	return bytes > 0 ? (uint64_t)llround(bytes) : 0;
+	if (!(bytes > 0))
+		return 0;
+	if (bytes >= 0x1p63)
+		return (uint64_t)1 << 63;
+	return (uint64_t)llround(bytes);
 }
 
 static struct gm_val *terms_obj(const struct gm_terms *t, bool stage)

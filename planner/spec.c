@@ -97,11 +97,27 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
 #define STR(id, nm, par, f)                                                 \
 	[id] = {nm, par, GM_KIND_STR, OFF(f), sizeof(((struct gm_spec *)0)->f), \
 		0, 0, NULL, 0}
-#define U64(id, nm, par, f, lo)                                             \
-	[id] = {nm, par, GM_KIND_U64, OFF(f), 0, lo, 0, NULL, 0}
+#define U64(id, nm, par, f, lo, hi)                                         \
+	[id] = {nm, par, GM_KIND_U64, OFF(f), 0, lo, hi, NULL, 0}
 #define U32(id, nm, par, f, lo, hi)                                         \
 	[id] = {nm, par, GM_KIND_U32, OFF(f), 0, lo, hi, NULL, 0}
 #define NUM(id, nm, par, f) [id] = {nm, par, GM_KIND_NUM, OFF(f), 0, 0, 0, NULL, 0}
+
+/*
+ * Upper bounds of the shape keys (models/README.md, "Bounds"): far above
+ * any real model, low enough that every product the model forms (e.g.
+ * layers x 12 x hidden^2 parameters, micro-batch x sequence x hidden
+ * activations) stays well inside 64 bits.
+ */
+#define GM_MAX_LAYERS   10000u
+#define GM_MAX_HIDDEN   (1u << 20)  /* 1,048,576 */
+#define GM_MAX_FFN      (1u << 22)  /* 4,194,304 */
+#define GM_MAX_HEADS    (1u << 16)  /* 65,536 */
+#define GM_MAX_VOCAB    (1u << 24)  /* 16,777,216 */
+#define GM_MAX_SEQ      (1u << 20)  /* 1,048,576 tokens */
+#define GM_MAX_BATCH    (1u << 16)  /* 65,536 sequences */
+#define GM_MAX_GLOBAL   (1u << 30)  /* 1,073,741,824 sequences */
+#define GM_MAX_PARALLEL (1u << 16)  /* 65,536 ranks */
 #define BOOL(id, nm, par, f)                                                \
 	[id] = {nm, par, GM_KIND_BOOL, OFF(f), 0, 0, 0, NULL, 0}
 #define ENUM(id, nm, par, f, names)                                         \
@@ -113,31 +129,36 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	SEC(GM_K_MODEL, "model", -1),
 	ENUM(GM_K_ARCH, "architecture", GM_K_MODEL, model.architecture,
 	     arch_names),
-	U64(GM_K_LAYERS, "layers", GM_K_MODEL, model.layers, 1),
-	U64(GM_K_HIDDEN, "hidden_size", GM_K_MODEL, model.hidden_size, 1),
-	U64(GM_K_FFN, "ffn_hidden_size", GM_K_MODEL, model.ffn_hidden_size, 1),
+	U64(GM_K_LAYERS, "layers", GM_K_MODEL, model.layers, 1, GM_MAX_LAYERS),
+	U64(GM_K_HIDDEN, "hidden_size", GM_K_MODEL, model.hidden_size,
+	    1, GM_MAX_HIDDEN),
+	U64(GM_K_FFN, "ffn_hidden_size", GM_K_MODEL, model.ffn_hidden_size,
+	    1, GM_MAX_FFN),
 	U64(GM_K_HEADS, "attention_heads", GM_K_MODEL, model.attention_heads,
-	    1),
-	U64(GM_K_KV_HEADS, "kv_heads", GM_K_MODEL, model.kv_heads, 1),
-	U64(GM_K_VOCAB, "vocab_size", GM_K_MODEL, model.vocab_size, 1),
+	    1, GM_MAX_HEADS),
+	U64(GM_K_KV_HEADS, "kv_heads", GM_K_MODEL, model.kv_heads,
+	    1, GM_MAX_HEADS),
+	U64(GM_K_VOCAB, "vocab_size", GM_K_MODEL, model.vocab_size,
+	    1, GM_MAX_VOCAB),
 	U64(GM_K_MAX_POS, "max_position_embeddings", GM_K_MODEL,
-	    model.max_position_embeddings, 1),
+	    model.max_position_embeddings, 1, GM_MAX_VOCAB),
 	U64(GM_K_TYPE_VOCAB, "type_vocab_size", GM_K_MODEL,
-	    model.type_vocab_size, 1),
+	    model.type_vocab_size, 1, GM_MAX_VOCAB),
 	BOOL(GM_K_TIED, "tied_embeddings", GM_K_MODEL, model.tied_embeddings),
 	ENUM(GM_K_HEAD, "head", GM_K_MODEL, model.head, head_names),
-	U64(GM_K_NUM_LABELS, "num_labels", GM_K_MODEL, model.num_labels, 1),
+	U64(GM_K_NUM_LABELS, "num_labels", GM_K_MODEL, model.num_labels,
+	    1, GM_MAX_VOCAB),
 	NUM(GM_K_PARAMETERS, "parameters", GM_K_MODEL, model.parameters),
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,
-	    training.micro_batch_size, 1),
+	    training.micro_batch_size, 1, GM_MAX_BATCH),
 	U64(GM_K_GLOBAL_BATCH, "global_batch_size", GM_K_TRAINING,
-	    training.global_batch_size, 1),
+	    training.global_batch_size, 1, GM_MAX_GLOBAL),
 	U64(GM_K_SEQ_LEN, "sequence_length", GM_K_TRAINING,
-	    training.sequence_length, 1),
+	    training.sequence_length, 1, GM_MAX_SEQ),
 	ENUM(GM_K_PRECISION, "precision", GM_K_TRAINING, training.precision,
 	     prec_names),
 	ENUM(GM_K_OPTIMIZER, "optimizer", GM_K_TRAINING, training.optimizer,
@@ -149,20 +170,21 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	SEC(GM_K_INFERENCE, "inference", -1),
 	ENUM(GM_K_INF_PRECISION, "precision", GM_K_INFERENCE,
 	     inference.precision, prec_names),
-	U64(GM_K_BATCH, "batch_size", GM_K_INFERENCE, inference.batch_size, 1),
+	U64(GM_K_BATCH, "batch_size", GM_K_INFERENCE, inference.batch_size,
+	    1, GM_MAX_BATCH),
 	U64(GM_K_PROMPT, "prompt_length", GM_K_INFERENCE,
-	    inference.prompt_length, 1),
+	    inference.prompt_length, 1, GM_MAX_SEQ),
 	U64(GM_K_GENERATE, "generate_length", GM_K_INFERENCE,
-	    inference.generate_length, 0),
+	    inference.generate_length, 0, GM_MAX_SEQ),
 	ENUM(GM_K_KV_DTYPE, "kv_cache_dtype", GM_K_INFERENCE,
 	     inference.kv_cache_dtype, kv_names),
 	SEC(GM_K_PARALLELISM, "parallelism", -1),
 	U64(GM_K_DP, "data_parallel", GM_K_PARALLELISM,
-	    parallelism.data_parallel, 1),
+	    parallelism.data_parallel, 1, GM_MAX_PARALLEL),
 	U64(GM_K_TP, "tensor_parallel", GM_K_PARALLELISM,
-	    parallelism.tensor_parallel, 1),
+	    parallelism.tensor_parallel, 1, GM_MAX_PARALLEL),
 	U64(GM_K_PP, "pipeline_parallel", GM_K_PARALLELISM,
-	    parallelism.pipeline_parallel, 1),
+	    parallelism.pipeline_parallel, 1, GM_MAX_PARALLEL),
 	BOOL(GM_K_SP, "sequence_parallel", GM_K_PARALLELISM,
 	     parallelism.sequence_parallel),
 	U32(GM_K_ZERO, "zero_stage", GM_K_PARALLELISM, parallelism.zero_stage,
@@ -368,13 +390,20 @@ static int parse_uint(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		return fail_value(c, m, id, "integer too large: %s", s);
 	if (*out < k->min)
 		return fail_value(c, m, id, "must be %s, got %s", want, s);
+	if (k->kind == GM_KIND_U64 && *out > k->max)
+		return fail_value(c, m, id, "%s is too large (at most %u)", s,
+				  k->max);
 	if (k->kind == GM_KIND_U32 && *out > k->max)
 		return fail_value(c, m, id, "must be %u..%u, got %s", k->min,
 				  k->max, s);
 	return 0;
 }
 
-/* A positive finite decimal number ("13.0e9", "7e9", "6738415616"). */
+/* The largest model.parameters / activation_bytes_per_token: 10^15. */
+#define GM_MAX_NUM 1e15
+
+/* A positive finite decimal number ("13.0e9", "7e9", "6738415616"),
+ * at most GM_MAX_NUM. */
 static int parse_num(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		     const char *s, double *out)
 {
@@ -390,6 +419,9 @@ static int parse_num(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		return fail_value(c, m, id, "number out of range: %s", s);
 	if (*out <= 0)
 		return fail_value(c, m, id, "must be a positive number, got %s",
+				  s);
+	if (*out > GM_MAX_NUM)
+		return fail_value(c, m, id, "%s is too large (at most 1e15)",
 				  s);
 	return 0;
 }

@@ -63,7 +63,7 @@ enum gm__spec_key {
 enum gm__spec_kind {
 	GM_KIND_MAP,  /* a section: a mapping of further keys */
 	GM_KIND_STR,  /* a string, stored in a char[len] */
-	GM_KIND_U64,  /* a decimal integer >= min, stored in a uint64_t */
+	GM_KIND_U64,  /* a decimal integer in min..max, in a uint64_t */
 	GM_KIND_U32,  /* a decimal integer in min..max, in an unsigned */
 	GM_KIND_NUM,  /* a positive number ("13.0e9"), stored in a double */
 	GM_KIND_BOOL, /* true/false (also yes/no, on/off), in a bool */

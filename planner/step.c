@@ -96,7 +96,9 @@ static uint32_t ealloc(struct em *e, double bytes, enum gm_step_kind k)
 	if (e->err || !(bytes > 0))
 		return NONE;
 	id = slot_get(e);
-	rc = e->sk->alloc(e->sk->ctx, id, (uint64_t)ceil(bytes), k);
+	/* past 2^62 bytes no backend has room; saturate, never overflow */
+	rc = e->sk->alloc(e->sk->ctx, id, bytes >= 0x1p62 ?
+			  (uint64_t)1 << 62 : (uint64_t)ceil(bytes), k);
 	if (rc) {
 		e->err = rc;
 		return NONE;
