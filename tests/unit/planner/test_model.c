@@ -186,6 +186,34 @@ static void fits_and_fit_search(void **state)
 	assert_int_equal(f.min_gpus, 0);
 }
 
+/*
+ * At every size key's upper bound (models/README.md, Bounds) the
+ * parameter count is exact (no 64-bit wrap) and the byte figures and
+ * headroom saturate instead of overflowing (UBSan runs this suite).
+ */
+static void largest_shapes_do_not_wrap(void **state)
+{
+	struct gm_spec s = spec_llama(10000, 1u << 20, 1u << 22, 1u << 16,
+				      1u << 16, 1u << 24);
+	struct gm_param_layout pl;
+	long double want = 0;
+	struct gm_plan p;
+
+	(void)state;
+	s.training.micro_batch_size = 65536;
+	s.training.sequence_length = 1u << 20;
+	s.training.attention = GM_ATTN_EAGER;
+	assert_int_equal(gm_params_layout(&s.model, &pl, NULL), 0);
+	for (int i = 0; i < pl.n; i++)
+		want += (long double)pl.t[i].rows * pl.t[i].cols *
+			(pl.t[i].flags & GM_PT_LAYER ? 10000 : 1);
+	p = plan(s, &h200);
+	assert_true((long double)p.parameters == want);
+	assert_true(p.parameters > 10000ULL * 4 * (1ULL << 40));
+	assert_false(p.fits);
+	assert_true(p.headroom_bytes == INT64_MIN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +223,7 @@ int main(void)
 		cmocka_unit_test(pipeline_stages),
 		cmocka_unit_test(inference_kv_cache),
 		cmocka_unit_test(fits_and_fit_search),
+		cmocka_unit_test(largest_shapes_do_not_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
