@@ -5,6 +5,7 @@
 
 #include "error.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int try(const struct gm_spec *base, const struct gm_plan_gpu *gpu,
@@ -153,6 +154,75 @@ static int dp_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	return 0;
 }
 
+/* Divisors of a number below 2^31: at most 1,600 (1,344 below 2^30). */
+#define GM_FIT_MAX_DIVISORS 2048
+
+static int desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/*
+ * The largest micro-batch that divides gb / dp (so that micro x GA x dp
+ * is gb exactly) and fits: the divisors, largest first, on the analytic
+ * model (microseconds a plan), then from its answer down on o's until
+ * o agrees. *mb = 0: not even 1 fits. gb / dp has at most 1,344
+ * divisors below 2^30.
+ */
+static int exact_mb(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		    const struct gm_model_opts *search,
+		    const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
+		    uint64_t *mb, struct gm_diag *diag)
+{
+	uint64_t n = gb / dp, div[GM_FIT_MAX_DIVISORS];
+	bool ok = false, checked = false;
+	size_t nd = 0;
+	double used;
+	int rc;
+
+	*mb = 0;
+	if (gb > GM_FIT_MAX_GLOBAL)
+		return gm_diag_set(diag, GM_EINVAL, "global batch %llu is "
+				   "more than %llu", (unsigned long long)gb,
+				   (unsigned long long)GM_FIT_MAX_GLOBAL);
+	if (!n || gb % dp)
+		return gm_diag_set(diag, GM_EINVAL, "global batch %llu is not "
+				   "a multiple of data_parallel %llu",
+				   (unsigned long long)gb,
+				   (unsigned long long)dp);
+	/* divisors of n up to GM_FIT_MAX, largest first */
+	for (uint64_t k = 1; k * k <= n; k++) {
+		if (n % k)
+			continue;
+		if (n / k <= GM_FIT_MAX)
+			div[nd++] = n / k;
+		if (k != n / k && k <= GM_FIT_MAX)
+			div[nd++] = k;
+	}
+	qsort(div, nd, sizeof(div[0]), desc);
+	for (size_t i = 0; i < nd; i++) {
+		rc = try(spec, gpu, checked ? o : search, div[i], dp, gb, &ok,
+			 &used, diag);
+		if (rc)
+			return rc;
+		if (ok && !checked) {
+			/* the analytic answer; now ask o from here down */
+			checked = true;
+			rc = try(spec, gpu, o, div[i], dp, gb, &ok, &used,
+				 diag);
+			if (rc)
+				return rc;
+		}
+		if (ok) {
+			*mb = div[i];
+			return 0;
+		}
+	}
+	return 0;
+}
+
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	   const struct gm_model_opts *fo, uint64_t gb, struct gm_fit *out,
 	   struct gm_diag *diag)
@@ -180,6 +250,13 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	if (!gb && spec->task == GM_TASK_TRAIN)
 		gb = spec->training.global_batch_size;
 	out->global_batch = gb;
+	if (spec->task == GM_TASK_TRAIN && gb) {
+		/* only exact pairs: micro x GA x dp = global */
+		rc = exact_mb(spec, gpu, &search, o, dp, gb, &lo, diag);
+		if (rc)
+			return rc;
+		goto found;
+	}
 	/* Largest micro-batch: lo fits (or is 0), hi + 1 does not. */
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
@@ -191,19 +268,11 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		else
 			hi = mid - 1;
 	}
-	if (gb && dp && gb / dp > lo && gb / dp <= GM_FIT_MAX) {
-		/* no accumulation at all frees the gradients in forward */
-		rc = try(spec, gpu, &search, gb / dp, dp, gb, &ok, &used,
-			 diag);
-		if (rc)
-			return rc;
-		if (ok)
-			lo = gb / dp;
-	}
 	/* o's answer near the analytic one: the largest that fits */
 	rc = mb_edge(spec, gpu, o, dp, gb, &lo, diag);
 	if (rc)
 		return rc;
+found:
 	out->max_micro_batch = lo;
 	out->gradient_accumulation_steps = lo ? ga_for(gb, lo, dp) : 0;
 	mb = lo ? lo : 1;

@@ -24,12 +24,17 @@ struct gm_fit {
 /* Largest value searched for micro-batch and data-parallel degree. */
 #define GM_FIT_MAX 65536
 
+/* Largest global batch (training.global_batch_size's bound too). */
+#define GM_FIT_MAX_GLOBAL (1ULL << 30)
+
 /*
- * Fit spec on gpu. global_batch 0 takes the spec's. Micro-batch: binary
- * search over [1, GM_FIT_MAX] for the largest that fits (memory grows
- * with it), with gradient-accumulation steps recomputed for each
- * candidate (GA > 1 keeps gradients alive during forward; the candidate
- * that removes accumulation is tried too). Data parallel: at the spec's
+ * Fit spec on gpu. global_batch 0 takes the spec's. Micro-batch, when
+ * training with a global batch: the largest divisor of global / dp (at
+ * most GM_FIT_MAX) that fits, so that micro x GA x dp = global exactly
+ * (GA > 1 keeps gradients alive during forward, so memory is not
+ * monotone across GA = 1); GM_EINVAL when global is not a multiple of
+ * dp or above GM_FIT_MAX_GLOBAL. Otherwise (inference): a binary search
+ * over [1, GM_FIT_MAX] for the largest that fits. Data parallel: at the spec's
  * micro-batch, the fewest ranks whose per-GPU plan fits; per-GPU memory
  * only falls with the degree from 2 on (ZeRO shards), so 1 is tried,
  * then a binary search over [2, GM_FIT_MAX]; with ZeRO 0 only 1 can

@@ -14,6 +14,7 @@
 #include "report.h"
 #include "spec.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +33,16 @@ static void help(void)
 	       "                  [--reserve-model simulated|analytic]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
-	       "steps that reach the global batch with it,\nand the fewest "
+	       "steps that reach the global batch with it\n(exactly: micro x "
+	       "accumulation x data_parallel = global, the micro-batch a\n"
+	       "divisor of global / data_parallel), and the fewest "
 	       "GPUs (data parallel with the spec's ZeRO stage, times tensor "
 	       "and\npipeline parallel) that fit at the spec's micro-batch "
 	       "(0: none). A table to\ncompare cards for a purchase.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --global-batch N  sequences per optimizer step (default: "
-	       "the spec's)\n"
+	       "the spec's); a\n                    multiple of "
+	       "parallelism.data_parallel, at most 2^30\n"
 	       "  --set KEY=VALUE   override a spec key, may repeat\n"
 	       "  --format FMT      table (default), json, yaml or csv\n"
 	       "  --svg FILE        bars of each GPU at its largest "
@@ -49,6 +53,39 @@ static void help(void)
 	       "                    analytic model, then checks its answer "
 	       "with M)\n\n"
 	       "Exit status: 0 some GPU fits, 1 none fits, 2 bad input.\n");
+}
+
+/*
+ * --global-batch against the spec's data-parallel degree: only exact
+ * micro-batch x accumulation x data-parallel products are reported, so
+ * it must be a multiple of (and so at least) data_parallel. 0 or -1
+ * (after the usage message).
+ */
+static int check_global_batch(const struct gm_spec *spec,
+			      unsigned long long gb)
+{
+	unsigned long long dp = spec->parallelism.data_parallel ?
+				spec->parallelism.data_parallel : 1;
+
+	if (spec->task != GM_TASK_TRAIN) {
+		gm_cmd_usage_error("fit", "--global-batch: applies to "
+				   "training specs only (task is %s)",
+				   gm_task_name(spec->task));
+		return -1;
+	}
+	if (gb < dp) {
+		gm_cmd_usage_error("fit", "--global-batch: %llu is smaller "
+				   "than parallelism.data_parallel %llu", gb,
+				   dp);
+		return -1;
+	}
+	if (gb % dp) {
+		gm_cmd_usage_error("fit", "--global-batch: %llu is not a "
+				   "multiple of parallelism.data_parallel "
+				   "%llu", gb, dp);
+		return -1;
+	}
+	return 0;
 }
 
 int gm_cmd_fit(int argc, char **argv)
@@ -95,11 +132,19 @@ int gm_cmd_fit(int argc, char **argv)
 			names[n++] = optarg;
 			break;
 		case 'b':
+			errno = 0;
 			gb = strtoull(optarg, &end, 10);
-			if (*optarg == '-' || *end || !gb) {
+			if (*optarg == '-' || *optarg == '+' || end == optarg ||
+			    *end || (!gb && errno != ERANGE)) {
 				code = gm_cmd_usage_error("fit", "--global-"
 					"batch: '%s' is not a positive "
 					"integer", optarg);
+				goto out;
+			}
+			if (errno == ERANGE || gb > GM_FIT_MAX_GLOBAL) {
+				code = gm_cmd_usage_error("fit", "--global-"
+					"batch: '%s' is too large (at most "
+					"%llu)", optarg, GM_FIT_MAX_GLOBAL);
 				goto out;
 			}
 			break;
@@ -151,6 +196,10 @@ int gm_cmd_fit(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "gpumem fit: %s\n", diag.msg);
 		code = gm_exit_code(rc);
+		goto out;
+	}
+	if (gb && check_global_batch(spec, gb)) {
+		code = GM_EXIT_USAGE;
 		goto out;
 	}
 	if (!n)

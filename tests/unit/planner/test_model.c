@@ -187,6 +187,33 @@ static void fits_and_fit_search(void **state)
 }
 
 /*
+ * fit reports only exact pairs: micro x GA x dp = global, with the
+ * micro-batch a divisor of global / dp (findings-newuser 5: 15 x 8 with
+ * a global batch of 64; 14 x 5 x 8 = 560 for 512).
+ */
+static void fit_pairs_are_exact(void **state)
+{
+	static const uint64_t gbs[] = {64, 96, 512, 520};
+	struct gm_spec s = l7b();
+	struct gm_diag d;
+	struct gm_fit f;
+
+	(void)state;
+	s.parallelism.data_parallel = 8;
+	s.parallelism.zero_stage = 3;
+	for (size_t i = 0; i < sizeof(gbs) / sizeof(gbs[0]); i++) {
+		assert_int_equal(gm_fit(&s, &h200, NULL, gbs[i], &f, &d), 0);
+		assert_true(f.max_micro_batch >= 1);
+		assert_int_equal(gbs[i] / 8 % f.max_micro_batch, 0);
+		assert_int_equal(f.max_micro_batch *
+				 f.gradient_accumulation_steps * 8, gbs[i]);
+	}
+	/* not a multiple of the data-parallel degree: refused */
+	assert_int_equal(gm_fit(&s, &h200, NULL, 7, &f, &d), GM_EINVAL);
+	assert_int_equal(gm_fit(&s, &h200, NULL, 100, &f, &d), GM_EINVAL);
+}
+
+/*
  * At every size key's upper bound (models/README.md, Bounds) the
  * parameter count is exact (no 64-bit wrap) and the byte figures and
  * headroom saturate instead of overflowing (UBSan runs this suite).
@@ -224,6 +251,7 @@ int main(void)
 		cmocka_unit_test(inference_kv_cache),
 		cmocka_unit_test(fits_and_fit_search),
 		cmocka_unit_test(largest_shapes_do_not_wrap),
+		cmocka_unit_test(fit_pairs_are_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
