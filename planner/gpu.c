@@ -4,6 +4,7 @@
 #include "gpu.h"
 
 #include "error.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,14 +25,14 @@ void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
 }
 
 int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
-			const char *name, const char *option,
-			struct gm_diag *diag)
+			const struct gm_catalog *cat, const char *name,
+			const char *option, struct gm_diag *diag)
 {
-	const struct gm_catalog *cat = gm_catalog_builtin();
 	const struct gm_gpu *e;
-	const char *near[3];
-	size_t n;
+	char near[512];
 
+	if (!cat)
+		cat = gm_catalog_builtin();
 	if (!name) {
 		if (!spec->gpu[0])
 			return gm_diag_set(diag, GM_EINVAL,
@@ -49,16 +50,36 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 	} else {
 		e = gm_catalog_find(cat, name);
 		if (!e) {
-			n = gm_catalog_suggest(cat, name, near, 3);
+			gm_spec_gpu_suggest(cat, name, near, sizeof(near));
 			return gm_diag_set(diag, GM_EINVAL,
-					   "%s: unknown GPU '%s'%s%s%s%s%s%s",
-					   option, name, n ? "; closest: " : "",
-					   n ? near[0] : "", n > 1 ? ", " : "",
-					   n > 1 ? near[1] : "",
-					   n > 2 ? ", " : "",
-					   n > 2 ? near[2] : "");
+					   "%s: unknown GPU '%s'%s", option,
+					   name, near);
 		}
 	}
 	gm_plan_gpu_from(g, e, spec->task);
 	return 0;
+}
+
+void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
+{
+	enum gm_precision p = spec->task == GM_TASK_TRAIN ?
+			      spec->training.precision :
+			      spec->inference.precision;
+
+	if (g->sm_major >= 8)
+		return;
+	if (p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE)
+		gm_warn("%s (compute capability %d.x) has no bf16: %s needs "
+			"sm_80 or newer (Ampere); plan with fp16 precision",
+			g->name, g->sm_major, gm_precision_name(p));
+	if (spec->task == GM_TASK_INFERENCE &&
+	    spec->inference.kv_cache_dtype == GM_KV_BF16)
+		gm_warn("%s (compute capability %d.x) has no bf16: "
+			"kv_cache_dtype bf16 needs sm_80 or newer (Ampere)",
+			g->name, g->sm_major);
+	if (spec->task == GM_TASK_TRAIN &&
+	    spec->training.attention == GM_ATTN_FLASH)
+		gm_warn("%s (compute capability %d.x) cannot run "
+			"FlashAttention (sm_80 or newer); plan with "
+			"attention sdpa or eager", g->name, g->sm_major);
 }

@@ -15,11 +15,20 @@ void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
 		      enum gm_task task);
 
 /*
- * Resolve the GPU: name (from --gpu) when not NULL, else the spec's
+ * Resolve the GPU in catalog cat (NULL: the built-in one, else e.g. a
+ * --catalog FILE): name (from --gpu) when not NULL, else the spec's
  * hardware.gpu. option names the flag for messages ("--gpu").
  */
 int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
-			const char *name, const char *option,
-			struct gm_diag *diag);
+			const struct gm_catalog *cat, const char *name,
+			const char *option, struct gm_diag *diag);
+
+/*
+ * Warn (gm_warn, stderr) what the spec asks of g that its compute
+ * capability cannot run: bf16 precisions or a bf16 KV cache, and
+ * FlashAttention (FlashAttention-2 and PyTorch's flash SDPA kernel), all
+ * need sm_80 (Ampere) or newer. The plan itself is unchanged.
+ */
+void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g);
 
 #endif

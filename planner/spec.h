@@ -165,13 +165,27 @@ int gm_spec_check_gpu(const struct gm_spec *spec, const char *const *names,
 
 /*
  * The same against a GPU catalog (catalog.h; NULL = the built-in one):
- * gm_catalog_find() accepts the name, else the message lists up to three
- * gm_catalog_suggest() names ("...; closest: A, B, C"). In spec_gpu.c.
+ * gm_catalog_find() accepts the name, else the message lists up to
+ * GM_SPEC_GPU_SUGGEST gm_catalog_suggest() names ("...; closest: A, B,
+ * C"), or points to `gpumem gpus` when none is close. In spec_gpu.c.
  */
 struct gm_catalog;
 int gm_spec_check_gpu_catalog(const struct gm_spec *spec,
 			      const struct gm_catalog *cat,
 			      struct gm_diag *diag);
+
+/* How many names an unknown-GPU message suggests at most. */
+#define GM_SPEC_GPU_SUGGEST 8
+
+/*
+ * The tail of an unknown-GPU message for name: "; closest: A, B, ..."
+ * (gm_catalog_suggest(): every GPU with a name or alias containing
+ * name, else those within a small edit distance; at most
+ * GM_SPEC_GPU_SUGGEST), or "; see `gpumem gpus` for the names". cat
+ * NULL: the built-in catalog.
+ */
+void gm_spec_gpu_suggest(const struct gm_catalog *cat, const char *name,
+			 char *buf, size_t len);
 
 /*
  * For a message "PATH:LINE:COLUMN: ..." about file path: that line of the

@@ -1,7 +1,8 @@
 /*
  * spec_gpu.c - hardware.gpu checked against a GPU catalog (catalog.h):
  * found by gm_catalog_find() (names, aliases, normalized spellings), or
- * reported with the closest names by gm_catalog_suggest().
+ * reported with the closest names by gm_catalog_suggest() (up to
+ * GM_SPEC_GPU_SUGGEST: every GPU whose name contains the word first).
  *
  * Errors: 0 or GM_EINVAL, diag "file:line:column: hardware.gpu: unknown
  * GPU 'X'; closest: A, B, C" (or "--set hardware.gpu: ...").
@@ -12,6 +13,27 @@
 #include "catalog.h"
 #include "error.h"
 
+#include <stdio.h>
+
+void gm_spec_gpu_suggest(const struct gm_catalog *cat, const char *name,
+			 char *buf, size_t len)
+{
+	const char *near[GM_SPEC_GPU_SUGGEST];
+	size_t n, used;
+
+	if (!cat)
+		cat = gm_catalog_builtin();
+	n = gm_catalog_suggest(cat, name, near, GM_SPEC_GPU_SUGGEST);
+	if (!n) {
+		snprintf(buf, len, "; see `gpumem gpus` for the names");
+		return;
+	}
+	used = (size_t)snprintf(buf, len, "; closest: ");
+	for (size_t i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+					 i ? ", " : "", near[i]);
+}
+
 int gm_spec_check_gpu_catalog(const struct gm_spec *spec,
 			      const struct gm_catalog *cat,
 			      struct gm_diag *diag)
@@ -19,19 +41,13 @@ int gm_spec_check_gpu_catalog(const struct gm_spec *spec,
 	struct gm__spec_ctx c = {.spec = (struct gm_spec *)spec,
 				 .diag = diag, .path = spec->path,
 				 .root_line = 1, .root_col = 1};
-	const char *near[3];
-	size_t n;
+	char near[512];
 
 	if (!cat)
 		cat = gm_catalog_builtin();
 	if (!spec->gpu[0] || gm_catalog_find(cat, spec->gpu))
 		return 0;
-	n = gm_catalog_suggest(cat, spec->gpu, near, 3);
-	if (!n)
-		return gm__spec_blame(&c, GM_K_GPU, "unknown GPU '%s'; see "
-				      "`gpumem gpus`", spec->gpu);
-	return gm__spec_blame(&c, GM_K_GPU, "unknown GPU '%s'; closest: %s%s%s"
-			      "%s%s", spec->gpu, near[0], n > 1 ? ", " : "",
-			      n > 1 ? near[1] : "", n > 2 ? ", " : "",
-			      n > 2 ? near[2] : "");
+	gm_spec_gpu_suggest(cat, spec->gpu, near, sizeof(near));
+	return gm__spec_blame(&c, GM_K_GPU, "unknown GPU '%s'%s", spec->gpu,
+			      near);
 }

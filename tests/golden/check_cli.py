@@ -3,7 +3,8 @@
 lean on the source tree) and check its exit status, its stdout against a
 golden file, and that its stderr contains a text.
 
-usage: check_cli.py [--exit N] [--stdout FILE] [--stderr TEXT] -- CMD ARG...
+usage: check_cli.py [--exit N] [--stdout FILE] [--stderr TEXT]
+                    [--empty-stderr] -- CMD ARG...
 """
 import argparse
 import difflib
@@ -18,6 +19,7 @@ def main():
     ap.add_argument("--exit", type=int, default=0)
     ap.add_argument("--stdout")
     ap.add_argument("--stderr")
+    ap.add_argument("--empty-stderr", action="store_true")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -40,6 +42,9 @@ def main():
             ok = False
     if a.stderr is not None and a.stderr not in r.stderr:
         print(f"stderr lacks {a.stderr!r}")
+        ok = False
+    if a.empty_stderr and r.stderr:
+        print("stderr is not empty")
         ok = False
     if not ok:
         print("stderr was:\n" + r.stderr)

@@ -37,6 +37,15 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
  */
 int gm_cmd_option_error(const char *name, int c, char **argv);
 
+/*
+ * Print an error message "gpumem NAME: MSG" on stderr; when MSG starts
+ * with "PATH:LINE:COLUMN:" for one of paths[0..n) (the spec, a
+ * catalog file), also that line of the file with a caret under the
+ * column (gm_spec_excerpt()).
+ */
+void gm_cmd_file_error(const char *name, const char *msg,
+		       const char *const *paths, int n);
+
 int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);

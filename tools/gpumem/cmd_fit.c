@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,7 +31,8 @@ static void help(void)
 	       "[--global-batch N] [--set KEY=VALUE ...]\n"
 	       "                  [--format table|json|yaml|csv] "
 	       "[--svg FILE]\n"
-	       "                  [--reserve-model simulated|analytic]\n\n"
+	       "                  [--reserve-model simulated|analytic] "
+	       "[--catalog FILE]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
 	       "steps that reach the global batch with it\n(exactly: micro x "
@@ -40,6 +42,8 @@ static void help(void)
 	       "and\npipeline parallel) that fit at the spec's micro-batch "
 	       "(0: none). A table to\ncompare cards for a purchase.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
+	       "  --catalog FILE    read this GPU catalog instead of the "
+	       "built-in one\n"
 	       "  --global-batch N  sequences per optimizer step (default: "
 	       "the spec's); a\n                    multiple of "
 	       "parallelism.data_parallel, at most 2^30\n"
@@ -51,7 +55,8 @@ static void help(void)
 	       "peak reserved is\n                    predicted for the "
 	       "figures (the search itself runs on the\n"
 	       "                    analytic model, then checks its answer "
-	       "with M)\n\n"
+	       "with M)\n"
+	       "  --help            this text\n\n"
 	       "Exit status: 0 some GPU fits, 1 none fits, 2 bad input.\n");
 }
 
@@ -97,11 +102,14 @@ int gm_cmd_fit(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
 		{"reserve-model", required_argument, NULL, 'r'},
+		{"catalog", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *names[MAX_GPUS], *sets[64], *svg = NULL;
 	const struct gm_catalog *cat = gm_catalog_builtin();
+	struct gm_catalog catalog = {0};
+	const char *paths[2] = {NULL, NULL};
 	enum gm_format fmt = GM_FORMAT_TABLE;
 	struct gm_diag diag = {{0}};
 	struct gm_model_opts mopts;
@@ -112,6 +120,7 @@ int gm_cmd_fit(int argc, char **argv)
 	unsigned long long gb = 0;
 	size_t n = 0;
 	int n_sets = 0, c, rc, code = GM_EXIT_USAGE, any = 0;
+	bool named;
 	char *end;
 
 	if (!spec || !fits) {
@@ -166,6 +175,9 @@ int gm_cmd_fit(int argc, char **argv)
 		case 'v':
 			svg = optarg;
 			break;
+		case 'c':
+			paths[1] = optarg;
+			break;
 		case 'r':
 			if (gm_reserve_model_parse(optarg, &mopts.reserve))
 				return gm_cmd_usage_error("fit", "--reserve-model: "
@@ -192,9 +204,19 @@ int gm_cmd_fit(int argc, char **argv)
 					  "one spec file only");
 		goto out;
 	}
+	paths[0] = argv[optind];
+	if (paths[1]) {
+		rc = gm_catalog_load(&catalog, paths[1], &diag);
+		if (rc) {
+			gm_cmd_file_error("fit", diag.msg, paths, 2);
+			code = gm_exit_code(rc);
+			goto out;
+		}
+		cat = &catalog;
+	}
 	rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
 	if (rc) {
-		fprintf(stderr, "gpumem fit: %s\n", diag.msg);
+		gm_cmd_file_error("fit", diag.msg, paths, 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
@@ -202,6 +224,7 @@ int gm_cmd_fit(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	named = n > 0;
 	if (!n)
 		for (size_t i = 0; i < cat->n && n < MAX_GPUS; i++)
 			names[n++] = cat->gpus[i].name;
@@ -214,7 +237,10 @@ int gm_cmd_fit(int argc, char **argv)
 		struct gm_plan_gpu g;
 		struct gm_spec s = *spec;
 
-		rc = gm_plan_gpu_resolve(&g, spec, names[i], "--gpu", &diag);
+		rc = gm_plan_gpu_resolve(&g, spec, cat, names[i], "--gpu",
+					 &diag);
+		if (!rc && named)
+			gm_plan_gpu_warn(spec, &g);
 		if (!rc)
 			rc = gm_fit(spec, &g, &mopts, gb, &fits[i], &diag);
 		if (!rc && fits[i].max_micro_batch) {
@@ -226,7 +252,7 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc)
 			rc = gm_plan(&s, &g, &mopts, &plans[i], &diag);
 		if (rc) {
-			fprintf(stderr, "gpumem fit: %s\n", diag.msg);
+			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
 			goto out;
 		}
@@ -243,6 +269,7 @@ int gm_cmd_fit(int argc, char **argv)
 	}
 	code = any ? GM_EXIT_OK : GM_EXIT_NO;
 out:
+	gm_catalog_free(&catalog);
 	gm_val_free(v);
 	free(plans);
 	free(fits);

@@ -24,7 +24,8 @@ static void help(void)
 {
 	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
-	       "                  [--reserve-model simulated|analytic]\n\n"
+	       "                  [--reserve-model simulated|analytic] "
+	       "[--catalog FILE]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
@@ -34,6 +35,8 @@ static void help(void)
 	       "formats print bytes.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
+	       "  --catalog FILE   read this GPU catalog instead of the "
+	       "built-in one\n"
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
@@ -68,10 +71,13 @@ int gm_cmd_plan(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
 		{"reserve-model", required_argument, NULL, 'r'},
+		{"catalog", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sets[MAX_SETS], *gpu = NULL, *svg = NULL;
+	const char *paths[2] = {NULL, NULL};
+	struct gm_catalog catalog = {0};
 	enum gm_format fmt = GM_FORMAT_TABLE;
 	struct gm_diag diag = {{0}};
 	struct gm_model_opts mopts;
@@ -104,6 +110,9 @@ int gm_cmd_plan(int argc, char **argv)
 		case 'v':
 			svg = optarg;
 			break;
+		case 'c':
+			paths[1] = optarg;
+			break;
 		case 'r':
 			if (gm_reserve_model_parse(optarg, &mopts.reserve))
 				return gm_cmd_usage_error("plan", "--reserve-model: "
@@ -131,16 +140,21 @@ int gm_cmd_plan(int argc, char **argv)
 		gm_error("out of memory");
 		goto out;
 	}
-	rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
+	paths[0] = argv[optind];
+	rc = paths[1] ? gm_catalog_load(&catalog, paths[1], &diag) : 0;
 	if (!rc)
-		rc = gm_plan_gpu_resolve(&g, spec, gpu, "--gpu", &diag);
+		rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
+	if (!rc)
+		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
+					 gpu, "--gpu", &diag);
 	if (!rc)
 		rc = gm_plan(spec, &g, &mopts, plan, &diag);
 	if (rc) {
-		fprintf(stderr, "gpumem plan: %s\n", diag.msg);
+		gm_cmd_file_error("plan", diag.msg, paths, 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
+	gm_plan_gpu_warn(spec, &g);
 	if (!gm_params_layout(&spec->model, &pl, NULL) &&
 	    gm_params_mismatch(&spec->model, &pl) > GM_PARAMS_TOLERANCE) {
 		char where[1200];
@@ -164,6 +178,7 @@ int gm_cmd_plan(int argc, char **argv)
 	}
 	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
 out:
+	gm_catalog_free(&catalog);
 	gm_val_free(v);
 	free(plan);
 	free(spec);

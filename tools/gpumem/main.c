@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "spec.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -74,6 +75,21 @@ static int check_stdout(const char *name, int rc)
 	fprintf(stderr, "gpumem %s: cannot write the output: %s\n", name,
 		strerror(errno ? errno : EIO));
 	return GM_EXIT_USAGE;
+}
+
+void gm_cmd_file_error(const char *name, const char *msg,
+		       const char *const *paths, int n)
+{
+	char ex[512];
+
+	fprintf(stderr, "gpumem %s: %s\n", name, msg);
+	for (int i = 0; i < n; i++) {
+		if (paths[i] && !gm_spec_excerpt(paths[i], msg, ex,
+						 sizeof(ex))) {
+			fprintf(stderr, "%s\n", ex);
+			return;
+		}
+	}
 }
 
 static void usage(FILE *out)
