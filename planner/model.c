@@ -760,7 +760,9 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->n_stages = c.p;
 	for (c.r = 0; c.r < c.p; c.r++) {
 		struct gm_terms *T = &out->stages[c.r];
-		unsigned comms = (c.d > 1) + (c.t > 1) + (c.p > 1);
+		/* inference replicas do not communicate: no DP group */
+		unsigned comms = (spec->task == GM_TASK_TRAIN && c.d > 1) +
+				 (c.t > 1) + (c.p > 1);
 
 		c.layers = stage_layers(pl.layers, c.p, c.r);
 		c.first = c.r == 0;

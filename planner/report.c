@@ -80,7 +80,12 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		gm_obj_set_str(r, "gpu", f[i].gpu.name);
 		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
-		gm_obj_set_real(r, "bf16_tflops", f[i].gpu.bf16_tflops);
+		/* 0 in the catalog: not known (a table prints "-") */
+		if (f[i].gpu.bf16_tflops > 0)
+			gm_obj_set_real(r, "bf16_tflops",
+					f[i].gpu.bf16_tflops);
+		else
+			gm_obj_set(r, "bf16_tflops", gm_val_null());
 		gm_obj_set_uint(r, "max_micro_batch", f[i].max_micro_batch);
 		gm_obj_set_uint(r, "gradient_accumulation_steps",
 				f[i].gradient_accumulation_steps);

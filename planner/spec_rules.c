@@ -211,6 +211,13 @@ static int check_parallel(struct gm__spec_ctx *c)
 
 	if (rc)
 		return rc;
+	/* Megatron's sequence parallelism splits the non-tensor-parallel
+	 * regions within a tensor-parallel group: nothing to split at 1 */
+	if (s->parallelism.sequence_parallel &&
+	    s->parallelism.tensor_parallel <= 1)
+		return gm__spec_blame(c, GM_K_SP, "needs tensor_parallel above "
+				      "1 (it splits activations within a "
+				      "tensor-parallel group)");
 	if (s->model.layers && pp > s->model.layers)
 		return gm__spec_blame(c, GM_K_PP, "%llu stages for %llu layers; "
 				      "must be at most model.layers",

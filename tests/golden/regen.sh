@@ -19,3 +19,7 @@ done
 "$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 \
 	--gpu 'NVIDIA A100-SXM4-40GB' --gpu 'NVIDIA L4' --global-batch 512 \
 	> "$out/fit-gpt2.txt"
+"$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 --gpu 'NVIDIA H200' \
+	--gpu 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition' \
+	--format json > "$out/fit-gpt2-dup.json"
+"$gpumem" plan --help > "$out/plan-help.txt"

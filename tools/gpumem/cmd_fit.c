@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_GPUS 256
 
@@ -58,6 +59,15 @@ static void help(void)
 	       "with M)\n"
 	       "  --help            this text\n\n"
 	       "Exit status: 0 some GPU fits, 1 none fits, 2 bad input.\n");
+}
+
+/* Whether GPU name is among the first m rows already. */
+static bool seen(const struct gm_fit *fits, size_t m, const char *name)
+{
+	for (size_t j = 0; j < m; j++)
+		if (!strcmp(fits[j].gpu.name, name))
+			return true;
+	return false;
 }
 
 /*
@@ -118,7 +128,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_plan *plans = NULL;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
-	size_t n = 0;
+	size_t n = 0, m = 0;
 	int n_sets = 0, c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
@@ -239,30 +249,33 @@ int gm_cmd_fit(int argc, char **argv)
 
 		rc = gm_plan_gpu_resolve(&g, spec, cat, names[i], "--gpu",
 					 &diag);
+		if (!rc && seen(fits, m, g.name))
+			continue; /* a repeated --gpu (or alias of one) */
 		if (!rc && named)
 			gm_plan_gpu_warn(spec, &g);
 		if (!rc)
-			rc = gm_fit(spec, &g, &mopts, gb, &fits[i], &diag);
-		if (!rc && fits[i].max_micro_batch) {
-			s.training.micro_batch_size = fits[i].max_micro_batch;
-			s.inference.batch_size = fits[i].max_micro_batch;
+			rc = gm_fit(spec, &g, &mopts, gb, &fits[m], &diag);
+		if (!rc && fits[m].max_micro_batch) {
+			s.training.micro_batch_size = fits[m].max_micro_batch;
+			s.inference.batch_size = fits[m].max_micro_batch;
 		}
 		if (!rc && gb)
 			s.training.global_batch_size = gb;
 		if (!rc)
-			rc = gm_plan(&s, &g, &mopts, &plans[i], &diag);
+			rc = gm_plan(&s, &g, &mopts, &plans[m], &diag);
 		if (rc) {
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
 			goto out;
 		}
-		any |= fits[i].max_micro_batch > 0;
+		any |= fits[m].max_micro_batch > 0;
+		m++;
 	}
-	if (svg && gm__write_svg(svg, plans, n, &diag)) {
+	if (svg && gm__write_svg(svg, plans, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
 	}
-	v = gm_fit_report(spec->name, fits, n);
+	v = gm_fit_report(spec->name, fits, m);
 	if (!v || gm_emit(stdout, v, fmt)) {
 		gm_error("cannot print the report");
 		goto out;

@@ -151,6 +151,10 @@ static void inference_kv_cache(void **state)
 	p = plan(s, &h200);
 	/* K and V x 32 layers x 8 x 2304 tokens x 1024 wide x 2 B */
 	assert_true(p.per_gpu.kv_cache == 2.0 * 32 * 8 * 2304 * 1024 * 2);
+	/* inference replicas do not talk: no NCCL buffers for data parallel */
+	s.parallelism.data_parallel = 8;
+	assert_true(plan(s, &h200).per_gpu.nccl == 0);
+	s.parallelism.data_parallel = 1;
 	assert_true(p.per_gpu.weights == 2.0 * 8030261248ULL);
 	assert_true(p.per_gpu.gradients == 0 &&
 		    p.per_gpu.optimizer_states == 0);
