@@ -8,6 +8,7 @@
 #include "units.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Bytes as an integer, saturated at 2^63 (no undefined conversion). */
 static uint64_t u(double bytes)
@@ -144,12 +145,48 @@ static void xml_text(FILE *out, const char *s)
 	}
 }
 
+/* Label lines under a bar: the GPU name wrapped at spaces into lines of
+ * at most GM_SVG_LINE characters (about the bar pitch at 12 px), at most
+ * GM_SVG_NAME_LINES of them, so neighbouring labels do not overlap. */
+#define GM_SVG_LINE 22
+#define GM_SVG_NAME_LINES 3
+
+static void svg_label(FILE *out, double x, double y, const char *name)
+{
+	char line[GM_SVG_LINE + 1];
+	size_t len = strlen(name);
+
+	for (int l = 0; l < GM_SVG_NAME_LINES && len; l++) {
+		size_t take = len;
+
+		if (take > GM_SVG_LINE) {
+			take = GM_SVG_LINE;
+			while (take > 0 && name[take] != ' ')
+				take--;
+			if (!take || l + 1 == GM_SVG_NAME_LINES)
+				take = GM_SVG_LINE;
+		}
+		memcpy(line, name, take);
+		line[take] = '\0';
+		if (l + 1 == GM_SVG_NAME_LINES && take < len && take >= 3)
+			memcpy(line + take - 3, "...", 3);
+		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
+			"middle\">", x, y + 14 * l);
+		xml_text(out, line);
+		fprintf(out, "</text>\n");
+		name += take;
+		len -= take;
+		while (*name == ' ')
+			name++, len--;
+	}
+}
+
 int gm_plan_svg(FILE *out, const struct gm_plan *p, size_t n)
 {
 	const double bar_w = 90, gap = 60, top = 40, plot_h = 400, left = 70;
 	double maxv = 0, v[N_PARTS];
 	double width = left + n * (bar_w + gap) + 190;
-	double height = top + plot_h + 70;
+	double height = top + plot_h + 20 + 14 * (GM_SVG_NAME_LINES + 2) + 10;
 
 	for (size_t i = 0; i < n; i++) {
 		double sum = 0;
@@ -207,14 +244,19 @@ int gm_plan_svg(FILE *out, const struct gm_plan *p, size_t n)
 			"text-anchor=\"middle\">capacity %.2f</text>\n",
 			x + bar_w / 2, cap - 4,
 			gm_gib(p[i].gpu.capacity_bytes));
-		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
-			"middle\">", x + bar_w / 2, top + plot_h + 18);
+		fprintf(out, "<g><title>");
 		xml_text(out, p[i].gpu.name);
-		fprintf(out, "</text>\n<text x=\"%.1f\" y=\"%.0f\" "
-			"text-anchor=\"middle\">%s, %.2f GiB used</text>\n",
-			x + bar_w / 2, top + plot_h + 34,
-			p[i].fits ? "fits" : "does not fit",
+		fprintf(out, "</title>\n");
+		svg_label(out, x + bar_w / 2, top + plot_h + 18,
+			  p[i].gpu.name);
+		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
+			"middle\">%s</text>\n<text x=\"%.1f\" y=\"%.0f\" "
+			"text-anchor=\"middle\">%.2f GiB used</text>\n",
+			x + bar_w / 2, top + plot_h + 18 + 14 * GM_SVG_NAME_LINES,
+			p[i].fits ? "fits" : "does not fit", x + bar_w / 2,
+			top + plot_h + 18 + 14 * (GM_SVG_NAME_LINES + 1),
 			p[i].per_gpu.device_used / (double)GM_GiB);
+		fprintf(out, "</g>\n");
 	}
 	for (size_t k = 0; k < N_PARTS; k++) {
 		double lx = left + n * (bar_w + gap) + 10;

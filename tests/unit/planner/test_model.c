@@ -6,10 +6,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 #include "fit.h"
 #include "model.h"
+#include "report.h"
 #include "specs.h"
 #include "units.h"
 
@@ -245,6 +249,34 @@ static void largest_shapes_do_not_wrap(void **state)
 	assert_true(p.headroom_bytes == INT64_MIN);
 }
 
+/*
+ * fit's SVG: a long GPU name is wrapped into short lines and the verdict
+ * and the GiB figure are separate lines, so labels 150 px apart do not
+ * overlap (findings-newuser 27).
+ */
+static void svg_labels_wrap(void **state)
+{
+	struct gm_plan p[2];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	p[0] = plan(l7b(), &h200);
+	p[1] = p[0];
+	snprintf(p[1].gpu.name, sizeof(p[1].gpu.name), "%s",
+		 "NVIDIA RTX PRO 6000 Blackwell Workstation Edition");
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(gm_plan_svg(f, p, 2), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, ">NVIDIA RTX PRO 6000</text>"));
+	assert_non_null(strstr(buf, ">Blackwell Workstation</text>"));
+	assert_null(strstr(buf, "Workstation Edition</text>"));
+	assert_null(strstr(buf, "fit, "));
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +288,7 @@ int main(void)
 		cmocka_unit_test(fits_and_fit_search),
 		cmocka_unit_test(largest_shapes_do_not_wrap),
 		cmocka_unit_test(fit_pairs_are_exact),
+		cmocka_unit_test(svg_labels_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
