@@ -252,7 +252,8 @@ int gm_plan_svg(FILE *out, const struct gm_plan *p, size_t n)
 		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
 			"middle\">%s</text>\n<text x=\"%.1f\" y=\"%.0f\" "
 			"text-anchor=\"middle\">%.2f GiB used</text>\n",
-			x + bar_w / 2, top + plot_h + 18 + 14 * GM_SVG_NAME_LINES,
+			x + bar_w / 2,
+			top + plot_h + 18 + 14 * GM_SVG_NAME_LINES,
 			p[i].fits ? "fits" : "does not fit", x + bar_w / 2,
 			top + plot_h + 18 + 14 * (GM_SVG_NAME_LINES + 1),
 			p[i].per_gpu.device_used / (double)GM_GiB);

@@ -847,13 +847,13 @@ static int check_depth(struct gm__spec_ctx *c, const char *buf, size_t n)
 		switch (ev.type) {
 		case YAML_SEQUENCE_START_EVENT:
 		case YAML_MAPPING_START_EVENT:
-			if (++depth > GM_SPEC_MAX_DEPTH)
-				rc = fail_at(c, (unsigned)ev.start_mark.line + 1,
-					     (unsigned)ev.start_mark.column + 1,
-					     "nesting too deep (more than %d "
-					     "levels); a spec is a mapping of "
-					     "sections of keys",
-					     GM_SPEC_MAX_DEPTH);
+			if (++depth <= GM_SPEC_MAX_DEPTH)
+				break;
+			rc = fail_at(c, (unsigned)ev.start_mark.line + 1,
+				     (unsigned)ev.start_mark.column + 1,
+				     "nesting too deep (more than %d levels); "
+				     "a spec is a mapping of sections of keys",
+				     GM_SPEC_MAX_DEPTH);
 			break;
 		case YAML_SEQUENCE_END_EVENT:
 		case YAML_MAPPING_END_EVENT:
