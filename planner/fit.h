@@ -41,7 +41,7 @@ struct gm_fit {
  * help, since each rank holds a full copy. The searches run on the
  * analytic reserve (GM_RESERVE_ANALYTIC: microseconds a plan); their
  * answers are then moved one step at a time (at most 64) until opts'
- * reserve model (the replay by default) agrees, and device_used is
+ * reserve model (analytic by default) agrees, and device_used is
  * opts'.
  */
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,

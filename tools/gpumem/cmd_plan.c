@@ -40,10 +40,10 @@ static void help(void)
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
-	       "  --reserve-model M  how peak reserved is predicted: simulated "
-	       "(default:\n                   the step's allocations replayed "
-	       "through the allocator\n                   core) or analytic "
-	       "(rounding rules + a fragmentation share)\n"
+	       "  --reserve-model M  how peak reserved is predicted: analytic "
+	       "(default:\n                   rounding rules + a fragmentation "
+	       "share) or simulated\n                   (the step's allocations "
+	       "replayed through the allocator core)\n"
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
 }

@@ -216,12 +216,23 @@ static void bad_description(void **state)
 /* The replay's peak of live bytes (as requested) is the model's
  * peak_allocated: each request is rounded up to a whole byte, so they
  * may differ by at most one byte per live allocation. */
+/* Options that replay the step (the default reserve model is analytic). */
+static struct gm_model_opts simulated(void)
+{
+	struct gm_model_opts o;
+
+	gm_model_opts_default(&o);
+	o.reserve = GM_RESERVE_SIMULATED;
+	return o;
+}
+
 static void agree(const struct gm_spec *s, const char *what)
 {
+	struct gm_model_opts o = simulated();
 	struct gm_plan p;
 	struct gm_diag d;
 
-	assert_int_equal(gm_plan(s, &h200, NULL, &p, &d), 0);
+	assert_int_equal(gm_plan(s, &h200, &o, &p, &d), 0);
 	for (unsigned r = 0; r < p.n_stages; r++) {
 		const struct gm_terms *T = &p.stages[r];
 		double diff = T->sim.peak_requested - T->peak_allocated;
@@ -375,9 +386,11 @@ static void accumulation_cap_is_exact(void **state)
 	struct gm_step_result a, b;
 
 	(void)state;
+	struct gm_model_opts o = simulated();
+
 	s.training.micro_batch_size = 4;
 	s.training.global_batch_size = 64;
-	assert_int_equal(gm_plan(&s, &h200, NULL, &p, &d), 0);
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
 	assert_true(p.per_gpu.sim.peak_reserved > 0);
 	st.micro_max = 3;
 	assert_int_equal(gm_step_replay(&st, 0, &a), 0);
@@ -412,7 +425,8 @@ static void analytic_option(void **state)
 
 	(void)state;
 	gm_model_opts_default(&o);
-	assert_int_equal(o.reserve, GM_RESERVE_SIMULATED);
+	assert_int_equal(o.reserve, GM_RESERVE_ANALYTIC);
+	o.reserve = GM_RESERVE_SIMULATED;
 	assert_int_equal(gm_plan(&s, &h200, &o, &a, &d), 0);
 	o.reserve = GM_RESERVE_ANALYTIC;
 	assert_int_equal(gm_plan(&s, &h200, &o, &b, &d), 0);
