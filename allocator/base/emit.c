@@ -334,7 +334,12 @@ static void table_text(char *buf, size_t len, const char *key,
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
 						   : gm_gib(v->as.u);
-		snprintf(buf, len, "%.2f GiB", gib);
+		/* GiB with two decimals, except where that would print
+		 * 0.00: small sizes keep their own unit (KiB, MiB). */
+		if (v->kind == GM_VAL_UINT && v->as.u < GM_GiB / 100)
+			gm_size_format(buf, len, v->as.u);
+		else
+			snprintf(buf, len, "%.2f GiB", gib);
 		return;
 	}
 	if (v->kind == GM_VAL_REAL && isfinite(v->as.d)) {

@@ -25,6 +25,7 @@ static struct gm_val *sample(void)
 	gm_obj_set_bool(root, "fits", true);
 	gm_obj_set(root, "unknown", gm_val_null());
 	gm_obj_set_uint(per, "weights_bytes", 1ULL << 30);
+	gm_obj_set_uint(per, "workspace_bytes", 8 << 20);
 	gm_obj_set_real(per, "ratio", 0.5);
 	gm_obj_set(root, "per_gpu", per);
 	for (int i = 0; i < 2; i++) {
@@ -62,6 +63,7 @@ static void json(void **state)
 			       "  \"unknown\": null,\n"
 			       "  \"per_gpu\": {\n"
 			       "    \"weights_bytes\": 1073741824,\n"
+			       "    \"workspace_bytes\": 8388608,\n"
 			       "    \"ratio\": 0.5\n"
 			       "  },\n"
 			       "  \"stages\": [\n"
@@ -91,6 +93,7 @@ static void yaml(void **state)
 			       "unknown: null\n"
 			       "per_gpu:\n"
 			       "  weights_bytes: 1073741824\n"
+			       "  workspace_bytes: 8388608\n"
 			       "  ratio: 0.5\n"
 			       "stages:\n"
 			       "  -\n"
@@ -111,9 +114,9 @@ static void csv(void **state)
 	(void)state;
 	assert_string_equal(
 		s, "name,gpu_capacity_bytes,fits,unknown,per_gpu.weights_bytes,"
-		   "per_gpu.ratio,stages.0.stage,stages.0.peak_bytes,"
+		   "per_gpu.workspace_bytes,per_gpu.ratio,stages.0.stage,stages.0.peak_bytes,"
 		   "stages.1.stage,stages.1.peak_bytes\n"
-		   "\"llama \"\"7b\"\"\",1610612736,true,,1073741824,0.5,0,"
+		   "\"llama \"\"7b\"\"\",1610612736,true,,1073741824,8388608,0.5,0,"
 		   "1073741824,1,2147483648\n");
 	free(s);
 	s = render(gm_obj_get(v, "stages"), GM_FORMAT_CSV);
@@ -134,8 +137,9 @@ static void table(void **state)
 			       "unknown       -\n"
 			       "\n"
 			       "per gpu:\n"
-			       "  weights  1.00 GiB\n"
-			       "  ratio    0.5\n"
+			       "  weights    1.00 GiB\n"
+			       "  workspace  8.00 MiB\n"
+			       "  ratio      0.5\n"
 			       "\n"
 			       "stages:\n"
 			       "  stage  peak    \n"
