@@ -23,3 +23,9 @@ done
 	--gpu 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition' \
 	--format json > "$out/fit-gpt2-dup.json"
 "$gpumem" plan --help > "$out/plan-help.txt"
+# Every bundled spec, as JSON (tests/golden/models/).
+for f in "$root"/models/*.yaml; do
+	n=$(basename "$f" .yaml)
+	[ "$n" = gpus ] && continue
+	"$gpumem" plan "$f" --format json > "$out/models/$n.json" || true
+done
