@@ -132,6 +132,11 @@ struct gm_pool {
 	pthread_mutex_t slow_lock; /* arena creation, OOM record */
 	_Atomic(struct arena *) arenas[ARENA_SLOTS];
 	_Atomic unsigned n_arenas; /* arenas created (streams seen) */
+	/* false while the pool has one arena: allocated and active bytes
+	 * are then only counted in that arena (exact, under its lock) and
+	 * the pool-wide atomics are skipped; set, with the arena's counts
+	 * folded in, under its lock before a second arena is published. */
+	_Atomic bool multi;
 	struct gm_pool_oom last_oom;
 	struct shard shards[NSHARD];
 };
@@ -201,10 +206,14 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
  * The fast path's only pool-wide atomics: allocated bytes up or down
  * (one atomic add), with the peaks of allocated and active bytes (active
  * = allocated + pending) checked by plain loads. Totals of increases and
- * decreases come from the arenas.
+ * decreases come from the arenas. With a single arena (p->multi false,
+ * read under the arena's lock) its own counters are the pool's and
+ * nothing is done here: two atomic read-modify-writes a pair fewer.
  */
 static void allocated_up(struct gm_pool *p, uint64_t n)
 {
+	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
+		return;
 	uint64_t v = atomic_fetch_add_explicit(&p->allocated.cur, n,
 					       memory_order_relaxed) + n;
 
@@ -215,6 +224,8 @@ static void allocated_up(struct gm_pool *p, uint64_t n)
 
 static void allocated_down(struct gm_pool *p, uint64_t n)
 {
+	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
+		return;
 	atomic_fetch_sub_explicit(&p->allocated.cur, n, memory_order_relaxed);
 }
 
@@ -499,6 +510,31 @@ static struct arena *arena_find(struct gm_pool *p, uintptr_t stream,
 	return NULL;
 }
 
+/*
+ * A second arena is about to be published: fold the only arena's
+ * allocated and active counts into the pool-wide atomics and switch
+ * them on, under that arena's lock so no update of it is lost. Caller
+ * holds slow_lock (the documented nesting).
+ */
+static void go_multi(struct gm_pool *p)
+{
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = atomic_load_explicit(&p->arenas[i],
+						       memory_order_acquire);
+
+		if (!a)
+			continue;
+		lk(&a->lock);
+		atomic_store(&p->allocated.cur, a->st[S_ALLOC_B].cur);
+		peak_max(&p->allocated.peak, a->st[S_ALLOC_B].peak);
+		peak_max(&p->active.peak, a->st[S_ACTIVE_B].peak);
+		atomic_store(&p->multi, true);
+		ulk(&a->lock);
+		return;
+	}
+	atomic_store(&p->multi, true);
+}
+
 /* The arena of stream, created on first use. NULL: out of host memory or
  * more than ARENA_SLOTS streams. */
 static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
@@ -515,6 +551,9 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 		a = calloc(1, sizeof(*a));
 		if (a) {
 			a->stream = stream;
+			if (!atomic_load(&p->multi) &&
+			    atomic_load(&p->n_arenas))
+				go_multi(p);
 			atomic_store_explicit(&p->arenas[slot], a,
 					      memory_order_release);
 			atomic_fetch_add(&p->n_arenas, 1);
@@ -1730,12 +1769,17 @@ void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 		}
 		ulk(&a->lock);
 	}
+	/* One arena: its sums above are exact (read after the loop, so a
+	 * second arena published meanwhile is seen as multi). */
+	if (!atomic_load(&pool->multi))
+		goto pool_wide;
 	/* current and peak from the pool-wide atomics (exact peaks) */
 	st->allocated_bytes.current = atomic_load(&pool->allocated.cur);
 	st->allocated_bytes.peak = atomic_load(&pool->allocated.peak);
 	st->active_bytes.current = st->allocated_bytes.current +
 				   atomic_load(&pool->pending);
 	st->active_bytes.peak = atomic_load(&pool->active.peak);
+pool_wide:
 	gstat_read(&pool->reserved, &st->reserved_bytes);
 	gstat_read(&pool->segments, &st->segments);
 	st->num_alloc_retries = atomic_load(&pool->retries);
