@@ -574,9 +574,15 @@ static struct blk *blk_new(struct arena *a)
 {
 	struct blk *b = a->spare;
 
+	uint32_t prio;
+
 	if (b) {
+		/* the struct keeps its treap priority (tree.h: priorities
+		 * move between nodes but never duplicate) */
 		a->spare = b->link;
+		prio = b->node.prio;
 		memset(b, 0, sizeof(*b));
+		b->node.prio = prio;
 		return b;
 	}
 	return calloc(1, sizeof(*b));
@@ -609,14 +615,30 @@ static void tree_put(struct arena *a, struct blk *b)
 	}
 }
 
-static void tree_take(struct arena *a, struct blk *b)
+/* Stop counting free block b in inactive_split (it leaves the tree). */
+static void split_uncount(struct arena *a, struct blk *b)
 {
-	gm_tree_remove(&a->free_tree[b->seg->pool], &b->node);
 	if (b->split_counted) {
 		astat_sub(a, S_ISPLIT_B, b->node.size);
 		astat_sub(a, S_ISPLIT, 1);
 		b->split_counted = 0;
 	}
+}
+
+/* Count free block b in inactive_split if its segment holds others. */
+static void split_count(struct arena *a, struct blk *b)
+{
+	b->split_counted = is_split(b);
+	if (b->split_counted) {
+		astat_add(a, S_ISPLIT_B, b->node.size);
+		astat_add(a, S_ISPLIT, 1);
+	}
+}
+
+static void tree_take(struct arena *a, struct blk *b)
+{
+	gm_tree_remove(&a->free_tree[b->seg->pool], &b->node);
+	split_uncount(a, b);
 }
 
 static void empty_put(struct arena *a, struct seg *s)
@@ -643,26 +665,33 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 			 uint64_t rounded, uint64_t requested)
 {
 	struct seg *s = b->seg;
+	struct blk *r = NULL;
 
-	tree_take(a, b);
-	if (should_split(p, b, rounded)) {
-		struct blk *r = blk_new(a);
-
-		if (r) {
-			r->node.addr = b->node.addr + rounded;
-			r->node.size = b->node.size - rounded;
-			r->seg = s;
-			r->state = B_FREE;
-			r->prev = b;
-			r->next = b->next;
-			if (b->next)
-				b->next->prev = r;
-			else
-				s->last = r;
-			b->next = r;
-			b->node.size = rounded;
-			tree_put(a, r);
-		}
+	if (should_split(p, b, rounded))
+		r = blk_new(a);
+	if (r) {
+		/* Remove + insert, not gm_tree_replace: re-keying the found
+		 * block in place here made the treap ~60% deeper on
+		 * alloc_icount (the rest inherits the found block's
+		 * priority on every carve of a segment's tail). */
+		split_uncount(a, b);
+		r->node.addr = b->node.addr + rounded;
+		r->node.size = b->node.size - rounded;
+		r->seg = s;
+		r->state = B_FREE;
+		r->prev = b;
+		r->next = b->next;
+		if (b->next)
+			b->next->prev = r;
+		else
+			s->last = r;
+		b->next = r;
+		gm_tree_remove(&a->free_tree[s->pool], &b->node);
+		b->node.size = rounded;
+		gm_tree_insert(&a->free_tree[s->pool], &r->node);
+		split_count(a, r);
+	} else {
+		tree_take(a, b);
 	}
 	b->state = B_ALLOC;
 	b->requested = requested;
@@ -1242,7 +1271,6 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 		f->node.size = n;
 		f->state = B_FREE;
 		f = merge_free(a, f);
-		tree_put(a, f);
 		return f;
 	}
 	n = need_end;
@@ -1268,7 +1296,6 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 	f->state = B_FREE;
 	blk_link_after(s, s->last, f);
 	f = merge_free(a, f);
-	tree_put(a, f);
 	return f;
 }
 
@@ -1277,19 +1304,30 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 /*
  * Merge free block b with its free neighbours (PyTorch try_merge_blocks;
  * a hole is never a free neighbour: only blocks of one mapped state
- * merge, as PyTorch's). b and the neighbours are not in the tree.
- * Caller holds a->lock. Returns the merged block.
+ * merge, as PyTorch's) and put the result in the free tree (counted
+ * in inactive_split as tree_put). b is not in the tree; free neighbours
+ * are, and the merged block takes a neighbour's place there in O(1)
+ * when its order allows (gm_tree_replace / gm_tree_resize). Stats
+ * change in the order of take, take, put. Caller holds a->lock.
+ * Returns the merged block.
  */
 static struct blk *merge_free(struct arena *a, struct blk *b)
 {
+	struct gm_tnode **tree = &a->free_tree[b->seg->pool];
 	struct seg *s = b->seg;
-	struct blk *n;
+	struct blk *pv = b->prev, *n = b->next;
 
-	if (b->prev && b->prev->state == B_FREE) {
-		struct blk *pv = b->prev;
+	if (!pv || pv->state != B_FREE)
+		pv = NULL;
+	if (!n || n->state != B_FREE)
+		n = NULL;
+	if (pv)
+		split_uncount(a, pv);
+	if (n)
+		split_uncount(a, n);
+	if (pv) {
+		uint64_t size = pv->node.size + b->node.size;
 
-		tree_take(a, pv);
-		pv->node.size += b->node.size;
 		pv->next = b->next;
 		if (b->next)
 			b->next->prev = pv;
@@ -1297,18 +1335,31 @@ static struct blk *merge_free(struct arena *a, struct blk *b)
 			s->last = pv;
 		blk_put(a, b);
 		b = pv;
-	}
-	n = b->next;
-	if (n && n->state == B_FREE) {
-		tree_take(a, n);
+		if (n) {
+			gm_tree_remove(tree, &n->node);
+			size += n->node.size;
+			b->next = n->next;
+			if (n->next)
+				n->next->prev = b;
+			else
+				s->last = b;
+			blk_put(a, n);
+		}
+		/* the merged block keeps pv's place when its order allows */
+		gm_tree_resize(tree, &b->node, size);
+	} else if (n) {
 		b->node.size += n->node.size;
 		b->next = n->next;
 		if (n->next)
 			n->next->prev = b;
 		else
 			s->last = b;
+		gm_tree_replace(tree, &n->node, &b->node);
 		blk_put(a, n);
+	} else {
+		gm_tree_insert(tree, &b->node);
 	}
+	split_count(a, b);
 	return b;
 }
 
@@ -1325,7 +1376,6 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 	b->state = B_FREE;
 	s->used -= b->node.size;
 	b = merge_free(a, b);
-	tree_put(a, b);
 	a->free_seq++;
 	if (--s->nused == 0 && !s->virt) {
 		s->free_seq = a->free_seq;

@@ -21,14 +21,31 @@ struct gm_tnode {
 	struct gm_tnode *l, *r;
 	uint64_t size; /* key, major */
 	uint64_t addr; /* key, minor (unique) */
-	uint32_t prio;
+	uint32_t prio; /* 0 = hash the address at insert */
 };
 
-/* Insert n (size and addr set; the pair must be unique in the tree). */
+/* Insert n (size and addr set; the pair must be unique in the tree).
+ * n->prio: the caller's random priority, or 0 for one hashed from the
+ * address (kept in the node afterwards). */
 void gm_tree_insert(struct gm_tnode **root, struct gm_tnode *n);
 
 /* Remove n, which must be in the tree. */
 void gm_tree_remove(struct gm_tnode **root, struct gm_tnode *n);
+
+/*
+ * n (key set, not in the tree) takes the place of old (in the tree, key
+ * intact); old leaves the tree. When n's key falls between old's
+ * in-order neighbours, n is linked where old was, in O(1) after the
+ * walk to old, and the two swap priorities (the heap order holds, and
+ * priorities stay distinct random values); else old is removed and n
+ * inserted. The allocator's split and merge re-key one block this way.
+ */
+void gm_tree_replace(struct gm_tnode **root, struct gm_tnode *old,
+		     struct gm_tnode *n);
+
+/* Change the size of n (in the tree) to size, as gm_tree_replace. */
+void gm_tree_resize(struct gm_tnode **root, struct gm_tnode *n,
+		    uint64_t size);
 
 /* The smallest node with size >= size (lowest addr among equals). */
 struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root, uint64_t size);
