@@ -86,8 +86,10 @@ struct seg {
 	uint8_t pool, virt, in_empty;
 };
 
+/* The total of increases is cur + dec (both start at 0 and only
+ * astat_add/astat_sub change them): one add fewer per update. */
 struct astat {
-	uint64_t cur, peak, inc, dec;
+	uint64_t cur, peak, dec;
 };
 
 struct arena {
@@ -240,7 +242,6 @@ static void astat_add(struct arena *a, int i, uint64_t n)
 	struct astat *s = &a->st[i];
 
 	s->cur += n;
-	s->inc += n;
 	if (s->cur > s->peak)
 		s->peak = s->cur;
 }
@@ -1781,7 +1782,7 @@ static void astat_sum(struct gm_pool_stat *s, const struct astat *a)
 {
 	s->current += a->cur;
 	s->peak += a->peak;
-	s->allocated += a->inc;
+	s->allocated += a->cur + a->dec;
 	s->freed += a->dec;
 }
 

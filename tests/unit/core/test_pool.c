@@ -321,6 +321,11 @@ static void stats_across_second_stream(void **state)
 	assert_int_equal(st.allocated_bytes.current, 0);
 	assert_int_equal(st.active_bytes.current, 0);
 	assert_int_equal(st.allocated_bytes.peak, 7 * GM_MiB);
+	/* historical totals (PyTorch's "allocated" and "freed") */
+	assert_int_equal(st.allocations.allocated, 4);
+	assert_int_equal(st.allocations.freed, 4);
+	assert_int_equal(st.requested_bytes.allocated, 15 * GM_MiB);
+	assert_int_equal(st.requested_bytes.freed, 15 * GM_MiB);
 	done(&f);
 }
 
