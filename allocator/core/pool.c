@@ -278,7 +278,7 @@ static uint64_t round_up(uint64_t v, uint64_t m)
  * divisions of [1024, 2048) gives 1280). The 1 MiB start is PyTorch's
  * kRoundUpPowerOfTwoStart (c10/core/AllocatorConfig.cpp).
  */
-uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
+static inline uint64_t round_size(const struct gm_pool *pool, uint64_t size)
 {
 	unsigned d = pool->opt.roundup_power2_divisions;
 
@@ -295,6 +295,11 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
 		return round_up(size, step);
 	}
 	return round_up(size, MIN_BLOCK);
+}
+
+uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
+{
+	return round_size(pool, size);
 }
 
 /* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
@@ -1563,7 +1568,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	*addr = 0;
 	if (!size || size > MAX_REQUEST)
 		return GM_EINVAL;
-	rounded = gm_pool_round_size(pool, size);
+	rounded = round_size(pool, size);
 	pl = pool_of(rounded);
 	a = arena_get(pool, stream);
 	if (!a)

@@ -157,21 +157,6 @@ void gm_tree_resize(struct gm_tnode **root, struct gm_tnode *n,
 	n->size = size;
 }
 
-struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root, uint64_t size)
-{
-	struct gm_tnode *best = NULL;
-
-	while (root) {
-		if (root->size >= size) {
-			best = root;
-			root = root->l;
-		} else {
-			root = root->r;
-		}
-	}
-	return best;
-}
-
 struct gm_tnode *gm_tree_max(struct gm_tnode *root)
 {
 	if (!root)

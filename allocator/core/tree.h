@@ -15,6 +15,7 @@
 #ifndef GM_TREE_H
 #define GM_TREE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct gm_tnode {
@@ -47,8 +48,23 @@ void gm_tree_replace(struct gm_tnode **root, struct gm_tnode *old,
 void gm_tree_resize(struct gm_tnode **root, struct gm_tnode *n,
 		    uint64_t size);
 
-/* The smallest node with size >= size (lowest addr among equals). */
-struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root, uint64_t size);
+/* The smallest node with size >= size (lowest addr among equals).
+ * Inline: it is on every allocation's path (tools/bench/alloc_icount). */
+static inline struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root,
+						   uint64_t size)
+{
+	struct gm_tnode *best = NULL;
+
+	while (root) {
+		if (root->size >= size) {
+			best = root;
+			root = root->l;
+		} else {
+			root = root->r;
+		}
+	}
+	return best;
+}
 
 /* The largest node (NULL for an empty tree). */
 struct gm_tnode *gm_tree_max(struct gm_tnode *root);
