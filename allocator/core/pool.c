@@ -665,10 +665,13 @@ static void empty_take(struct arena *a, struct seg *s)
  * Hand out rounded bytes from free block b (in the tree). Splits off the
  * rest as a new free block when should_split() says so; if the block
  * struct for the rest cannot be had, the whole block is handed out (the
- * accounting stays exact). Caller holds a->lock. Returns b.
+ * accounting stays exact). at: the tree link pointing at b (from
+ * best_fit_at, tree unchanged since) or NULL to search for it. Caller
+ * holds a->lock. Returns b.
  */
-static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
-			 uint64_t rounded, uint64_t requested)
+static struct blk *carve_at(struct gm_pool *p, struct arena *a,
+			    struct blk *b, struct gm_tnode **at,
+			    uint64_t rounded, uint64_t requested)
 {
 	struct seg *s = b->seg;
 	struct blk *r = NULL;
@@ -681,6 +684,10 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 		 * alloc_icount (the rest inherits the found block's
 		 * priority on every carve of a segment's tail). */
 		split_uncount(a, b);
+		if (at)
+			gm_tree_remove_at(at, &b->node);
+		else
+			gm_tree_remove(&a->free_tree[s->pool], &b->node);
 		r->node.addr = b->node.addr + rounded;
 		r->node.size = b->node.size - rounded;
 		r->seg = s;
@@ -692,10 +699,12 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 		else
 			s->last = r;
 		b->next = r;
-		gm_tree_remove(&a->free_tree[s->pool], &b->node);
 		b->node.size = rounded;
 		gm_tree_insert(&a->free_tree[s->pool], &r->node);
 		split_count(a, r);
+	} else if (at) {
+		gm_tree_remove_at(at, &b->node);
+		split_uncount(a, b);
 	} else {
 		tree_take(a, b);
 	}
@@ -714,15 +723,32 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 	return b;
 }
 
-/* Best fit in arena a (PyTorch get_free_block); caller holds a->lock. */
-static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
-			    uint64_t rounded)
+/* carve_at() of a block whose tree link is not at hand (slow paths). */
+static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
+			 uint64_t rounded, uint64_t requested)
 {
-	struct gm_tnode *n = gm_tree_lower_bound(a->free_tree[pool], rounded);
+	return carve_at(p, a, b, NULL, rounded, requested);
+}
+
+/* Best fit in arena a (PyTorch get_free_block); caller holds a->lock.
+ * *at: the tree link to the block, for carve_at. */
+static struct blk *best_fit_at(struct gm_pool *p, struct arena *a, int pool,
+			       uint64_t rounded, struct gm_tnode ***at)
+{
+	struct gm_tnode *n = gm_tree_lower_bound_at(&a->free_tree[pool],
+						    rounded, at);
 
 	if (!n || !fit_ok(p, rounded, n->size))
 		return NULL;
 	return (struct blk *)n;
+}
+
+static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
+			    uint64_t rounded)
+{
+	struct gm_tnode **at;
+
+	return best_fit_at(p, a, pool, rounded, &at);
 }
 
 /* ==== Segments ==== */
@@ -1560,6 +1586,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		  uint64_t *addr)
 {
+	struct gm_tnode **at;
 	struct arena *a;
 	struct blk *b;
 	uint64_t rounded;
@@ -1576,9 +1603,9 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	lk(&a->lock);
 	if (a->pending)
 		process_events(pool, a, false);
-	b = pool->opt.no_cache ? NULL : best_fit(pool, a, pl, rounded);
+	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
 	if (b)
-		b = carve(pool, a, b, rounded, size);
+		b = carve_at(pool, a, b, at, rounded, size);
 	ulk(&a->lock);
 	if (!b) {
 		b = alloc_slow(pool, a, pl, size, rounded, &err);

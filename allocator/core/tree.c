@@ -71,6 +71,11 @@ static void unlink_at(struct gm_tnode **link, struct gm_tnode *n)
 	n->l = n->r = NULL;
 }
 
+void gm_tree_remove_at(struct gm_tnode **at, struct gm_tnode *n)
+{
+	unlink_at(at, n);
+}
+
 void gm_tree_remove(struct gm_tnode **root, struct gm_tnode *n)
 {
 	struct gm_tnode **link = root;

@@ -66,6 +66,31 @@ static inline struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root,
 	return best;
 }
 
+/* gm_tree_lower_bound that also gives the link pointing at the node
+ * found, for gm_tree_remove_at (no second walk). */
+static inline struct gm_tnode *gm_tree_lower_bound_at(struct gm_tnode **root,
+						      uint64_t size,
+						      struct gm_tnode ***at)
+{
+	struct gm_tnode **link = root, *best = NULL;
+
+	*at = NULL;
+	while (*link) {
+		if ((*link)->size >= size) {
+			best = *link;
+			*at = link;
+			link = &best->l;
+		} else {
+			link = &(*link)->r;
+		}
+	}
+	return best;
+}
+
+/* Remove n, which *at points at (from gm_tree_lower_bound_at, with the
+ * tree unchanged since). */
+void gm_tree_remove_at(struct gm_tnode **at, struct gm_tnode *n);
+
 /* The largest node (NULL for an empty tree). */
 struct gm_tnode *gm_tree_max(struct gm_tnode *root);
 

@@ -53,7 +53,16 @@ static void random_ops_match_reference(void **state)
 		int i = (int)(next() % N);
 		uint64_t want = 512 * (next() % 70);
 
-		if (in[i])
+		struct gm_tnode **at, *lb;
+
+		if (step % 5 == 0 &&
+		    (lb = gm_tree_lower_bound_at(&root, want, &at))) {
+			/* remove the lower bound through its link */
+			assert_ptr_equal(lb, ref_lb(nodes, in, want));
+			assert_ptr_equal(*at, lb);
+			gm_tree_remove_at(at, lb);
+			i = (int)(lb - nodes);
+		} else if (in[i])
 			gm_tree_remove(&root, &nodes[i]);
 		else
 			gm_tree_insert(&root, &nodes[i]);
