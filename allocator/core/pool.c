@@ -86,8 +86,10 @@ struct seg {
 	uint8_t pool, virt, in_empty;
 };
 
+/* The total of increases is cur + dec (both start at 0 and only
+ * astat_add/astat_sub change them): one add fewer per update. */
 struct astat {
-	uint64_t cur, peak, inc, dec;
+	uint64_t cur, peak, dec;
 };
 
 struct arena {
@@ -132,6 +134,11 @@ struct gm_pool {
 	pthread_mutex_t slow_lock; /* arena creation, OOM record */
 	_Atomic(struct arena *) arenas[ARENA_SLOTS];
 	_Atomic unsigned n_arenas; /* arenas created (streams seen) */
+	/* false while the pool has one arena: allocated and active bytes
+	 * are then only counted in that arena (exact, under its lock) and
+	 * the pool-wide atomics are skipped; set, with the arena's counts
+	 * folded in, under its lock before a second arena is published. */
+	_Atomic bool multi;
 	struct gm_pool_oom last_oom;
 	struct shard shards[NSHARD];
 };
@@ -201,10 +208,14 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
  * The fast path's only pool-wide atomics: allocated bytes up or down
  * (one atomic add), with the peaks of allocated and active bytes (active
  * = allocated + pending) checked by plain loads. Totals of increases and
- * decreases come from the arenas.
+ * decreases come from the arenas. With a single arena (p->multi false,
+ * read under the arena's lock) its own counters are the pool's and
+ * nothing is done here: two atomic read-modify-writes a pair fewer.
  */
 static void allocated_up(struct gm_pool *p, uint64_t n)
 {
+	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
+		return;
 	uint64_t v = atomic_fetch_add_explicit(&p->allocated.cur, n,
 					       memory_order_relaxed) + n;
 
@@ -215,6 +226,8 @@ static void allocated_up(struct gm_pool *p, uint64_t n)
 
 static void allocated_down(struct gm_pool *p, uint64_t n)
 {
+	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
+		return;
 	atomic_fetch_sub_explicit(&p->allocated.cur, n, memory_order_relaxed);
 }
 
@@ -229,7 +242,6 @@ static void astat_add(struct arena *a, int i, uint64_t n)
 	struct astat *s = &a->st[i];
 
 	s->cur += n;
-	s->inc += n;
 	if (s->cur > s->peak)
 		s->peak = s->cur;
 }
@@ -266,7 +278,7 @@ static uint64_t round_up(uint64_t v, uint64_t m)
  * divisions of [1024, 2048) gives 1280). The 1 MiB start is PyTorch's
  * kRoundUpPowerOfTwoStart (c10/core/AllocatorConfig.cpp).
  */
-uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
+static inline uint64_t round_size(const struct gm_pool *pool, uint64_t size)
 {
 	unsigned d = pool->opt.roundup_power2_divisions;
 
@@ -283,6 +295,11 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
 		return round_up(size, step);
 	}
 	return round_up(size, MIN_BLOCK);
+}
+
+uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
+{
+	return round_size(pool, size);
 }
 
 /* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
@@ -499,6 +516,31 @@ static struct arena *arena_find(struct gm_pool *p, uintptr_t stream,
 	return NULL;
 }
 
+/*
+ * A second arena is about to be published: fold the only arena's
+ * allocated and active counts into the pool-wide atomics and switch
+ * them on, under that arena's lock so no update of it is lost. Caller
+ * holds slow_lock (the documented nesting).
+ */
+static void go_multi(struct gm_pool *p)
+{
+	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
+		struct arena *a = atomic_load_explicit(&p->arenas[i],
+						       memory_order_acquire);
+
+		if (!a)
+			continue;
+		lk(&a->lock);
+		atomic_store(&p->allocated.cur, a->st[S_ALLOC_B].cur);
+		peak_max(&p->allocated.peak, a->st[S_ALLOC_B].peak);
+		peak_max(&p->active.peak, a->st[S_ACTIVE_B].peak);
+		atomic_store(&p->multi, true);
+		ulk(&a->lock);
+		return;
+	}
+	atomic_store(&p->multi, true);
+}
+
 /* The arena of stream, created on first use. NULL: out of host memory or
  * more than ARENA_SLOTS streams. */
 static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
@@ -515,6 +557,9 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 		a = calloc(1, sizeof(*a));
 		if (a) {
 			a->stream = stream;
+			if (!atomic_load(&p->multi) &&
+			    atomic_load(&p->n_arenas))
+				go_multi(p);
 			atomic_store_explicit(&p->arenas[slot], a,
 					      memory_order_release);
 			atomic_fetch_add(&p->n_arenas, 1);
@@ -535,9 +580,15 @@ static struct blk *blk_new(struct arena *a)
 {
 	struct blk *b = a->spare;
 
+	uint32_t prio;
+
 	if (b) {
+		/* the struct keeps its treap priority (tree.h: priorities
+		 * move between nodes but never duplicate) */
 		a->spare = b->link;
+		prio = b->node.prio;
 		memset(b, 0, sizeof(*b));
+		b->node.prio = prio;
 		return b;
 	}
 	return calloc(1, sizeof(*b));
@@ -570,14 +621,30 @@ static void tree_put(struct arena *a, struct blk *b)
 	}
 }
 
-static void tree_take(struct arena *a, struct blk *b)
+/* Stop counting free block b in inactive_split (it leaves the tree). */
+static void split_uncount(struct arena *a, struct blk *b)
 {
-	gm_tree_remove(&a->free_tree[b->seg->pool], &b->node);
 	if (b->split_counted) {
 		astat_sub(a, S_ISPLIT_B, b->node.size);
 		astat_sub(a, S_ISPLIT, 1);
 		b->split_counted = 0;
 	}
+}
+
+/* Count free block b in inactive_split if its segment holds others. */
+static void split_count(struct arena *a, struct blk *b)
+{
+	b->split_counted = is_split(b);
+	if (b->split_counted) {
+		astat_add(a, S_ISPLIT_B, b->node.size);
+		astat_add(a, S_ISPLIT, 1);
+	}
+}
+
+static void tree_take(struct arena *a, struct blk *b)
+{
+	gm_tree_remove(&a->free_tree[b->seg->pool], &b->node);
+	split_uncount(a, b);
 }
 
 static void empty_put(struct arena *a, struct seg *s)
@@ -598,32 +665,48 @@ static void empty_take(struct arena *a, struct seg *s)
  * Hand out rounded bytes from free block b (in the tree). Splits off the
  * rest as a new free block when should_split() says so; if the block
  * struct for the rest cannot be had, the whole block is handed out (the
- * accounting stays exact). Caller holds a->lock. Returns b.
+ * accounting stays exact). at: the tree link pointing at b (from
+ * best_fit_at, tree unchanged since) or NULL to search for it. Caller
+ * holds a->lock. Returns b.
  */
-static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
-			 uint64_t rounded, uint64_t requested)
+static struct blk *carve_at(struct gm_pool *p, struct arena *a,
+			    struct blk *b, struct gm_tnode **at,
+			    uint64_t rounded, uint64_t requested)
 {
 	struct seg *s = b->seg;
+	struct blk *r = NULL;
 
-	tree_take(a, b);
-	if (should_split(p, b, rounded)) {
-		struct blk *r = blk_new(a);
-
-		if (r) {
-			r->node.addr = b->node.addr + rounded;
-			r->node.size = b->node.size - rounded;
-			r->seg = s;
-			r->state = B_FREE;
-			r->prev = b;
-			r->next = b->next;
-			if (b->next)
-				b->next->prev = r;
-			else
-				s->last = r;
-			b->next = r;
-			b->node.size = rounded;
-			tree_put(a, r);
-		}
+	if (should_split(p, b, rounded))
+		r = blk_new(a);
+	if (r) {
+		/* Remove + insert, not gm_tree_replace: re-keying the found
+		 * block in place here made the treap ~60% deeper on
+		 * alloc_icount (the rest inherits the found block's
+		 * priority on every carve of a segment's tail). */
+		split_uncount(a, b);
+		if (at)
+			gm_tree_remove_at(at, &b->node);
+		else
+			gm_tree_remove(&a->free_tree[s->pool], &b->node);
+		r->node.addr = b->node.addr + rounded;
+		r->node.size = b->node.size - rounded;
+		r->seg = s;
+		r->state = B_FREE;
+		r->prev = b;
+		r->next = b->next;
+		if (b->next)
+			b->next->prev = r;
+		else
+			s->last = r;
+		b->next = r;
+		b->node.size = rounded;
+		gm_tree_insert(&a->free_tree[s->pool], &r->node);
+		split_count(a, r);
+	} else if (at) {
+		gm_tree_remove_at(at, &b->node);
+		split_uncount(a, b);
+	} else {
+		tree_take(a, b);
 	}
 	b->state = B_ALLOC;
 	b->requested = requested;
@@ -640,15 +723,32 @@ static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
 	return b;
 }
 
-/* Best fit in arena a (PyTorch get_free_block); caller holds a->lock. */
-static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
-			    uint64_t rounded)
+/* carve_at() of a block whose tree link is not at hand (slow paths). */
+static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
+			 uint64_t rounded, uint64_t requested)
 {
-	struct gm_tnode *n = gm_tree_lower_bound(a->free_tree[pool], rounded);
+	return carve_at(p, a, b, NULL, rounded, requested);
+}
+
+/* Best fit in arena a (PyTorch get_free_block); caller holds a->lock.
+ * *at: the tree link to the block, for carve_at. */
+static struct blk *best_fit_at(struct gm_pool *p, struct arena *a, int pool,
+			       uint64_t rounded, struct gm_tnode ***at)
+{
+	struct gm_tnode *n = gm_tree_lower_bound_at(&a->free_tree[pool],
+						    rounded, at);
 
 	if (!n || !fit_ok(p, rounded, n->size))
 		return NULL;
 	return (struct blk *)n;
+}
+
+static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
+			    uint64_t rounded)
+{
+	struct gm_tnode **at;
+
+	return best_fit_at(p, a, pool, rounded, &at);
 }
 
 /* ==== Segments ==== */
@@ -1203,7 +1303,6 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 		f->node.size = n;
 		f->state = B_FREE;
 		f = merge_free(a, f);
-		tree_put(a, f);
 		return f;
 	}
 	n = need_end;
@@ -1229,7 +1328,6 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 	f->state = B_FREE;
 	blk_link_after(s, s->last, f);
 	f = merge_free(a, f);
-	tree_put(a, f);
 	return f;
 }
 
@@ -1238,19 +1336,30 @@ static struct blk *vseg_grow(struct gm_pool *p, struct arena *a, int pool,
 /*
  * Merge free block b with its free neighbours (PyTorch try_merge_blocks;
  * a hole is never a free neighbour: only blocks of one mapped state
- * merge, as PyTorch's). b and the neighbours are not in the tree.
- * Caller holds a->lock. Returns the merged block.
+ * merge, as PyTorch's) and put the result in the free tree (counted
+ * in inactive_split as tree_put). b is not in the tree; free neighbours
+ * are, and the merged block takes a neighbour's place there in O(1)
+ * when its order allows (gm_tree_replace / gm_tree_resize). Stats
+ * change in the order of take, take, put. Caller holds a->lock.
+ * Returns the merged block.
  */
 static struct blk *merge_free(struct arena *a, struct blk *b)
 {
+	struct gm_tnode **tree = &a->free_tree[b->seg->pool];
 	struct seg *s = b->seg;
-	struct blk *n;
+	struct blk *pv = b->prev, *n = b->next;
 
-	if (b->prev && b->prev->state == B_FREE) {
-		struct blk *pv = b->prev;
+	if (!pv || pv->state != B_FREE)
+		pv = NULL;
+	if (!n || n->state != B_FREE)
+		n = NULL;
+	if (pv)
+		split_uncount(a, pv);
+	if (n)
+		split_uncount(a, n);
+	if (pv) {
+		uint64_t size = pv->node.size + b->node.size;
 
-		tree_take(a, pv);
-		pv->node.size += b->node.size;
 		pv->next = b->next;
 		if (b->next)
 			b->next->prev = pv;
@@ -1258,18 +1367,31 @@ static struct blk *merge_free(struct arena *a, struct blk *b)
 			s->last = pv;
 		blk_put(a, b);
 		b = pv;
-	}
-	n = b->next;
-	if (n && n->state == B_FREE) {
-		tree_take(a, n);
+		if (n) {
+			gm_tree_remove(tree, &n->node);
+			size += n->node.size;
+			b->next = n->next;
+			if (n->next)
+				n->next->prev = b;
+			else
+				s->last = b;
+			blk_put(a, n);
+		}
+		/* the merged block keeps pv's place when its order allows */
+		gm_tree_resize(tree, &b->node, size);
+	} else if (n) {
 		b->node.size += n->node.size;
 		b->next = n->next;
 		if (n->next)
 			n->next->prev = b;
 		else
 			s->last = b;
+		gm_tree_replace(tree, &n->node, &b->node);
 		blk_put(a, n);
+	} else {
+		gm_tree_insert(tree, &b->node);
 	}
+	split_count(a, b);
 	return b;
 }
 
@@ -1286,7 +1408,6 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 	b->state = B_FREE;
 	s->used -= b->node.size;
 	b = merge_free(a, b);
-	tree_put(a, b);
 	a->free_seq++;
 	if (--s->nused == 0 && !s->virt) {
 		s->free_seq = a->free_seq;
@@ -1465,6 +1586,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		  uint64_t *addr)
 {
+	struct gm_tnode **at;
 	struct arena *a;
 	struct blk *b;
 	uint64_t rounded;
@@ -1473,7 +1595,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	*addr = 0;
 	if (!size || size > MAX_REQUEST)
 		return GM_EINVAL;
-	rounded = gm_pool_round_size(pool, size);
+	rounded = round_size(pool, size);
 	pl = pool_of(rounded);
 	a = arena_get(pool, stream);
 	if (!a)
@@ -1481,9 +1603,9 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	lk(&a->lock);
 	if (a->pending)
 		process_events(pool, a, false);
-	b = pool->opt.no_cache ? NULL : best_fit(pool, a, pl, rounded);
+	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
 	if (b)
-		b = carve(pool, a, b, rounded, size);
+		b = carve_at(pool, a, b, at, rounded, size);
 	ulk(&a->lock);
 	if (!b) {
 		b = alloc_slow(pool, a, pl, size, rounded, &err);
@@ -1692,7 +1814,7 @@ static void astat_sum(struct gm_pool_stat *s, const struct astat *a)
 {
 	s->current += a->cur;
 	s->peak += a->peak;
-	s->allocated += a->inc;
+	s->allocated += a->cur + a->dec;
 	s->freed += a->dec;
 }
 
@@ -1730,12 +1852,17 @@ void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 		}
 		ulk(&a->lock);
 	}
+	/* One arena: its sums above are exact (read after the loop, so a
+	 * second arena published meanwhile is seen as multi). */
+	if (!atomic_load(&pool->multi))
+		goto pool_wide;
 	/* current and peak from the pool-wide atomics (exact peaks) */
 	st->allocated_bytes.current = atomic_load(&pool->allocated.cur);
 	st->allocated_bytes.peak = atomic_load(&pool->allocated.peak);
 	st->active_bytes.current = st->allocated_bytes.current +
 				   atomic_load(&pool->pending);
 	st->active_bytes.peak = atomic_load(&pool->active.peak);
+pool_wide:
 	gstat_read(&pool->reserved, &st->reserved_bytes);
 	gstat_read(&pool->segments, &st->segments);
 	st->num_alloc_retries = atomic_load(&pool->retries);

@@ -26,7 +26,8 @@ void gm_tree_insert(struct gm_tnode **root, struct gm_tnode *n)
 {
 	struct gm_tnode **link = root, **lo, **hi, *t;
 
-	n->prio = prio_of(n->addr);
+	if (!n->prio)
+		n->prio = prio_of(n->addr);
 	while (*link && (*link)->prio >= n->prio)
 		link = less(n, *link) ? &(*link)->l : &(*link)->r;
 	/* Split the subtree at *link around n. */
@@ -49,15 +50,12 @@ void gm_tree_insert(struct gm_tnode **root, struct gm_tnode *n)
 	*link = n;
 }
 
-void gm_tree_remove(struct gm_tnode **root, struct gm_tnode *n)
+/* Unlink n, which *link points at: merge its children (all of l is
+ * below all of r) by priority. */
+static void unlink_at(struct gm_tnode **link, struct gm_tnode *n)
 {
-	struct gm_tnode **link = root, *a, *b;
+	struct gm_tnode *a = n->l, *b = n->r;
 
-	while (*link != n)
-		link = less(n, *link) ? &(*link)->l : &(*link)->r;
-	/* Merge the children (all of l is below all of r). */
-	a = n->l;
-	b = n->r;
 	while (a && b) {
 		if (a->prio > b->prio) {
 			*link = a;
@@ -73,19 +71,95 @@ void gm_tree_remove(struct gm_tnode **root, struct gm_tnode *n)
 	n->l = n->r = NULL;
 }
 
-struct gm_tnode *gm_tree_lower_bound(struct gm_tnode *root, uint64_t size)
+void gm_tree_remove_at(struct gm_tnode **at, struct gm_tnode *n)
 {
-	struct gm_tnode *best = NULL;
+	unlink_at(at, n);
+}
 
-	while (root) {
-		if (root->size >= size) {
-			best = root;
-			root = root->l;
+void gm_tree_remove(struct gm_tnode **root, struct gm_tnode *n)
+{
+	struct gm_tnode **link = root;
+
+	while (*link != n)
+		link = less(n, *link) ? &(*link)->l : &(*link)->r;
+	unlink_at(link, n);
+}
+
+/* (size, addr) < b in the tree's order. */
+static int key_less(uint64_t size, uint64_t addr, const struct gm_tnode *b)
+{
+	if (size != b->size)
+		return size < b->size;
+	return addr < b->addr;
+}
+
+/*
+ * The link that points at old (found by its key) and whether a node
+ * keyed (size, addr) would sit in old's place: above old's in-order
+ * predecessor and below its successor. The neighbours are the last
+ * nodes the walk left to the right (predecessor) or to the left
+ * (successor), or the extreme nodes of old's subtrees.
+ */
+static struct gm_tnode **locate(struct gm_tnode **root,
+				const struct gm_tnode *old, uint64_t size,
+				uint64_t addr, int *fits)
+{
+	struct gm_tnode **link = root, *pred = NULL, *succ = NULL, *t;
+
+	while (*link != old) {
+		if (less(old, *link)) {
+			succ = *link;
+			link = &(*link)->l;
 		} else {
-			root = root->r;
+			pred = *link;
+			link = &(*link)->r;
 		}
 	}
-	return best;
+	for (t = old->l; t; t = t->r)
+		pred = t;
+	for (t = old->r; t; t = t->l)
+		succ = t;
+	*fits = (!pred || less(pred, &(struct gm_tnode){.size = size,
+							.addr = addr})) &&
+		(!succ || key_less(size, addr, succ));
+	return link;
+}
+
+void gm_tree_replace(struct gm_tnode **root, struct gm_tnode *old,
+		     struct gm_tnode *n)
+{
+	int fits;
+	struct gm_tnode **link = locate(root, old, n->size, n->addr, &fits);
+
+	if (!fits) {
+		unlink_at(link, old);
+		gm_tree_insert(root, n);
+		return;
+	}
+	/* swap priorities: no two nodes ever share one (inherited copies
+	 * would pile up and unbalance the tree) */
+	fits = (int)(n->prio ? n->prio : prio_of(n->addr));
+	n->l = old->l;
+	n->r = old->r;
+	n->prio = old->prio;
+	old->prio = (uint32_t)fits;
+	*link = n;
+	old->l = old->r = NULL;
+}
+
+void gm_tree_resize(struct gm_tnode **root, struct gm_tnode *n,
+		    uint64_t size)
+{
+	int fits;
+	struct gm_tnode **link = locate(root, n, size, n->addr, &fits);
+
+	if (!fits) {
+		unlink_at(link, n);
+		n->size = size;
+		gm_tree_insert(root, n);
+		return;
+	}
+	n->size = size;
 }
 
 struct gm_tnode *gm_tree_max(struct gm_tnode *root)

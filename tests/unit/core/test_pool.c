@@ -284,6 +284,51 @@ static void streams_and_events(void **state)
 	done(&f);
 }
 
+/*
+ * With one stream the allocated and active counts live only in its
+ * arena; a second stream folds them into the pool-wide counters. The
+ * stats must read the same on both sides of that switch, peaks included
+ * (also after a reset while there was one stream).
+ */
+static void stats_across_second_stream(void **state)
+{
+	struct fx f;
+	uint64_t a, b, c, d;
+	struct gm_pool_stats st;
+
+	(void)state;
+	make(&f, 80 * GM_GiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 8 * GM_MiB, 1, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 4 * GM_MiB, 1, &b), 0);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 4 * GM_MiB);
+	assert_int_equal(st.allocated_bytes.peak, 12 * GM_MiB);
+	assert_int_equal(st.active_bytes.peak, 12 * GM_MiB);
+	gm_pool_reset_peaks(f.pool);
+	assert_int_equal(stats(&f).allocated_bytes.peak, 4 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(f.pool, 2 * GM_MiB, 1, &c), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, GM_MiB, 2, &d), 0);
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 7 * GM_MiB);
+	assert_int_equal(st.allocated_bytes.peak, 7 * GM_MiB);
+	assert_int_equal(st.active_bytes.current, 7 * GM_MiB);
+	assert_int_equal(st.active_bytes.peak, 7 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, c), 0);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	assert_int_equal(gm_pool_free(f.pool, d), 0);
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 0);
+	assert_int_equal(st.active_bytes.current, 0);
+	assert_int_equal(st.allocated_bytes.peak, 7 * GM_MiB);
+	/* historical totals (PyTorch's "allocated" and "freed") */
+	assert_int_equal(st.allocations.allocated, 4);
+	assert_int_equal(st.allocations.freed, 4);
+	assert_int_equal(st.requested_bytes.allocated, 15 * GM_MiB);
+	assert_int_equal(st.requested_bytes.freed, 15 * GM_MiB);
+	done(&f);
+}
+
 static void record_stream_defers(void **state)
 {
 	struct fx f;
@@ -477,6 +522,7 @@ int main(void)
 		cmocka_unit_test(oom_fragmentation_kind),
 		cmocka_unit_test(device_oom_and_rollback),
 		cmocka_unit_test(streams_and_events),
+		cmocka_unit_test(stats_across_second_stream),
 		cmocka_unit_test(record_stream_defers),
 		cmocka_unit_test(virtual_segments_grow_shrink),
 		cmocka_unit_test(virtual_segments_interior_unmap),
