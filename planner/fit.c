@@ -35,35 +35,65 @@ static uint64_t ga_for(uint64_t gb, uint64_t mb, uint64_t dp)
 	return gb && per ? (gb + per - 1) / per : 1;
 }
 
+/* What an edge search varies: the micro-batch at a fixed data-parallel
+ * degree, or the degree at a fixed micro-batch. */
+struct probe {
+	const struct gm_spec *spec;
+	const struct gm_plan_gpu *gpu;
+	const struct gm_model_opts *o;
+	bool by_dp;   /* vary dp (fits grows with it) or mb (fits shrinks) */
+	uint64_t mb, dp, gb;
+	uint64_t lo, hi; /* the range searched */
+};
+
+/* Position t in [lo, hi] maps to a value such that "fits" only ever
+ * turns from true to false as t grows: the micro-batch itself, or the
+ * data-parallel degree mirrored (hi + lo - t). */
+static uint64_t probe_value(const struct probe *p, uint64_t t)
+{
+	return p->by_dp ? p->hi + p->lo - t : t;
+}
+
+static int probe_fits(const struct probe *p, uint64_t t, bool *ok,
+		      struct gm_diag *diag)
+{
+	uint64_t x = probe_value(p, t);
+	double used;
+
+	return p->by_dp ? try(p->spec, p->gpu, p->o, p->mb, x, 0, ok, &used,
+			      diag)
+			: try(p->spec, p->gpu, p->o, x, p->dp, p->gb, ok, &used,
+			      diag);
+}
+
 /*
  * Move an answer *v of the analytic search to o's (the reserve models
  * differ by a few percent): the largest micro-batch that fits at
- * data-parallel degree dp (mb_edge), the smallest degree >= 2 that fits
- * at micro-batch mb (dp_edge). Galloping from *v, then bisection:
- * O(log distance) plans. *v = 0: none fits.
+ * data-parallel degree dp, or the smallest degree >= 2 that fits at
+ * micro-batch mb. Galloping from *v, then bisection: O(log distance)
+ * plans. *v = 0: none fits.
  */
-static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		   const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
-		   uint64_t *v, struct gm_diag *diag)
+static int edge(const struct probe *p, uint64_t *v, struct gm_diag *diag)
 {
-	uint64_t good, bad, step = 1;
+	uint64_t t, good, bad, step = 1;
 	bool ok;
-	double used;
 	int rc;
 
-	if (!*v)
-		*v = 1;
-	if ((rc = try(spec, gpu, o, *v, dp, gb, &ok, &used, diag)))
+	if (*v < p->lo)
+		*v = p->lo;
+	if (*v > p->hi)
+		*v = p->hi;
+	t = probe_value(p, *v); /* the mirror is its own inverse */
+	if ((rc = probe_fits(p, t, &ok, diag)))
 		return rc;
 	if (ok) {
-		for (good = *v;; step *= 2) {
+		for (good = t;; step *= 2) {
 			uint64_t n = good + step;
-			if (n > GM_FIT_MAX) {
-				bad = GM_FIT_MAX + 1;
+			if (n > p->hi) {
+				bad = p->hi + 1;
 				break;
 			}
-			if ((rc = try(spec, gpu, o, n, dp, gb, &ok, &used,
-				      diag)))
+			if ((rc = probe_fits(p, n, &ok, diag)))
 				return rc;
 			if (!ok) {
 				bad = n;
@@ -72,14 +102,13 @@ static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 			good = n;
 		}
 	} else {
-		for (bad = *v;; step *= 2) {
-			uint64_t n = bad > step + 1 ? bad - step : 1;
-			if (bad == 1) {
+		for (bad = t;; step *= 2) {
+			uint64_t n = bad > p->lo + step ? bad - step : p->lo;
+			if (bad == p->lo) {
 				*v = 0;
 				return 0;
 			}
-			if ((rc = try(spec, gpu, o, n, dp, gb, &ok, &used,
-				      diag)))
+			if ((rc = probe_fits(p, n, &ok, diag)))
 				return rc;
 			if (ok) {
 				good = n;
@@ -90,68 +119,30 @@ static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	while (bad - good > 1) {
 		uint64_t mid = good + (bad - good) / 2;
-		if ((rc = try(spec, gpu, o, mid, dp, gb, &ok, &used, diag)))
+		if ((rc = probe_fits(p, mid, &ok, diag)))
 			return rc;
 		*(ok ? &good : &bad) = mid;
 	}
-	*v = good;
+	*v = probe_value(p, good);
 	return 0;
+}
+
+static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		   const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
+		   uint64_t *v, struct gm_diag *diag)
+{
+	struct probe p = {spec, gpu, o, false, 0, dp, gb, 1, GM_FIT_MAX};
+
+	return edge(&p, v, diag);
 }
 
 static int dp_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		   const struct gm_model_opts *o, uint64_t mb, uint64_t *v,
 		   struct gm_diag *diag)
 {
-	uint64_t good, bad, step = 1;
-	bool ok;
-	double used;
-	int rc;
+	struct probe p = {spec, gpu, o, true, mb, 0, 0, 2, GM_FIT_MAX};
 
-	if (*v < 2)
-		*v = 2;
-	if ((rc = try(spec, gpu, o, mb, *v, 0, &ok, &used, diag)))
-		return rc;
-	if (ok) {
-		for (good = *v;; step *= 2) {
-			uint64_t n = good > step + 2 ? good - step : 2;
-			if (good == 2) {
-				bad = 1;
-				break;
-			}
-			if ((rc = try(spec, gpu, o, mb, n, 0, &ok, &used,
-				      diag)))
-				return rc;
-			if (!ok) {
-				bad = n;
-				break;
-			}
-			good = n;
-		}
-	} else {
-		for (bad = *v;; step *= 2) {
-			uint64_t n = bad + step;
-			if (n > GM_FIT_MAX) {
-				*v = 0;
-				return 0;
-			}
-			if ((rc = try(spec, gpu, o, mb, n, 0, &ok, &used,
-				      diag)))
-				return rc;
-			if (ok) {
-				good = n;
-				break;
-			}
-			bad = n;
-		}
-	}
-	while (good - bad > 1) {
-		uint64_t mid = bad + (good - bad) / 2;
-		if ((rc = try(spec, gpu, o, mb, mid, 0, &ok, &used, diag)))
-			return rc;
-		*(ok ? &good : &bad) = mid;
-	}
-	*v = good;
-	return 0;
+	return edge(&p, v, diag);
 }
 
 /* Divisors of a number below 2^31: at most 1,600 (1,344 below 2^30). */
