@@ -9,6 +9,9 @@
 #ifndef GM_CMD_H
 #define GM_CMD_H
 
+#include "emit.h"
+#include "model.h"
+
 #include <stdio.h>
 
 struct gm_cmd {
@@ -24,8 +27,6 @@ extern const struct gm_cmd gm_cmds[];
  * Report a usage error: "gpumem NAME: message" and a hint to run
  * --help, on stderr. Returns GM_EXIT_USAGE.
  */
-int gm_cmd_verify(int argc, char **argv);
-
 int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -46,7 +47,31 @@ int gm_cmd_option_error(const char *name, int c, char **argv);
 void gm_cmd_file_error(const char *name, const char *msg,
 		       const char *const *paths, int n);
 
+/* The options plan and fit share, as given (plan_args.c). */
+#define GM_PLAN_MAX_SETS 64
+struct gm_plan_args {
+	const char *sets[GM_PLAN_MAX_SETS]; /* --set KEY=VALUE, in order */
+	int n_sets;
+	enum gm_format format;              /* --format, default table */
+	const char *svg;                    /* --svg FILE or NULL */
+	const char *catalog;                /* --catalog FILE or NULL */
+	struct gm_model_opts model;         /* --reserve-model */
+};
+
+void gm_plan_args_init(struct gm_plan_args *a);
+
+/*
+ * Take getopt_long's answer c for `gpumem NAME` (optstring starting
+ * with ':', long options 's' set, 'f' format, 'v' svg, 'c' catalog,
+ * 'r' reserve-model). Returns 0 when c was a shared option and was
+ * taken, -1 when c is the caller's own, or GM_EXIT_USAGE after a usage
+ * message (bad value, missing value, unknown option).
+ */
+int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
+			char **argv);
+
 int gm_cmd_gpus(int argc, char **argv);
+int gm_cmd_verify(int argc, char **argv);
 int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);
 

@@ -116,20 +116,19 @@ int gm_cmd_fit(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *names[MAX_GPUS], *sets[64], *svg = NULL;
+	const char *names[MAX_GPUS];
 	const struct gm_catalog *cat = gm_catalog_builtin();
 	struct gm_catalog catalog = {0};
 	const char *paths[2] = {NULL, NULL};
-	enum gm_format fmt = GM_FORMAT_TABLE;
+	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
-	struct gm_model_opts mopts;
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
 	struct gm_plan *plans = NULL;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
 	size_t n = 0, m = 0;
-	int n_sets = 0, c, rc, code = GM_EXIT_USAGE, any = 0;
+	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
 
@@ -137,10 +136,17 @@ int gm_cmd_fit(int argc, char **argv)
 		gm_error("out of memory");
 		goto out;
 	}
-	gm_model_opts_default(&mopts);
+	gm_plan_args_init(&a);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		rc = gm_plan_args_option(&a, "fit", c, argv);
+		if (rc > 0) {
+			code = rc;
+			goto out;
+		}
+		if (rc == 0)
+			continue;
 		switch (c) {
 		case 'g':
 			if (n == MAX_GPUS) {
@@ -167,40 +173,9 @@ int gm_cmd_fit(int argc, char **argv)
 				goto out;
 			}
 			break;
-		case 's':
-			if (n_sets == 64) {
-				code = gm_cmd_usage_error("fit", "--set: at "
-							  "most 64");
-				goto out;
-			}
-			sets[n_sets++] = optarg;
-			break;
-		case 'f':
-			if (gm_format_parse(optarg, &fmt, &diag)) {
-				code = gm_cmd_usage_error("fit", "%s",
-							  diag.msg);
-				goto out;
-			}
-			break;
-		case 'v':
-			svg = optarg;
-			break;
-		case 'c':
-			paths[1] = optarg;
-			break;
-		case 'r':
-			if (gm_reserve_model_parse(optarg, &mopts.reserve))
-				return gm_cmd_usage_error("fit", "--reserve-model: "
-					"'%s' is not simulated or analytic",
-					optarg);
-			break;
 		case 'h':
 			help();
 			code = GM_EXIT_OK;
-			goto out;
-		case ':':
-			code = gm_cmd_usage_error("fit", "%s needs a value",
-						  argv[optind - 1]);
 			goto out;
 		default:
 			code = gm_cmd_usage_error("fit", "unknown option "
@@ -215,6 +190,7 @@ int gm_cmd_fit(int argc, char **argv)
 		goto out;
 	}
 	paths[0] = argv[optind];
+	paths[1] = a.catalog;
 	if (paths[1]) {
 		rc = gm_catalog_load(&catalog, paths[1], &diag);
 		if (rc) {
@@ -224,7 +200,7 @@ int gm_cmd_fit(int argc, char **argv)
 		}
 		cat = &catalog;
 	}
-	rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
+	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (rc) {
 		gm_cmd_file_error("fit", diag.msg, paths, 2);
 		code = gm_exit_code(rc);
@@ -254,7 +230,7 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc && named)
 			gm_plan_gpu_warn(spec, &g);
 		if (!rc)
-			rc = gm_fit(spec, &g, &mopts, gb, &fits[m], &diag);
+			rc = gm_fit(spec, &g, &a.model, gb, &fits[m], &diag);
 		if (!rc && fits[m].max_micro_batch) {
 			s.training.micro_batch_size = fits[m].max_micro_batch;
 			s.inference.batch_size = fits[m].max_micro_batch;
@@ -262,7 +238,7 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc && gb)
 			s.training.global_batch_size = gb;
 		if (!rc)
-			rc = gm_plan(&s, &g, &mopts, &plans[m], &diag);
+			rc = gm_plan(&s, &g, &a.model, &plans[m], &diag);
 		if (rc) {
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
@@ -271,12 +247,12 @@ int gm_cmd_fit(int argc, char **argv)
 		any |= fits[m].max_micro_batch > 0;
 		m++;
 	}
-	if (svg && gm__write_svg(svg, plans, m, &diag)) {
+	if (a.svg && gm__write_svg(a.svg, plans, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
 	}
 	v = gm_fit_report(spec->name, fits, m);
-	if (!v || gm_emit(stdout, v, fmt)) {
+	if (!v || gm_emit(stdout, v, a.format)) {
 		gm_error("cannot print the report");
 		goto out;
 	}

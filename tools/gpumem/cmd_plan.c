@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MAX_SETS 64
-
 static void help(void)
 {
 	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
@@ -75,56 +73,33 @@ int gm_cmd_plan(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *sets[MAX_SETS], *gpu = NULL, *svg = NULL;
-	const char *paths[2] = {NULL, NULL};
+	const char *gpu = NULL, *paths[2] = {NULL, NULL};
 	struct gm_catalog catalog = {0};
-	enum gm_format fmt = GM_FORMAT_TABLE;
+	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
-	struct gm_model_opts mopts;
 	struct gm_spec *spec = NULL;
 	struct gm_plan *plan = NULL;
 	struct gm_param_layout pl;
 	struct gm_plan_gpu g;
 	struct gm_val *v = NULL;
-	int n_sets = 0, c, rc, code = GM_EXIT_USAGE;
+	int c, rc, code = GM_EXIT_USAGE;
 
-	gm_model_opts_default(&mopts);
+	gm_plan_args_init(&a);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		rc = gm_plan_args_option(&a, "plan", c, argv);
+		if (rc > 0)
+			return rc;
+		if (rc == 0)
+			continue;
 		switch (c) {
-		case 's':
-			if (n_sets == MAX_SETS)
-				return gm_cmd_usage_error("plan", "--set: at "
-							  "most %d", MAX_SETS);
-			sets[n_sets++] = optarg;
-			break;
 		case 'g':
 			gpu = optarg;
-			break;
-		case 'f':
-			if (gm_format_parse(optarg, &fmt, &diag))
-				return gm_cmd_usage_error("plan", "%s",
-							  diag.msg);
-			break;
-		case 'v':
-			svg = optarg;
-			break;
-		case 'c':
-			paths[1] = optarg;
-			break;
-		case 'r':
-			if (gm_reserve_model_parse(optarg, &mopts.reserve))
-				return gm_cmd_usage_error("plan", "--reserve-model: "
-					"'%s' is not simulated or analytic",
-					optarg);
 			break;
 		case 'h':
 			help();
 			return GM_EXIT_OK;
-		case ':':
-			return gm_cmd_usage_error("plan", "%s needs a value",
-						  argv[optind - 1]);
 		default:
 			return gm_cmd_usage_error("plan", "unknown option "
 						  "'%s'", argv[optind - 1]);
@@ -141,14 +116,15 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	paths[0] = argv[optind];
+	paths[1] = a.catalog;
 	rc = paths[1] ? gm_catalog_load(&catalog, paths[1], &diag) : 0;
 	if (!rc)
-		rc = gm_spec_load(spec, argv[optind], sets, n_sets, &diag);
+		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)
-		rc = gm_plan(spec, &g, &mopts, plan, &diag);
+		rc = gm_plan(spec, &g, &a.model, plan, &diag);
 	if (rc) {
 		gm_cmd_file_error("plan", diag.msg, paths, 2);
 		code = gm_exit_code(rc);
@@ -165,13 +141,13 @@ int gm_cmd_plan(int argc, char **argv)
 			(unsigned long long)pl.total,
 			100 * gm_params_mismatch(&spec->model, &pl));
 	}
-	if (svg && gm__write_svg(svg, plan, 1, &diag)) {
+	if (a.svg && gm__write_svg(a.svg, plan, 1, &diag)) {
 		fprintf(stderr, "gpumem plan: --svg: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
 	v = gm_plan_report(plan);
-	if (!v || gm_emit(stdout, v, fmt)) {
+	if (!v || gm_emit(stdout, v, a.format)) {
 		gm_error("cannot print the report");
 		code = GM_EXIT_USAGE;
 		goto out;
