@@ -40,9 +40,13 @@ case "$name" in
 esac
 
 total=${MEASURE_TOTAL_S:-200}
+# MEASURE_TRACE=1: also record each configuration's allocation trace
+# (tools/measure/tracefile.py) into OUT_DIR/traces.
+trace=()
+[ "${MEASURE_TRACE:-0}" = 1 ] && trace=(--trace-dir "$out/traces")
 timeout -k 5 $((total + 35)) python3 "$root/tools/measure/measure.py" \
 	--manifest "$root/tests/data/calibration/manifest.json" \
-	--out "$out/$file" --total-budget-s "$total" --budget-s 20 --resume \
+	--out "$out/$file" --total-budget-s "$total" --budget-s 20 --resume "${trace[@]}" \
 	2>&1 | tee -a "$out/measure.log"
 rc=${PIPESTATUS[0]}
 nvidia-smi >>"$out/measure.log" 2>&1 || true

@@ -339,6 +339,9 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         mem.reset_peak_memory_stats()
         stats = Stats(torch)
         state["stats"] = stats
+        if getattr(args, "trace_dir", None) and DEV == "cuda":
+            import tracefile
+            state["trace"] = tracefile.start(mem)
         if spec["task"] == "train":
             extra = run_train(torch, spec, state["model"], stats,
                               args.steps, deadline, wrap, make_opt)
@@ -379,6 +382,12 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         rec.update(status="error",
                    message=f"{type(e).__name__}: {str(e)[:400]}")
     finally:
+        if "trace" in state:
+            import tracefile
+            rec["trace_entries"] = tracefile.finish(
+                mem, os.path.join(args.trace_dir,
+                                  rec["name"] + ".trace.jsonl.gz"),
+                rec["name"], state["trace"])
         st = state.get("stats")
         if st and "per_step" not in rec:
             rec["per_step"] = st.steps
@@ -436,7 +445,12 @@ def main(argv=None):
     ap.add_argument("--resume", action="store_true",
                     help="keep the configurations already measured (ok, "
                     "oom, refused) in --out and run only the rest")
+    ap.add_argument("--trace-dir", metavar="DIR",
+                    help="record each configuration's allocation trace "
+                    "into DIR/NAME.trace.jsonl.gz (tracefile.py)")
     args = ap.parse_args(argv)
+    if args.trace_dir:
+        os.makedirs(args.trace_dir, exist_ok=True)
     if args.steps < 2:
         ap.error("--steps: at least 2 (optimizer states appear in step 1)")
 
