@@ -23,10 +23,17 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	 * held-out) in microseconds instead of milliseconds. */
 	o->reserve = GM_RESERVE_ANALYTIC;
 	o->recipe = GM_RECIPE_TORCH;
-	/* NCCL_BUFFSIZE 4 MiB per channel and peer (NVIDIA/nccl #391,
-	 * #1450) x 2 peers (ring send/recv) x 16 channels: a lower bound;
-	 * measured communicators reach 0.5-1.6 GB (nccl #864). */
-	o->nccl_comm_bytes = 16ULL * 2 * 4 * GM_MiB;
+	/* NCCL's device memory per communicator, outside the caching
+	 * allocator. Measured: 2x H200 over NVLink, NCCL 2.28.9, torch
+	 * 2.11: outside_allocator_bytes of llama-1.1b-fsdp2 (tuning set,
+	 * tests/data/calibration/pending/multi/measured-h200x2.json; one
+	 * communicator) is 1691222016 B on both ranks, the
+	 * H200's context (models/gpus.yaml, 789 MiB) leaves 824 MiB. The
+	 * buffers alone (NCCL_BUFFSIZE 4 MiB per channel and peer, NVIDIA/
+	 * nccl #391, #1450) are a fraction of it; communicators of 0.5-1.6
+	 * GB were reported (nccl #864). More peers take more: a lower
+	 * bound for larger groups. */
+	o->nccl_comm_bytes = 824 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
 	o->ddp_bucket_bytes = 25 * GM_MiB;
 }
