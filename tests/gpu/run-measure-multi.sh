@@ -32,10 +32,13 @@ unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 rc=0
 for w in 2 4; do
 	[ "$n" -ge "$w" ] || continue
+	# MEASURE_TRACE=1: also the allocation traces, per rank
+	trace=()
+	[ "${MEASURE_TRACE:-0}" = 1 ] && trace=(--trace-dir "$out/traces-x$w")
 	timeout -k 5 110 torchrun --standalone --nproc-per-node "$w" \
 		"$root/tools/measure/measure_multi.py" \
 		--manifest "$root/tests/data/calibration/multi/manifest.json" \
-		--out "$out/measured-h200x$w.json" --total-budget-s 75 \
+		--out "$out/measured-h200x$w.json" --total-budget-s 75 "${trace[@]}" \
 		2>&1 | tee "$out/measure-x$w.log"
 	r=${PIPESTATUS[0]}
 	[ "$r" -eq 0 ] || rc=$r

@@ -385,8 +385,9 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         if "trace" in state:
             import tracefile
             rec["trace_entries"] = tracefile.finish(
-                mem, os.path.join(args.trace_dir,
-                                  rec["name"] + ".trace.jsonl.gz"),
+                mem, os.path.join(args.trace_dir, rec["name"] +
+                                  getattr(args, "trace_suffix", "") +
+                                  ".trace.jsonl.gz"),
                 rec["name"], state["trace"])
         st = state.get("stats")
         if st and "per_step" not in rec:

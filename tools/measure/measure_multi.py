@@ -211,7 +211,13 @@ def main(argv=None):
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="gloo on the CPU, no memory figures: only to "
                     "exercise the code on tiny models")
+    ap.add_argument("--trace-dir", metavar="DIR",
+                    help="record each configuration's allocation trace "
+                    "per rank into DIR/NAME.rankR.trace.jsonl.gz")
     args = ap.parse_args(argv)
+    args.trace_suffix = ".rank" + os.environ.get("RANK", "0")
+    if args.trace_dir:
+        os.makedirs(args.trace_dir, exist_ok=True)
     configs = measure.load_manifest(args.manifest)
     if args.only:
         configs = [c for c in configs if c["name"] in args.only]
