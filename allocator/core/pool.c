@@ -106,6 +106,13 @@ struct arena {
 	bool event_live;
 	struct blk *pending; /* freed with record_stream() events */
 	struct blk *spare;   /* unused block structs */
+	/* A carve whose tree update is deferred (carve_at): lazy was
+	 * handed out, its node still in the free tree at *lazy_at standing
+	 * for the free block it was cut from; lazy_rest (or NULL) is the
+	 * split-off rest, not in the tree yet. Settled (tree_settle) before
+	 * anything else reads or changes the arena's free trees. */
+	struct blk *lazy, *lazy_rest;
+	struct gm_tnode **lazy_at;
 	struct astat st[NSTAT];
 	uint64_t hist[GM_POOL_HIST_BUCKETS];
 };
@@ -584,11 +591,16 @@ static struct blk *blk_new(struct arena *a)
 
 	if (b) {
 		/* the struct keeps its treap priority (tree.h: priorities
-		 * move between nodes but never duplicate) */
+		 * move between nodes but never duplicate); blk_put left
+		 * uses, events and their counts empty, so only the fields
+		 * a block in use reads are reset (no memset of it all) */
 		a->spare = b->link;
 		prio = b->node.prio;
-		memset(b, 0, sizeof(*b));
-		b->node.prio = prio;
+		b->node = (struct gm_tnode){.prio = prio};
+		b->prev = b->next = b->link = NULL;
+		b->requested = 0;
+		b->state = B_FREE;
+		b->split_counted = 0;
 		return b;
 	}
 	return calloc(1, sizeof(*b));
@@ -600,6 +612,7 @@ static void blk_put(struct arena *a, struct blk *b)
 	free(b->events);
 	b->uses = NULL;
 	b->events = NULL;
+	b->nuses = b->capuses = 0;
 	b->link = a->spare;
 	a->spare = b;
 }
@@ -667,7 +680,15 @@ static void empty_take(struct arena *a, struct seg *s)
  * struct for the rest cannot be had, the whole block is handed out (the
  * accounting stays exact). at: the tree link pointing at b (from
  * best_fit_at, tree unchanged since) or NULL to search for it. Caller
- * holds a->lock. Returns b.
+ * holds a->lock, with the arena settled (tree_settle). Returns b.
+ *
+ * With at, the tree update (unlink b, insert the rest) is deferred: b's
+ * node stays in the tree, standing for the block it was cut from, until
+ * tree_settle() runs it before the next use of the arena's trees, or
+ * until b itself is freed first, which gives back exactly that block
+ * (free_undo: no tree work at all). The treap's shape then differs from
+ * an eager update's, never its keys: best fit and every placement are
+ * the same. Statistics change at once either way.
  */
 static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 			    struct blk *b, struct gm_tnode **at,
@@ -678,16 +699,15 @@ static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 
 	if (should_split(p, b, rounded))
 		r = blk_new(a);
+	if (at) {
+		a->lazy = b;
+		a->lazy_at = at;
+		a->lazy_rest = r;
+	} else {
+		gm_tree_remove(&a->free_tree[s->pool], &b->node);
+	}
+	split_uncount(a, b);
 	if (r) {
-		/* Remove + insert, not gm_tree_replace: re-keying the found
-		 * block in place here made the treap ~60% deeper on
-		 * alloc_icount (the rest inherits the found block's
-		 * priority on every carve of a segment's tail). */
-		split_uncount(a, b);
-		if (at)
-			gm_tree_remove_at(at, &b->node);
-		else
-			gm_tree_remove(&a->free_tree[s->pool], &b->node);
 		r->node.addr = b->node.addr + rounded;
 		r->node.size = b->node.size - rounded;
 		r->seg = s;
@@ -700,13 +720,9 @@ static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 			s->last = r;
 		b->next = r;
 		b->node.size = rounded;
-		gm_tree_insert(&a->free_tree[s->pool], &r->node);
+		if (!at)
+			gm_tree_insert(&a->free_tree[s->pool], &r->node);
 		split_count(a, r);
-	} else if (at) {
-		gm_tree_remove_at(at, &b->node);
-		split_uncount(a, b);
-	} else {
-		tree_take(a, b);
 	}
 	b->state = B_ALLOC;
 	b->requested = requested;
@@ -721,6 +737,28 @@ static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 	a->hist[hist_bucket(b->node.size)]++;
 	allocated_up(p, b->node.size);
 	return b;
+}
+
+/* Run a deferred carve's tree update (carve_at). Caller holds a->lock. */
+static void tree_settle(struct arena *a)
+{
+	struct blk *b = a->lazy;
+
+	if (!b)
+		return;
+	a->lazy = NULL;
+	gm_tree_remove_at(a->lazy_at, &b->node);
+	if (a->lazy_rest)
+		gm_tree_insert(&a->free_tree[b->seg->pool],
+			       &a->lazy_rest->node);
+}
+
+/* Take a->lock with the arena's trees settled (every path but the
+ * allocate and free fast paths, which settle themselves). */
+static void lk_arena(struct arena *a)
+{
+	lk(&a->lock);
+	tree_settle(a);
 }
 
 /* carve_at() of a block whose tree link is not at hand (slow paths). */
@@ -942,7 +980,7 @@ static struct seg *steal(struct gm_pool *p, struct arena *self, int pool,
 
 		if (!o || o == self || !o->empty_tree[pool])
 			continue;
-		lk(&o->lock);
+		lk_arena(o);
 		n = gm_tree_lower_bound(o->empty_tree[pool], rounded);
 		s = (struct seg *)n;
 		if (s && fit_ok(p, rounded, s->node.size) &&
@@ -1395,6 +1433,22 @@ static struct blk *merge_free(struct arena *a, struct blk *b)
 	return b;
 }
 
+/* The end of a free: count it (stream safety) and, when the segment
+ * became empty, offer it to other streams or, with caching off, give it
+ * back. Caller holds a->lock. */
+static void free_done(struct gm_pool *p, struct arena *a, struct seg *s)
+{
+	a->free_seq++;
+	if (--s->nused == 0 && !s->virt) {
+		s->free_seq = a->free_seq;
+		empty_put(a, s);
+		if (p->opt.no_cache) {
+			seg_unlink(a, s);
+			seg_destroy(p, s);
+		}
+	}
+}
+
 /*
  * Return block b to its arena's free tree, merging free neighbours
  * (PyTorch free_block). With caching off, a segment that becomes empty
@@ -1407,16 +1461,67 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 
 	b->state = B_FREE;
 	s->used -= b->node.size;
-	b = merge_free(a, b);
-	a->free_seq++;
-	if (--s->nused == 0 && !s->virt) {
-		s->free_seq = a->free_seq;
-		empty_put(a, s);
-		if (p->opt.no_cache) {
-			seg_unlink(a, s);
-			seg_destroy(p, s);
-		}
+	merge_free(a, b);
+	free_done(p, a, s);
+}
+
+/*
+ * True when freeing b undoes the arena's deferred carve exactly: b is
+ * the block handed out, its rest (if any) is still its free next
+ * neighbour, and nothing else would merge (free neighbours are always
+ * merged, so this holds whenever nothing happened in between).
+ */
+static bool undo_ok(const struct arena *a, const struct blk *b)
+{
+	const struct blk *r = a->lazy_rest, *n;
+
+	if (b != a->lazy || b->nuses)
+		return false;
+	if (b->prev && b->prev->state == B_FREE)
+		return false;
+	if (r && b->next != r)
+		return false;
+	n = r ? r->next : b->next;
+	return !n || n->state != B_FREE;
+}
+
+/*
+ * free_block() of the block of the deferred carve (undo_ok): the block
+ * it was cut from comes back whole, as merge_free would make it, with
+ * the same statistics in the same order; its node never left the tree.
+ */
+static void free_undo(struct gm_pool *p, struct arena *a, struct blk *b)
+{
+	struct seg *s = b->seg;
+	struct blk *r = a->lazy_rest;
+
+	a->lazy = NULL;
+	b->state = B_FREE;
+	s->used -= b->node.size;
+	if (r) {
+		split_uncount(a, r);
+		b->node.size += r->node.size;
+		b->next = r->next;
+		if (r->next)
+			r->next->prev = b;
+		else
+			s->last = b;
+		blk_put(a, r);
 	}
+	split_count(a, b);
+	free_done(p, a, s);
+}
+
+/* free_block(), through free_undo() when it applies. Caller holds
+ * a->lock (trees not necessarily settled). */
+static void release_block(struct gm_pool *p, struct arena *a, struct blk *b)
+{
+	if (a->lazy && undo_ok(a, b)) {
+		free_undo(p, a, b);
+		return;
+	}
+	tree_settle(a);
+	free_block(p, a, b);
 }
 
 int gm_pool_free(struct gm_pool *pool, uint64_t addr)
@@ -1433,6 +1538,7 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 	astat_sub(a, S_ALLOCS, 1);
 	a->hist[hist_bucket(b->node.size)]--;
 	if (b->nuses) {
+		tree_settle(a); /* b's node may stand for a free block */
 		/* PyTorch insert_events: one event per other stream. */
 		b->events = calloc(b->nuses, sizeof(*b->events));
 		for (unsigned i = 0; b->events && i < b->nuses; i++)
@@ -1454,7 +1560,7 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 	astat_sub(a, S_ACTIVE_B, b->node.size);
 	astat_sub(a, S_ACTIVE, 1);
 	allocated_down(pool, b->node.size);
-	free_block(pool, a, b);
+	release_block(pool, a, b);
 	ulk(&a->lock);
 	return 0;
 }
@@ -1550,7 +1656,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (p->opt.virtual_segments && !p->opt.no_cache) {
-			lk(&a->lock);
+			lk_arena(a);
 			b = best_fit(p, a, pool, rounded);
 			if (!b)
 				b = vseg_grow(p, a, pool, rounded, err);
@@ -1566,7 +1672,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 			if (!s)
 				*err = seg_new(p, a, pool, rounded, &s);
 			if (s) {
-				lk(&a->lock);
+				lk_arena(a);
 				seg_adopt(a, s);
 				b = carve(p, a, s->first, rounded, size);
 				ulk(&a->lock);
@@ -1601,6 +1707,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	if (!a)
 		return GM_ENOMEM;
 	lk(&a->lock);
+	tree_settle(a);
 	if (a->pending)
 		process_events(pool, a, false);
 	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
@@ -1625,7 +1732,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		astat_sub(a, S_ACTIVE, 1);
 		a->hist[hist_bucket(b->node.size)]--;
 		allocated_down(pool, b->node.size);
-		free_block(pool, a, b);
+		release_block(pool, a, b);
 		ulk(&a->lock);
 		return err;
 	}
@@ -1648,7 +1755,7 @@ int gm_pool_release_cached(struct gm_pool *pool)
 
 		if (!a)
 			continue;
-		lk(&a->lock);
+		lk_arena(a);
 		if (a->pending)
 			process_events(pool, a, true);
 		if (a->event_live) {
@@ -1834,7 +1941,7 @@ void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 
 		if (!a)
 			continue;
-		lk(&a->lock);
+		lk_arena(a);
 		astat_sum(&st->allocated_bytes, &a->st[S_ALLOC_B]);
 		astat_sum(&st->active_bytes, &a->st[S_ACTIVE_B]);
 		astat_sum(&st->requested_bytes, &a->st[S_REQ_B]);

@@ -200,7 +200,15 @@ static uint64_t live_granules(struct gm_backend *be, const struct model *m)
 	return total;
 }
 
-static void run(uint64_t seed, bool va, uint64_t cap, int steps)
+/*
+ * every: check after one step in `every` (1: after each); with more,
+ * the state the allocate/free fast paths leave (a deferred carve, undone
+ * by the next free of its block) meets the next allocate, free, release
+ * or stream without a stats read in between. lifo: one free in four
+ * frees the newest block (so that undo happens often).
+ */
+static void run_mode(uint64_t seed, bool va, uint64_t cap, int steps,
+		     int every, bool lifo)
 {
 	struct gm_sim_options so = {.total_bytes = 141 * GM_GB,
 				    .virtual_segments = va};
@@ -219,7 +227,8 @@ static void run(uint64_t seed, bool va, uint64_t cap, int steps)
 		uint64_t r = xs(&s) % 100;
 
 		if (m.n && (r < 40 || m.n == MAXLIVE)) {
-			int i = (int)(xs(&s) % (uint64_t)m.n);
+			int i = lifo && r % 4 == 0 ? m.n - 1 :
+				(int)(xs(&s) % (uint64_t)m.n);
 
 			assert_int_equal(gm_pool_free(p, m.live[i].addr), 0);
 			m.alloc_bytes -= m.live[i].rounded;
@@ -261,7 +270,11 @@ static void run(uint64_t seed, bool va, uint64_t cap, int steps)
 					m.peak_alloc = m.alloc_bytes;
 			}
 		}
-		check(p, be, &m, limit);
+		/* (a cheap read that leaves the fast paths' state alone) */
+		if (gm_pool_reserved(p) > m.peak_reserved)
+			m.peak_reserved = gm_pool_reserved(p);
+		if (step % every == every - 1 || step == steps - 1)
+			check(p, be, &m, limit);
 		if (va)
 			assert_true(live_granules(be, &m) <=
 				    gm_pool_reserved(p));
@@ -269,6 +282,11 @@ static void run(uint64_t seed, bool va, uint64_t cap, int steps)
 	gm_pool_destroy(p);
 	assert_int_equal(gm_sim_used(be), 0);
 	be->ops->destroy(be);
+}
+
+static void run(uint64_t seed, bool va, uint64_t cap, int steps)
+{
+	run_mode(seed, va, cap, steps, 1, false);
 }
 
 static void plain_no_cap(void **state)
@@ -290,6 +308,18 @@ static void virtual_with_cap(void **state)
 	(void)state;
 	for (uint64_t seed = 1; seed <= 4; seed++)
 		run(seed * 15485863, true, 24 * GM_GiB, 1500);
+}
+
+/* Checks every 7th step, newest block freed often (the fast paths'
+ * deferred carve meets every other operation). */
+static void sparse_checks(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 1; seed <= 4; seed++) {
+		run_mode(seed * 31337, false, 0, 3000, 7, true);
+		run_mode(seed * 7331, false, 20 * GM_GiB, 3000, 5, true);
+		run_mode(seed * 1009, true, 24 * GM_GiB, 3000, 3, true);
+	}
 }
 
 /* ==== Threads ==== */
@@ -407,6 +437,7 @@ int main(void)
 		cmocka_unit_test(plain_no_cap),
 		cmocka_unit_test(plain_with_cap),
 		cmocka_unit_test(virtual_with_cap),
+		cmocka_unit_test(sparse_checks),
 		cmocka_unit_test(threads),
 	};
 
