@@ -6,13 +6,16 @@
  * in address order (prev/next, boundary tags as in dlmalloc and
  * PyTorch's Block). Free blocks sit in the arena's treap (tree.h) per
  * size class; fully free segments also sit in a second treap so another
- * stream can take a whole segment. Live blocks are found by address in a
- * sharded hash map (PyTorch shards its pointer map for the same reason:
- * pytorch/pytorch PR 118550, lock contention with many threads).
+ * stream can take a whole segment. Live blocks are found by address in
+ * their arena's hash map, under the arena's lock; a free finds the arena
+ * through a read-mostly radix of 2 MiB chunks (hint_get), so threads on
+ * different streams share no lock and no written cache line (PyTorch
+ * shards one pointer map for the same reason: pytorch/pytorch PR 118550,
+ * lock contention with many threads).
  *
- * Locks, in the only order they nest: shard lock alone; arena lock
- * alone; pool->slow_lock then (one at a time) arena locks. Never two
- * arena locks at once.
+ * Locks, in the only order they nest: arena lock alone;
+ * pool->slow_lock then (one at a time) arena locks. Never two arena
+ * locks at once.
  *
  * Counters: bytes and counts per arena under its lock (summed when read);
  * allocated, active and reserved bytes and the segment count also as
@@ -48,8 +51,14 @@
 #define ROUND_LARGE (2 * GM_MiB)
 #define MAX_REQUEST ((uint64_t)1 << 60)
 
-#define NSHARD 64
 #define ARENA_SLOTS 1024
+
+/* The free path's radix from address to arena: chunks of 2^HINT_CHUNK
+ * bytes, levels of HINT_L0, HINT_L1, HINT_L2 bits (64-bit addresses). */
+#define HINT_CHUNK 21
+#define HINT_L0 13
+#define HINT_L1 15
+#define HINT_L2 15
 
 enum { POOL_SMALL, POOL_LARGE, NPOOLS };
 enum { B_FREE, B_ALLOC, B_PENDING, B_HOLE /* virtual: unmapped granules */ };
@@ -86,6 +95,18 @@ struct seg {
 	uint8_t pool, virt, in_empty;
 };
 
+/* Live blocks of one arena by start address (open addressing, linear
+ * probing; key 0 = empty slot). */
+struct aslot {
+	uint64_t key;
+	struct blk *b;
+};
+
+struct amap {
+	struct aslot *slot;
+	size_t cap, n;
+};
+
 /* The total of increases is cur + dec (both start at 0 and only
  * astat_add/astat_sub change them): one add fewer per update. */
 struct astat {
@@ -113,16 +134,11 @@ struct arena {
 	 * anything else reads or changes the arena's free trees. */
 	struct blk *lazy, *lazy_rest;
 	struct gm_tnode **lazy_at;
+	struct amap map;     /* live blocks by address */
 	struct astat st[NSTAT];
 	uint64_t hist[GM_POOL_HIST_BUCKETS];
 };
 
-struct shard {
-	atomic_int lock;
-	uint64_t *keys; /* 0 = empty */
-	struct blk **vals;
-	size_t cap, n;
-} __attribute__((aligned(64)));
 
 struct gstat {
 	_Atomic uint64_t cur, peak, inc, dec;
@@ -147,7 +163,9 @@ struct gm_pool {
 	 * folded in, under its lock before a second arena is published. */
 	_Atomic bool multi;
 	struct gm_pool_oom last_oom;
-	struct shard shards[NSHARD];
+	/* chunk (2 MiB) -> arena that last took a segment or mapping
+	 * there: the first arena a free looks in (hint_get) */
+	_Atomic(void *) hint[1u << HINT_L0];
 };
 
 /* ==== Small helpers ==== */
@@ -363,16 +381,15 @@ static bool fit_ok(const struct gm_pool *p, uint64_t rounded, uint64_t bsize)
 	return true;
 }
 
-/* ==== Address map (sharded open addressing, linear probing) ==== */
+/* ==== Address map (per arena: open addressing, linear probing) ==== */
 
 /*
  * Block addresses are multiples of 512 and cluster (segments are 2 MiB
  * aligned), so a single multiply left long probe chains (callgrind: 16
  * probes a lookup at 10,000 live). MurmurHash3's 64-bit finalizer
- * (fmix64, Appleby) spreads every input bit over the shard bits (top 6)
- * and the slot bits (bottom).
+ * (fmix64, Appleby) spreads every input bit over the slot bits.
  */
-static uint64_t hash_addr(uint64_t addr)
+static inline uint64_t hash_addr(uint64_t addr)
 {
 	uint64_t z = addr >> 9;
 
@@ -383,120 +400,173 @@ static uint64_t hash_addr(uint64_t addr)
 	return z ^ (z >> 33);
 }
 
-static struct shard *shard_of(struct gm_pool *p, uint64_t h)
+/* Grow a map to twice its slots. Caller holds the arena's lock. */
+static int amap_grow(struct amap *m)
 {
-	return &p->shards[h >> 58];
-}
+	size_t cap = m->cap ? m->cap * 2 : 256;
+	struct aslot *slot = calloc(cap, sizeof(*slot));
 
-/* Grow a shard to hold more keys. Caller holds its lock. */
-static int shard_grow(struct shard *s)
-{
-	size_t cap = s->cap ? s->cap * 2 : 256;
-	uint64_t *keys = calloc(cap, sizeof(*keys));
-	struct blk **vals = malloc(cap * sizeof(*vals));
-
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
+	if (!slot)
 		return GM_ENOMEM;
-	}
-	for (size_t i = 0; i < s->cap; i++) {
+	for (size_t i = 0; i < m->cap; i++) {
 		size_t j;
 
-		if (!s->keys[i])
+		if (!m->slot[i].key)
 			continue;
-		j = hash_addr(s->keys[i]) & (cap - 1);
-		while (keys[j])
+		j = hash_addr(m->slot[i].key) & (cap - 1);
+		while (slot[j].key)
 			j = (j + 1) & (cap - 1);
-		keys[j] = s->keys[i];
-		vals[j] = s->vals[i];
+		slot[j] = m->slot[i];
 	}
-	free(s->keys);
-	free(s->vals);
-	s->keys = keys;
-	s->vals = vals;
-	s->cap = cap;
+	free(m->slot);
+	m->slot = slot;
+	m->cap = cap;
 	return 0;
 }
 
-static int map_insert(struct gm_pool *p, struct blk *b)
+/* Add live block b. Returns 0 or GM_ENOMEM. Caller holds the lock. */
+static int amap_insert(struct amap *m, struct blk *b)
 {
-	uint64_t key = b->node.addr, h = hash_addr(key);
-	struct shard *s = shard_of(p, h);
+	uint64_t key = b->node.addr;
 	size_t i;
 
-	lk(&s->lock);
 	/* load at most 1/2: linear probing's expected probe count stays
 	 * near 1.5 (Knuth, TAOCP vol. 3, 6.4) */
-	if ((s->n + 1) * 2 > s->cap && shard_grow(s)) {
-		ulk(&s->lock);
+	if ((m->n + 1) * 2 > m->cap && amap_grow(m))
 		return GM_ENOMEM;
-	}
-	i = h & (s->cap - 1);
-	while (s->keys[i])
-		i = (i + 1) & (s->cap - 1);
-	s->keys[i] = key;
-	s->vals[i] = b;
-	s->n++;
-	ulk(&s->lock);
+	i = hash_addr(key) & (m->cap - 1);
+	while (m->slot[i].key)
+		i = (i + 1) & (m->cap - 1);
+	m->slot[i].key = key;
+	m->slot[i].b = b;
+	m->n++;
 	return 0;
+}
+
+/* The slot holding key, or NULL. Caller holds the lock. */
+static inline struct aslot *amap_find(const struct amap *m, uint64_t key)
+{
+	size_t mask, i;
+
+	if (!m->cap || !key)
+		return NULL;
+	mask = m->cap - 1;
+	for (i = hash_addr(key) & mask; m->slot[i].key; i = (i + 1) & mask)
+		if (m->slot[i].key == key)
+			return &m->slot[i];
+	return NULL;
 }
 
 /* Remove key and return its block (NULL if absent). Backward-shift
- * deletion keeps probe chains intact without tombstones. */
-static struct blk *map_take(struct gm_pool *p, uint64_t key)
+ * deletion keeps probe chains intact without tombstones. Caller holds
+ * the lock. */
+static inline struct blk *amap_take(struct amap *m, uint64_t key)
 {
-	uint64_t h = hash_addr(key);
-	struct shard *s = shard_of(p, h);
-	struct blk *b = NULL;
+	struct aslot *at = amap_find(m, key);
+	struct blk *b;
 	size_t i, j, mask;
 
-	if (!key)
+	if (!at)
 		return NULL;
-	lk(&s->lock);
-	if (!s->cap)
-		goto out;
-	mask = s->cap - 1;
-	for (i = h & mask; s->keys[i] && s->keys[i] != key; i = (i + 1) & mask)
-		;
-	if (!s->keys[i])
-		goto out;
-	b = s->vals[i];
-	s->n--;
-	for (j = (i + 1) & mask; s->keys[j]; j = (j + 1) & mask) {
-		size_t home = hash_addr(s->keys[j]) & mask;
+	b = at->b;
+	m->n--;
+	mask = m->cap - 1;
+	i = (size_t)(at - m->slot);
+	for (j = (i + 1) & mask; m->slot[j].key; j = (j + 1) & mask) {
+		size_t home = hash_addr(m->slot[j].key) & mask;
 
 		/* Move j to the hole at i unless its home lies in (i, j]. */
 		if (((j - home) & mask) >= ((j - i) & mask)) {
-			s->keys[i] = s->keys[j];
-			s->vals[i] = s->vals[j];
+			m->slot[i] = m->slot[j];
 			i = j;
 		}
 	}
-	s->keys[i] = 0;
-out:
-	ulk(&s->lock);
+	m->slot[i].key = 0;
 	return b;
 }
 
-static struct blk *map_get(struct gm_pool *p, uint64_t key)
+/* ==== Address to arena (hints) ==== */
+
+/*
+ * The arena that last took a segment (or a virtual mapping) covering
+ * addr's 2 MiB chunk, or NULL. Only a hint: a chunk two segments share
+ * may name the other's arena, and the caller then searches every arena
+ * (find_live). Lock-free: nodes are published once and freed only by
+ * gm_pool_destroy; arenas live as long as the pool.
+ */
+static inline struct arena *hint_get(struct gm_pool *p, uint64_t addr)
 {
-	uint64_t h = hash_addr(key);
-	struct shard *s = shard_of(p, h);
-	struct blk *b = NULL;
+	uint64_t c = addr >> HINT_CHUNK;
+	_Atomic(void *) *l1, *l2;
 
-	lk(&s->lock);
-	if (s->cap) {
-		size_t mask = s->cap - 1, i;
+	l1 = atomic_load_explicit(&p->hint[c >> (HINT_L1 + HINT_L2)],
+				  memory_order_acquire);
+	if (!l1)
+		return NULL;
+	l2 = atomic_load_explicit(&l1[(c >> HINT_L2) &
+				      ((1u << HINT_L1) - 1)],
+				  memory_order_acquire);
+	if (!l2)
+		return NULL;
+	return atomic_load_explicit(&l2[c & ((1u << HINT_L2) - 1)],
+				    memory_order_acquire);
+}
 
-		for (i = h & mask; s->keys[i]; i = (i + 1) & mask)
-			if (s->keys[i] == key) {
-				b = s->vals[i];
-				break;
-			}
+/* *slot's node of n entries, created (zeroed) if absent; NULL when out
+ * of host memory (the hint is then skipped: frees search). */
+static _Atomic(void *) *hint_node(_Atomic(void *) *slot, size_t n)
+{
+	_Atomic(void *) *node = atomic_load_explicit(slot,
+						    memory_order_acquire);
+	void *expect = NULL;
+
+	if (node)
+		return node;
+	node = calloc(n, sizeof(*node));
+	if (!node)
+		return NULL;
+	if (!atomic_compare_exchange_strong(slot, &expect, (void *)node)) {
+		free(node);
+		return expect;
 	}
-	ulk(&s->lock);
-	return b;
+	return node;
+}
+
+/* Name arena a for every chunk [addr, addr + size) touches. */
+static void hint_set(struct gm_pool *p, uint64_t addr, uint64_t size,
+		     struct arena *a)
+{
+	uint64_t c, last;
+
+	if (!size)
+		return;
+	last = (addr + size - 1) >> HINT_CHUNK;
+	for (c = addr >> HINT_CHUNK; c <= last; c++) {
+		_Atomic(void *) *l1, *l2;
+
+		l1 = hint_node(&p->hint[c >> (HINT_L1 + HINT_L2)],
+			       (size_t)1 << HINT_L1);
+		l2 = l1 ? hint_node(&l1[(c >> HINT_L2) &
+					((1u << HINT_L1) - 1)],
+				    (size_t)1 << HINT_L2) : NULL;
+		if (!l2)
+			return;
+		atomic_store_explicit(&l2[c & ((1u << HINT_L2) - 1)], a,
+				      memory_order_release);
+	}
+}
+
+static void hint_free(struct gm_pool *p)
+{
+	for (size_t i = 0; i < (1u << HINT_L0); i++) {
+		_Atomic(void *) *l1 = atomic_load(&p->hint[i]);
+
+		if (!l1)
+			continue;
+		for (size_t k = 0; k < (1u << HINT_L1); k++)
+			free(atomic_load(&l1[k]));
+		free(l1);
+	}
 }
 
 /* ==== Arenas ==== */
@@ -581,6 +651,41 @@ static struct arena *arena_at(struct gm_pool *p, unsigned i)
 	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
 }
 
+/*
+ * The live block that starts at addr, with its arena's lock held (*ap)
+ * on return; removed from the arena's map when take. NULL (no lock
+ * held) when no arena has one. The hinted arena first; if the hint
+ * misses, every arena in turn (one lock at a time): a live block stays
+ * in its arena's map from before its address is returned until its
+ * free, so the search cannot miss it.
+ */
+static struct blk *find_live(struct gm_pool *p, uint64_t addr, bool take,
+			     struct arena **ap)
+{
+	struct arena *h = hint_get(p, addr), *a;
+	struct blk *b;
+
+	for (unsigned i = 0; i <= ARENA_SLOTS; i++) {
+		a = i == 0 ? h : arena_at(p, i - 1);
+		if (!a || (i && a == h))
+			continue;
+		lk(&a->lock);
+		if (take) {
+			b = amap_take(&a->map, addr);
+		} else {
+			struct aslot *sl = amap_find(&a->map, addr);
+
+			b = sl ? sl->b : NULL;
+		}
+		if (b) {
+			*ap = a;
+			return b;
+		}
+		ulk(&a->lock);
+	}
+	return NULL;
+}
+
 /* ==== Blocks ==== */
 
 static struct blk *blk_new(struct arena *a)
@@ -608,11 +713,13 @@ static struct blk *blk_new(struct arena *a)
 
 static void blk_put(struct arena *a, struct blk *b)
 {
-	free(b->uses);
-	free(b->events);
-	b->uses = NULL;
-	b->events = NULL;
-	b->nuses = b->capuses = 0;
+	if (b->uses) { /* record_stream() was used */
+		free(b->uses);
+		free(b->events);
+		b->uses = NULL;
+		b->events = NULL;
+		b->nuses = b->capuses = 0;
+	}
 	b->link = a->spare;
 	a->spare = b;
 }
@@ -889,9 +996,10 @@ fail:
 }
 
 /* Add a segment (all free, one block) to arena a. Caller holds a->lock. */
-static void seg_adopt(struct arena *a, struct seg *s)
+static void seg_adopt(struct gm_pool *p, struct arena *a, struct seg *s)
 {
 	s->arena = a;
+	hint_set(p, s->node.addr, s->node.size, a);
 	s->sprev = NULL;
 	s->snext = a->segs;
 	if (a->segs)
@@ -1254,6 +1362,7 @@ static int vseg_map(struct gm_pool *p, struct seg *s, uint64_t at,
 	reserve_commit(p, n, level);
 	atomic_fetch_add(&p->dev_alloc, 1);
 	s->mapped += n;
+	hint_set(p, at, n, s->arena);
 	return 0;
 }
 
@@ -1526,13 +1635,19 @@ static void release_block(struct gm_pool *p, struct arena *a, struct blk *b)
 
 int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 {
-	struct blk *b = map_take(pool, addr);
-	struct arena *a;
+	struct arena *a = hint_get(pool, addr);
+	struct blk *b = NULL;
 
+	if (a) {
+		lk(&a->lock);
+		b = amap_take(&a->map, addr);
+		if (!b)
+			ulk(&a->lock);
+	}
+	if (!b)
+		b = find_live(pool, addr, true, &a);
 	if (!b)
 		return GM_ENOTFOUND;
-	a = b->seg->arena;
-	lk(&a->lock);
 	astat_sub(a, S_ALLOC_B, b->node.size);
 	astat_sub(a, S_REQ_B, b->requested);
 	astat_sub(a, S_ALLOCS, 1);
@@ -1568,14 +1683,12 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 int gm_pool_record_stream(struct gm_pool *pool, uint64_t addr,
 			  uintptr_t stream)
 {
-	struct blk *b = map_get(pool, addr);
 	struct arena *a;
+	struct blk *b = find_live(pool, addr, false, &a);
 	int err = 0;
 
 	if (!b)
 		return GM_ENOTFOUND;
-	a = b->seg->arena;
-	lk(&a->lock);
 	if (stream == a->stream)
 		goto out;
 	for (unsigned i = 0; i < b->nuses; i++)
@@ -1673,7 +1786,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 				*err = seg_new(p, a, pool, rounded, &s);
 			if (s) {
 				lk_arena(a);
-				seg_adopt(a, s);
+				seg_adopt(p, a, s);
 				b = carve(p, a, s->first, rounded, size);
 				ulk(&a->lock);
 				return b;
@@ -1711,20 +1824,20 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	if (a->pending)
 		process_events(pool, a, false);
 	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
-	if (b)
-		b = carve_at(pool, a, b, at, rounded, size);
-	ulk(&a->lock);
 	if (!b) {
+		ulk(&a->lock);
 		b = alloc_slow(pool, a, pl, size, rounded, &err);
 		if (!b) {
 			if (err == GM_ELIMIT || err == GM_EDEVNOMEM)
 				record_oom(pool, err, size, rounded, stream);
 			return err;
 		}
-	}
-	err = map_insert(pool, b);
-	if (err) {
 		lk(&a->lock);
+	} else {
+		b = carve_at(pool, a, b, at, rounded, size);
+	}
+	err = amap_insert(&a->map, b);
+	if (err) {
 		astat_sub(a, S_ALLOC_B, b->node.size);
 		astat_sub(a, S_REQ_B, b->requested);
 		astat_sub(a, S_ALLOCS, 1);
@@ -1736,6 +1849,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		ulk(&a->lock);
 		return err;
 	}
+	ulk(&a->lock);
 	*addr = b->node.addr;
 	return 0;
 }
@@ -1897,12 +2011,10 @@ void gm_pool_destroy(struct gm_pool *pool)
 			bn = b->link;
 			free(b);
 		}
+		free(a->map.slot);
 		free(a);
 	}
-	for (unsigned i = 0; i < NSHARD; i++) {
-		free(pool->shards[i].keys);
-		free(pool->shards[i].vals);
-	}
+	hint_free(pool);
 	pthread_mutex_destroy(&pool->slow_lock);
 	free(pool);
 }
@@ -2030,7 +2142,20 @@ int gm_pool_lookup(struct gm_pool *pool, uint64_t addr, uint64_t *base,
 		   uint64_t *size)
 {
 	int err = GM_ENOTFOUND;
+	struct arena *la;
+	struct blk *lb = find_live(pool, addr, false, &la);
 
+	/* the start of a live block (the preload library's check after
+	 * every allocation): from the arena's map */
+	if (lb) {
+		if (base)
+			*base = lb->node.addr;
+		if (size)
+			*size = lb->node.size;
+		ulk(&la->lock);
+		return 0;
+	}
+	/* inside a block: walk the segments */
 	for (unsigned i = 0; i < ARENA_SLOTS && err; i++) {
 		struct arena *a = arena_at(pool, i);
 

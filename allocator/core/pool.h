@@ -31,9 +31,9 @@
  *  GM_EINVAL    bad arguments; GM_ENOMEM host memory; GM_EDEVICE driver.
  *
  * Thread safety: all functions except gm_pool_create/gm_pool_destroy may
- * be called from many threads at once. The fast path takes one lock of
- * the address map shard and one lock of the stream's arena; there is no
- * pool-wide lock on it. Counters are atomics.
+ * be called from many threads at once. The fast path takes one lock,
+ * the stream's arena's (which also guards the arena's map of live
+ * blocks); there is no pool-wide lock on it.
  */
 #ifndef GM_POOL_H
 #define GM_POOL_H
