@@ -105,6 +105,7 @@ struct aslot {
 struct amap {
 	struct aslot *slot;
 	size_t cap, n;
+	unsigned shift; /* 64 - log2(cap) */
 };
 
 /* The total of increases is cur + dec (both start at 0 and only
@@ -151,10 +152,7 @@ struct gm_pool {
 	bool has_cap;       /* cap below the device total was asked */
 	uint64_t total;
 	uint64_t max_split; /* UINT64_MAX = unlimited */
-	struct gstat reserved, segments, allocated, active;
-	_Atomic uint64_t pending; /* bytes freed but awaiting events */
-	_Atomic uint64_t retries, ooms, limit_rej, dev_alloc, dev_free, xstream;
-	pthread_mutex_t slow_lock; /* arena creation, OOM record */
+	/* read-mostly from here to hint[] (the fast path reads them) */
 	_Atomic(struct arena *) arenas[ARENA_SLOTS];
 	_Atomic unsigned n_arenas; /* arenas created (streams seen) */
 	/* false while the pool has one arena: allocated and active bytes
@@ -162,16 +160,25 @@ struct gm_pool {
 	 * the pool-wide atomics are skipped; set, with the arena's counts
 	 * folded in, under its lock before a second arena is published. */
 	_Atomic bool multi;
+	/* written on the fast path with several streams (allocated_up),
+	 * on cache lines of their own */
+	_Alignas(64) struct gstat allocated, active;
+	_Atomic uint64_t pending; /* bytes freed but awaiting events */
+	/* written on slow paths only */
+	_Alignas(64) struct gstat reserved, segments;
+	_Atomic uint64_t retries, ooms, limit_rej, dev_alloc, dev_free, xstream;
+	pthread_mutex_t slow_lock; /* arena creation, OOM record */
 	struct gm_pool_oom last_oom;
 	/* chunk (2 MiB) -> arena that last took a segment or mapping
 	 * there: the first arena a free looks in (hint_get) */
+	_Alignas(64)
 	_Atomic(void *) hint[1u << HINT_L0];
 };
 
 /* ==== Small helpers ==== */
 
 /*
- * The arena and shard locks: a test-and-set lock that spins briefly,
+ * The arena locks: a test-and-set lock that spins briefly,
  * then yields. Taking it is one atomic exchange and releasing it one
  * plain store, where a pthread mutex costs an atomic operation each way
  * (measured in tools/bench: about 10 ns of a pair). Critical sections
@@ -384,43 +391,39 @@ static bool fit_ok(const struct gm_pool *p, uint64_t rounded, uint64_t bsize)
 /* ==== Address map (per arena: open addressing, linear probing) ==== */
 
 /*
- * Block addresses are multiples of 512 and cluster (segments are 2 MiB
- * aligned), so a single multiply left long probe chains (callgrind: 16
- * probes a lookup at 10,000 live). MurmurHash3's 64-bit finalizer
- * (fmix64, Appleby) spreads every input bit over the slot bits.
+ * The slot of a key: Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4,
+ * multiplicative hashing by 2^64 / golden ratio, top bits kept). Block
+ * addresses are multiples of 512 that cluster in arithmetic runs; the
+ * golden-ratio multiplier spreads such runs evenly over the table (the
+ * three-distance theorem), in one multiply. (Low bits of a multiply, as
+ * tried first, left 16-probe chains; fmix64 cost ~10 instructions.)
  */
-static inline uint64_t hash_addr(uint64_t addr)
+static inline size_t amap_home(const struct amap *m, uint64_t key)
 {
-	uint64_t z = addr >> 9;
-
-	z ^= z >> 33;
-	z *= 0xff51afd7ed558ccdULL;
-	z ^= z >> 33;
-	z *= 0xc4ceb9fe1a85ec53ULL;
-	return z ^ (z >> 33);
+	return (size_t)(((key >> 9) * 0x9e3779b97f4a7c15ULL) >> m->shift);
 }
 
 /* Grow a map to twice its slots. Caller holds the arena's lock. */
 static int amap_grow(struct amap *m)
 {
-	size_t cap = m->cap ? m->cap * 2 : 256;
-	struct aslot *slot = calloc(cap, sizeof(*slot));
+	struct amap g = {.cap = m->cap ? m->cap * 2 : 256, .n = m->n};
 
-	if (!slot)
+	g.slot = calloc(g.cap, sizeof(*g.slot));
+	if (!g.slot)
 		return GM_ENOMEM;
+	g.shift = 64u - (unsigned)__builtin_ctzll(g.cap);
 	for (size_t i = 0; i < m->cap; i++) {
 		size_t j;
 
 		if (!m->slot[i].key)
 			continue;
-		j = hash_addr(m->slot[i].key) & (cap - 1);
-		while (slot[j].key)
-			j = (j + 1) & (cap - 1);
-		slot[j] = m->slot[i];
+		j = amap_home(&g, m->slot[i].key);
+		while (g.slot[j].key)
+			j = (j + 1) & (g.cap - 1);
+		g.slot[j] = m->slot[i];
 	}
 	free(m->slot);
-	m->slot = slot;
-	m->cap = cap;
+	*m = g;
 	return 0;
 }
 
@@ -434,7 +437,7 @@ static int amap_insert(struct amap *m, struct blk *b)
 	 * near 1.5 (Knuth, TAOCP vol. 3, 6.4) */
 	if ((m->n + 1) * 2 > m->cap && amap_grow(m))
 		return GM_ENOMEM;
-	i = hash_addr(key) & (m->cap - 1);
+	i = amap_home(m, key);
 	while (m->slot[i].key)
 		i = (i + 1) & (m->cap - 1);
 	m->slot[i].key = key;
@@ -451,7 +454,7 @@ static inline struct aslot *amap_find(const struct amap *m, uint64_t key)
 	if (!m->cap || !key)
 		return NULL;
 	mask = m->cap - 1;
-	for (i = hash_addr(key) & mask; m->slot[i].key; i = (i + 1) & mask)
+	for (i = amap_home(m, key); m->slot[i].key; i = (i + 1) & mask)
 		if (m->slot[i].key == key)
 			return &m->slot[i];
 	return NULL;
@@ -473,7 +476,7 @@ static inline struct blk *amap_take(struct amap *m, uint64_t key)
 	mask = m->cap - 1;
 	i = (size_t)(at - m->slot);
 	for (j = (i + 1) & mask; m->slot[j].key; j = (j + 1) & mask) {
-		size_t home = hash_addr(m->slot[j].key) & mask;
+		size_t home = amap_home(m, m->slot[j].key);
 
 		/* Move j to the hole at i unless its home lies in (i, j]. */
 		if (((j - home) & mask) >= ((j - i) & mask)) {
@@ -631,8 +634,10 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 	pthread_mutex_lock(&p->slow_lock);
 	a = arena_find(p, stream, &slot);
 	if (!a && slot < ARENA_SLOTS) {
-		a = calloc(1, sizeof(*a));
+		/* own cache lines: arenas of different streams share none */
+		a = aligned_alloc(64, round_up(sizeof(*a), 64));
 		if (a) {
+			memset(a, 0, sizeof(*a));
 			a->stream = stream;
 			if (!atomic_load(&p->multi) &&
 			    atomic_load(&p->n_arenas))
