@@ -136,7 +136,12 @@ struct arena {
 	struct blk *lazy, *lazy_rest;
 	struct gm_tnode **lazy_at;
 	struct amap map;     /* live blocks by address */
+	/* st[S_ACTIVE_B] and st[S_ACTIVE] keep only their peaks: active =
+	 * allocated + pending (record_stream frees awaiting events), so
+	 * their current values are st[S_ALLOC_B/S_ALLOCS].cur + pend_b/n
+	 * and their decreases st[...].dec - pend_b/n (active_cur) */
 	struct astat st[NSTAT];
+	uint64_t pend_b, pend_n;
 	uint64_t hist[GM_POOL_HIST_BUCKETS];
 };
 
@@ -282,6 +287,30 @@ static void astat_sub(struct arena *a, int i, uint64_t n)
 {
 	a->st[i].cur -= n;
 	a->st[i].dec += n;
+}
+
+/* Active bytes and blocks went up with allocated ones: their peaks. */
+static inline void active_peak(struct arena *a)
+{
+	uint64_t b = a->st[S_ALLOC_B].cur + a->pend_b;
+	uint64_t n = a->st[S_ALLOCS].cur + a->pend_n;
+
+	if (b > a->st[S_ACTIVE_B].peak)
+		a->st[S_ACTIVE_B].peak = b;
+	if (n > a->st[S_ACTIVE].peak)
+		a->st[S_ACTIVE].peak = n;
+}
+
+/* An arena's active bytes (k = S_ACTIVE_B) or blocks (S_ACTIVE) as a
+ * full astat (see struct arena). */
+static struct astat active_cur(const struct arena *a, int k)
+{
+	int base = k == S_ACTIVE_B ? S_ALLOC_B : S_ALLOCS;
+	uint64_t pend = k == S_ACTIVE_B ? a->pend_b : a->pend_n;
+
+	return (struct astat){.cur = a->st[base].cur + pend,
+			      .peak = a->st[k].peak,
+			      .dec = a->st[base].dec - pend};
 }
 
 static unsigned log2_floor(uint64_t v)
@@ -843,9 +872,8 @@ static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 		empty_take(a, s);
 	astat_add(a, S_ALLOC_B, b->node.size);
 	astat_add(a, S_REQ_B, requested);
-	astat_add(a, S_ACTIVE_B, b->node.size);
 	astat_add(a, S_ALLOCS, 1);
-	astat_add(a, S_ACTIVE, 1);
+	active_peak(a);
 	a->hist[hist_bucket(b->node.size)]++;
 	allocated_up(p, b->node.size);
 	return b;
@@ -1138,8 +1166,8 @@ static void process_events(struct gm_pool *p, struct arena *a, bool wait)
 		}
 		*link = b->link;
 		b->link = NULL;
-		astat_sub(a, S_ACTIVE_B, b->node.size);
-		astat_sub(a, S_ACTIVE, 1);
+		a->pend_b -= b->node.size;
+		a->pend_n--;
 		atomic_fetch_sub(&p->pending, b->node.size);
 		free_block(p, a, b);
 	}
@@ -1670,6 +1698,8 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 		else {
 			atomic_fetch_add(&pool->pending, b->node.size);
 			allocated_down(pool, b->node.size);
+			a->pend_b += b->node.size;
+			a->pend_n++;
 			b->state = B_PENDING;
 			b->link = a->pending;
 			a->pending = b;
@@ -1677,8 +1707,6 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 			return 0;
 		}
 	}
-	astat_sub(a, S_ACTIVE_B, b->node.size);
-	astat_sub(a, S_ACTIVE, 1);
 	allocated_down(pool, b->node.size);
 	release_block(pool, a, b);
 	ulk(&a->lock);
@@ -1846,8 +1874,6 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		astat_sub(a, S_ALLOC_B, b->node.size);
 		astat_sub(a, S_REQ_B, b->requested);
 		astat_sub(a, S_ALLOCS, 1);
-		astat_sub(a, S_ACTIVE_B, b->node.size);
-		astat_sub(a, S_ACTIVE, 1);
 		a->hist[hist_bucket(b->node.size)]--;
 		allocated_down(pool, b->node.size);
 		release_block(pool, a, b);
@@ -2055,16 +2081,19 @@ void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 	memset(st, 0, sizeof(*st));
 	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
 		struct arena *a = arena_at(pool, i);
+		struct astat ab, an;
 
 		if (!a)
 			continue;
 		lk_arena(a);
+		ab = active_cur(a, S_ACTIVE_B);
+		an = active_cur(a, S_ACTIVE);
 		astat_sum(&st->allocated_bytes, &a->st[S_ALLOC_B]);
-		astat_sum(&st->active_bytes, &a->st[S_ACTIVE_B]);
+		astat_sum(&st->active_bytes, &ab);
 		astat_sum(&st->requested_bytes, &a->st[S_REQ_B]);
 		astat_sum(&st->inactive_split_bytes, &a->st[S_ISPLIT_B]);
 		astat_sum(&st->allocations, &a->st[S_ALLOCS]);
-		astat_sum(&st->active, &a->st[S_ACTIVE]);
+		astat_sum(&st->active, &an);
 		astat_sum(&st->inactive_split, &a->st[S_ISPLIT]);
 		for (unsigned k = 0; k < GM_POOL_HIST_BUCKETS; k++)
 			st->histogram[k] += a->hist[k];
@@ -2122,6 +2151,8 @@ void gm_pool_reset_peaks(struct gm_pool *pool)
 		lk(&a->lock);
 		for (int k = 0; k < NSTAT; k++)
 			a->st[k].peak = a->st[k].cur;
+		a->st[S_ACTIVE_B].peak = active_cur(a, S_ACTIVE_B).cur;
+		a->st[S_ACTIVE].peak = active_cur(a, S_ACTIVE).cur;
 		ulk(&a->lock);
 	}
 }
