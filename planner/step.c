@@ -60,6 +60,30 @@
 
 #define NONE UINT32_MAX
 
+const char *gm_step_kind_name(enum gm_step_kind k)
+{
+	static const char *const n[GM_SK_N] = {
+		"weight", "workspace", "comm", "state", "grad", "act",
+		"cache", "transient", "logits", "opt_tmp", "kv"};
+
+	return (unsigned)k < GM_SK_N ? n[k] : "?";
+}
+
+const char *gm_step_phase_name(enum gm_step_phase p)
+{
+	static const char *const n[GM_SP_N] = {
+		"setup", "forward", "loss", "backward", "optimizer",
+		"inference", "teardown"};
+
+	return (unsigned)p < GM_SP_N ? n[p] : "?";
+}
+
+static void phase(const struct gm_step_sink *sk, enum gm_step_phase ph)
+{
+	if (sk->phase)
+		sk->phase(sk->ctx, ph);
+}
+
 /* The emitter: slots for ids and the ids of what is live. */
 struct em {
 	const struct gm_step *st;
@@ -189,6 +213,7 @@ static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 
+	phase(e->sk, GM_SP_FORWARD);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
@@ -201,6 +226,7 @@ static void forward(struct em *e, uint64_t slot)
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
 	if (st->logits_held > 0 || st->logits_piece > 0) {
 		uint32_t copy;
+		phase(e->sk, GM_SP_LOSS);
 		e->held = ealloc(e, st->logits_held, GM_SK_LOGITS);
 		copy = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[0] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
@@ -212,6 +238,7 @@ static void backward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 
+	phase(e->sk, GM_SP_BACKWARD);
 	if (st->logits_piece > 0) {
 		e->lp[1] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[2] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
@@ -243,6 +270,7 @@ static void optimizer(struct em *e)
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 	uint32_t *tmp;
 
+	phase(e->sk, GM_SP_OPTIMIZER);
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
 			const struct gm_step_param *p = &st->p[j % e->np];
@@ -304,6 +332,7 @@ static void infer_pass(struct em *e)
 	const struct gm_step *st = e->st;
 	uint32_t prev = e->held;
 
+	phase(e->sk, GM_SP_INFER);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *kv = &e->a[2 * l];
 		if (!e->cref[l])
@@ -415,6 +444,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 			infer_pass(&e);
 	}
 	rc = e.err;
+	phase(sink, GM_SP_TEARDOWN);
 	em_free_all(&e);
 	if (!rc)
 		rc = e.err;
@@ -435,8 +465,10 @@ out:
 struct rp {
 	struct gm_pool *pool;
 	uint64_t *addr, *req;
+	unsigned char *kind;
 	uint32_t cap;
 	unsigned step;
+	enum gm_step_phase phase;
 	double live, live_alloc;
 	uint64_t nlive;
 	struct gm_step_result *r;
@@ -450,10 +482,10 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	uint64_t a, res;
 	int rc;
 
-	(void)kind;
 	if (id >= p->cap) {
 		uint32_t n = p->cap ? 2 * p->cap : 1024;
 		uint64_t *x, *y;
+		unsigned char *z;
 		while (n <= id)
 			n *= 2;
 		x = realloc(p->addr, n * sizeof(*x));
@@ -464,13 +496,20 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		if (!y)
 			return GM_ENOMEM;
 		p->req = y;
+		z = realloc(p->kind, n);
+		if (!z)
+			return GM_ENOMEM;
+		p->kind = z;
 		p->cap = n;
 	}
 	rc = gm_pool_alloc(p->pool, bytes, 0, &a);
 	if (rc)
 		return rc;
+	p->kind[id] = (unsigned char)kind;
 	if (p->obs) {
-		rc = p->obs->event(p->obs->ctx, true, a, bytes);
+		struct gm_step_event ev = {kind, p->phase, p->step,
+					   gm_pool_reserved(p->pool)};
+		rc = p->obs->event(p->obs->ctx, true, a, bytes, &ev);
 		if (rc)
 			return rc;
 	}
@@ -499,21 +538,27 @@ static int rp_free(void *ctx, uint32_t id)
 	struct rp *p = ctx;
 	int rc;
 
-	if (p->obs) {
-		rc = p->obs->event(p->obs->ctx, false, p->addr[id],
-				   p->req[id]);
-		if (rc)
-			return rc;
-	}
 	p->live -= (double)p->req[id];
 	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
 	p->nlive--;
-	return gm_pool_free(p->pool, p->addr[id]);
+	rc = gm_pool_free(p->pool, p->addr[id]);
+	if (!rc && p->obs) {
+		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
+					   gm_pool_reserved(p->pool)};
+		rc = p->obs->event(p->obs->ctx, false, p->addr[id],
+				   p->req[id], &ev);
+	}
+	return rc;
 }
 
 static void rp_step(void *ctx, unsigned step)
 {
 	((struct rp *)ctx)->step = step;
+}
+
+static void rp_phase(void *ctx, enum gm_step_phase ph)
+{
+	((struct rp *)ctx)->phase = ph;
 }
 
 static int replay_once(const struct gm_step *st, uint64_t total,
@@ -523,7 +568,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_sim_options so = {.total_bytes = total};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs};
-	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step};
+	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -544,6 +589,7 @@ out:
 	be->ops->destroy(be);
 	free(p.addr);
 	free(p.req);
+	free(p.kind);
 	return rc;
 }
 

@@ -33,6 +33,16 @@ enum gm_step_kind {
 	GM_SK_KV, GM_SK_N
 };
 
+/* Which part of a step an allocation belongs to (for traces). */
+enum gm_step_phase {
+	GM_SP_SETUP, GM_SP_FORWARD, GM_SP_LOSS, GM_SP_BACKWARD,
+	GM_SP_OPTIMIZER, GM_SP_INFER, GM_SP_TEARDOWN, GM_SP_N
+};
+
+/* Short names ("weight", ...; "forward", ...) for traces. */
+const char *gm_step_kind_name(enum gm_step_kind k);
+const char *gm_step_phase_name(enum gm_step_phase p);
+
 /* Where a parameter tensor sits in the forward order. */
 enum gm_step_where { GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD };
 
@@ -90,6 +100,7 @@ struct gm_step_sink {
 	int (*free)(void *ctx, uint32_t id);
 	void (*step)(void *ctx, unsigned step); /* a step begins; may be
 						 * NULL */
+	void (*phase)(void *ctx, enum gm_step_phase ph); /* may be NULL */
 };
 
 /*
@@ -122,18 +133,27 @@ struct gm_step_result {
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
 
+/* What an observer learns beyond the pool call. */
+struct gm_step_event {
+	enum gm_step_kind kind;   /* of the allocation (freed or made) */
+	enum gm_step_phase phase; /* of the step when it happened */
+	unsigned step;            /* 0 = before the first */
+	uint64_t reserved;        /* the pool's reserved bytes after it */
+};
+
 /*
  * Sees every pool call of a replay (gpumem plan --trace writes them as
  * RMM CSV): begin() before each replay (a second one follows when the
  * step did not fit the card: what came before it is void), then one
- * event per allocate (alloc true) or free, with the pool's address and
- * the requested bytes. event() returns 0 or a negative GM_E*, which ends
+ * event per allocate (alloc true) or free, with the pool's address, the
+ * requested bytes and info. event() returns 0 or a negative GM_E*, which ends
  * the replay.
  */
 struct gm_step_observer {
 	void *ctx;
 	int (*begin)(void *ctx);
-	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes);
+	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		     const struct gm_step_event *info);
 };
 
 /* gm_step_replay() with an observer (obs may be NULL). */

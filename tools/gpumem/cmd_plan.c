@@ -75,6 +75,7 @@ struct trace_buf {
 	struct trace_ev {
 		uint64_t addr, bytes;
 		bool alloc;
+		struct gm_step_event info;
 	} *ev;
 	size_t n, cap;
 };
@@ -85,7 +86,8 @@ static int trace_begin(void *ctx)
 	return 0;
 }
 
-static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes)
+static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		       const struct gm_step_event *info)
 {
 	struct trace_buf *t = ctx;
 
@@ -97,12 +99,15 @@ static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes)
 		t->ev = e;
 		t->cap = n;
 	}
-	t->ev[t->n++] = (struct trace_ev){addr, bytes, alloc};
+	t->ev[t->n++] = (struct trace_ev){addr, bytes, alloc, *info};
 	return 0;
 }
 
 /* Write t as RMM CSV (one thread, stream 0, Time = the event's index in
- * microseconds) to path, atomically. 0 or GM_EIO (diag says why). */
+ * microseconds) to path, atomically, with three more columns (readers
+ * of RMM logs skip unknown ones): Step (0 = before the first), Tag
+ * ("phase/kind" of the allocation, step.h) and Reserved (the pool's
+ * reserved bytes after the call). 0 or GM_EIO (diag says why). */
 static int trace_write(const char *path, const struct trace_buf *t,
 		       struct gm_diag *diag)
 {
@@ -112,11 +117,18 @@ static int trace_write(const char *path, const struct trace_buf *t,
 
 	if (rc)
 		return rc;
-	ok = fputs("Thread,Time,Action,Pointer,Size,Stream\n", f.fp) >= 0;
-	for (size_t i = 0; ok && i < t->n; i++)
-		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x0\n",
-			     i, t->ev[i].alloc ? "allocate" : "free",
-			     t->ev[i].addr, t->ev[i].bytes) > 0;
+	ok = fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
+		   "Reserved\n", f.fp) >= 0;
+	for (size_t i = 0; ok && i < t->n; i++) {
+		const struct trace_ev *e = &t->ev[i];
+		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x0,"
+			     "%u,%s/%s,%" PRIu64 "\n", i,
+			     e->alloc ? "allocate" : "free", e->addr,
+			     e->bytes, e->info.step,
+			     gm_step_phase_name(e->info.phase),
+			     gm_step_kind_name(e->info.kind),
+			     e->info.reserved) > 0;
+	}
 	if (!ok)
 		gm_diag_set(diag, GM_EIO, "%s: cannot write", path);
 	if (gm_file_end(&f, ok, diag))

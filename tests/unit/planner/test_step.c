@@ -78,7 +78,7 @@ static void c_step(void *ctx, unsigned s)
 static struct count *count_emit(const struct gm_step *st)
 {
 	struct count *c = calloc(1, sizeof(*c));
-	struct gm_step_sink sk = {c, c_alloc, c_free, c_step};
+	struct gm_step_sink sk = {c, c_alloc, c_free, c_step, NULL};
 
 	assert_non_null(c);
 	assert_int_equal(gm_step_emit(st, &sk), 0);
@@ -203,7 +203,7 @@ static void bad_description(void **state)
 {
 	struct gm_step st = small_step(1);
 	struct count c0;
-	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL};
+	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL, NULL};
 
 	(void)state;
 	st.layers = 0;
