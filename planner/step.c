@@ -13,11 +13,14 @@
  *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
  *    batches in flight: one autocast region per step), its saved tensors
  *    in order, then its largest transient, allocated and freed at once;
- *  - the loss: the logits in the compute dtype, the fp32 copy
- *    (logits.float() in transformers' ForCausalLMLoss), log_softmax's
- *    output; the copy is freed; in backward nll_loss's and log_softmax's
- *    fp32 gradients, then the head's weight gradient (the model counts
- *    it with the loss); the three fp32 tensors are freed;
+ *  - the loss: with a loss program (gm_step.loss, model.c's
+ *    loss_program(): each logits-sized tensor as the H200 traces show
+ *    it, allocated and freed in PyTorch's order) its forward part, and
+ *    its backward part before the head's weight gradient; else the
+ *    older aggregate: the logits in the compute dtype, the fp32 copy,
+ *    log_softmax's output; the copy is freed; in backward nll_loss's and
+ *    log_softmax's fp32 gradients, then the head's weight gradient; the
+ *    three fp32 tensors are freed;
  *  - backward of each block, last first: its transient (for
  *    checkpointing, the recomputed forward is part of it), then its saved
  *    tensors and autocast copies are freed and its gradients allocated
@@ -100,6 +103,7 @@ struct em {
 	uint32_t *emb;            /* in_flight */
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint32_t head_saved, held, lp[3], ws;
+	uint32_t loss[GM_STEP_LOSS_IDS];
 	uint32_t *comm;          /* every data-parallel buffer */
 	size_t ncomm;
 	bool have_states;
@@ -209,6 +213,20 @@ static void transient(struct em *e)
 	efree(e, &t);
 }
 
+/* Run loss ops [from, to) of the program (step.h). */
+static void loss_ops(struct em *e, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		const struct gm_step_lossop *o = &e->st->loss[i];
+		if (o->alloc) {
+			efree(e, &e->loss[o->id]);
+			e->loss[o->id] = ealloc(e, o->bytes, GM_SK_LOGITS);
+		}
+		else
+			efree(e, &e->loss[o->id]);
+	}
+}
+
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -224,7 +242,10 @@ static void forward(struct em *e, uint64_t slot)
 	}
 	cache_ref(e, e->L, true);
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
-	if (st->logits_held > 0 || st->logits_piece > 0) {
+	if (st->n_loss > 0) {
+		phase(e->sk, GM_SP_LOSS);
+		loss_ops(e, 0, st->n_loss_fwd);
+	} else if (st->logits_held > 0 || st->logits_piece > 0) {
 		uint32_t copy;
 		phase(e->sk, GM_SP_LOSS);
 		e->held = ealloc(e, st->logits_held, GM_SK_LOGITS);
@@ -239,13 +260,17 @@ static void backward(struct em *e, uint64_t slot)
 	const struct gm_step *st = e->st;
 
 	phase(e->sk, GM_SP_BACKWARD);
-	if (st->logits_piece > 0) {
+	if (st->n_loss > 0) {
+		loss_ops(e, st->n_loss_fwd, st->n_loss);
+	} else if (st->logits_piece > 0) {
 		e->lp[1] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[2] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 	}
 	grads_of(e, 0, GM_STEP_HEAD, true);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		efree(e, &e->loss[k]);
 	for (uint64_t l = e->L; l-- > 0;) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		transient(e);
@@ -361,6 +386,8 @@ static void em_free_all(struct em *e)
 	efree(e, &e->head_saved);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		efree(e, &e->loss[k]);
 	for (size_t j = 0; j < n; j++) {
 		efree(e, &e->c[j]);
 		efree(e, &e->g[j]);
@@ -391,6 +418,14 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	size_t n, na;
 	int rc;
 
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		e.loss[k] = NONE;
+	if (st->n_loss < 0 || st->n_loss > GM_STEP_LOSS_OPS ||
+	    st->n_loss_fwd < 0 || st->n_loss_fwd > st->n_loss)
+		return GM_EINVAL;
+	for (int i = 0; i < st->n_loss; i++)
+		if (st->loss[i].id >= GM_STEP_LOSS_IDS)
+			return GM_EINVAL;
 	if (!st->layers || !st->steps || !st->ga || !st->in_flight ||
 	    !st->micro_max || st->n_param < 0 || st->n_param > GM_PARAMS_MAX ||
 	    st->n_act < 0 || st->n_act > GM_ACT_MAX || st->n_comm < 0 ||

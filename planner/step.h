@@ -48,6 +48,16 @@ enum gm_step_where { GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD };
 
 #define GM_STEP_STATES 4
 
+/* One step of the loss's allocation program (see gm_step.loss). */
+struct gm_step_lossop {
+	bool alloc;     /* allocate slot id (else free it) */
+	unsigned char id; /* 0 .. GM_STEP_LOSS_IDS - 1 */
+	double bytes;   /* alloc: bytes */
+};
+
+#define GM_STEP_LOSS_OPS 16
+#define GM_STEP_LOSS_IDS 8
+
 /* One parameter tensor of the stage (a LAYER tensor: one per block). */
 struct gm_step_param {
 	enum gm_step_where where;
@@ -78,6 +88,13 @@ struct gm_step {
 	double logits_held;     /* training: logits in the compute dtype */
 	double logits_piece;    /* training: each of the 3 fp32 tensors of
 				 * the loss (copy, log_softmax, gradients) */
+	/* training, when n_loss > 0 (then logits_held and logits_piece are
+	 * not used): the logits and loss tensors as PyTorch allocates and
+	 * frees them, loss[0 .. n_loss_fwd) at the end of the forward,
+	 * loss[n_loss_fwd .. n_loss) at the start of the backward; what is
+	 * still live then is freed after the head's gradients */
+	int n_loss, n_loss_fwd;
+	struct gm_step_lossop loss[GM_STEP_LOSS_OPS];
 	bool opt_tmp_per_tensor; /* Adafactor: 3 temporaries per tensor,
 				  * freed before the next; else one foreach
 				  * list over all tensors */
