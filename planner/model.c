@@ -247,6 +247,85 @@ static double logits_per_token(const struct ctx *c)
 	return (double)m->vocab_size * 12 / c->t;
 }
 
+static void lop(struct gm_step *st, bool alloc, int id, double bytes)
+{
+	if (st->n_loss < GM_STEP_LOSS_OPS)
+		st->loss[st->n_loss++] = (struct gm_step_lossop){alloc,
+			(unsigned char)id, bytes};
+}
+
+/*
+ * The logits and loss tensors in the order PyTorch allocates and frees
+ * them (step.h's loss program), n = tokens x vocab (/ t) elements,
+ * C = the logits' bytes (the compute dtype), read off the H200 traces
+ * (tests/data/calibration/traces, tools/measure/trace_compare.py):
+ *  - causal LM (transformers' ForCausalLMLoss): forward: logits (C), with
+ *    C < 4 their fp32 copy (logits.float()), log_softmax's fp32 output
+ *    (saved); the copy, then the logits are freed (the harness keeps
+ *    only the loss). Backward: nll_loss's fp32 gradient, log_softmax's
+ *    fp32 input gradient; the first and the saved output are freed; with
+ *    C < 4 the gradient cast back to C (the copy's backward) and the
+ *    fp32 one freed, then that one too; the last (fp32) is freed after
+ *    the head's gradients.
+ *  - BertForMaskedLM (CrossEntropyLoss on the logits): under autocast
+ *    (L = 4, fp32 log_softmax) the forward also keeps a C-sized tensor
+ *    for the backward (the autocast cast of cross_entropy's input); its
+ *    backward frees the saved output before the C-sized gradients.
+ *    Without autocast, as the causal fp32 case with C-sized tensors.
+ * Live bytes peak at 12 B per logit (causal), 2 L + C (BERT): the
+ * figures of logits_per_token().
+ */
+static void loss_program(const struct ctx *c, struct gm_step *st,
+			 double tok)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double n = tok * (double)m->vocab_size / c->t, C = c->full.compute;
+
+	st->n_loss = 0;
+	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size || !c->last)
+		return;
+	if (m->architecture == GM_ARCH_BERT && c->full.autocast) {
+		lop(st, true, 0, n * C);        /* logits */
+		lop(st, true, 1, n * C);        /* kept for backward */
+		lop(st, true, 2, n * 4);        /* log_softmax output */
+		lop(st, false, 0, 0);
+		st->n_loss_fwd = st->n_loss;
+		lop(st, true, 3, n * 4);        /* nll_loss gradient */
+		lop(st, false, 2, 0);
+		lop(st, true, 4, n * C);        /* log_softmax gradient */
+		lop(st, false, 3, 0);
+		lop(st, true, 5, n * C);        /* through the cast */
+		lop(st, false, 4, 0);
+		lop(st, false, 1, 0);
+		return;
+	}
+	if (m->architecture == GM_ARCH_BERT)
+		C = c->full.compute;
+	lop(st, true, 0, n * C);                /* logits */
+	if (m->architecture != GM_ARCH_BERT && C < 4)
+		lop(st, true, 1, n * 4);        /* logits.float() */
+	lop(st, true, 2, n * (m->architecture == GM_ARCH_BERT ? C : 4));
+	lop(st, false, 1, 0);
+	lop(st, false, 0, 0);
+	st->n_loss_fwd = st->n_loss;
+	if (m->architecture == GM_ARCH_BERT) {
+		lop(st, true, 3, n * C);
+		lop(st, true, 4, n * C);
+		lop(st, false, 3, 0);
+		lop(st, false, 2, 0);
+		return;
+	}
+	lop(st, true, 3, n * 4);                /* nll_loss gradient */
+	lop(st, true, 4, n * 4);                /* log_softmax gradient */
+	lop(st, false, 3, 0);
+	lop(st, false, 2, 0);
+	if (C < 4) {
+		lop(st, true, 5, n * C);        /* cast back to the logits' */
+		lop(st, false, 4, 0);
+		lop(st, false, 5, 0);           /* before the head's grads */
+	}
+}
+
 /* Gradient accumulation: micro-batches emitted per step in the replay
  * (step.h): the in-flight ones, then two more that repeat the steady
  * state. */
@@ -366,7 +445,9 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 	st->workspace = c->ws;
 	st->layers = c->layers;
 	st->steps = 2;
-	if (gm_step_replay(st, c->alloc_cap ? c->alloc_cap : 512, &T->sim)) {
+	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
+				    &T->sim, c->r == c->o->trace_stage ?
+				    c->o->trace : NULL)) {
 		/* host memory ran out: keep the analytic figure */
 		memset(&T->sim, 0, sizeof(T->sim));
 		return;
@@ -385,7 +466,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	struct gm_blocks fb = {0}, op = {0}, *both[2] = {&fb, &op};
 	double act, layer_saved, head_saved = 0, emb = 0, lg, held, trans;
 	double comm = 0, cache, grads_fb, opt_tmp, ws;
-	double tail, tail_grads = 0, tail_tmp = 0;
+	double tail, tail_grads = 0, tail_tmp = 0, lg_last, fb_mid;
+	struct gm_parts mid_parts = {0};
 	unsigned zero = sp->parallelism.zero_stage;
 
 	for (int i = 0; i < c->pl->n; i++)
@@ -438,6 +520,14 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE) -
 			 gm_act_layer_saved(&l, &d, GM_CKPT_SELECTIVE);
 	lg = c->last ? tok * logits_per_token(c) : 0;
+	/* the loss tensor still live when the head's gradients appear
+	 * (loss_program()): log_softmax's fp32 input gradient of an fp32
+	 * causal LM, BERT's C-sized one; 16-bit causal LMs free theirs
+	 * first */
+	lg_last = lg > 0 && (sp->model.architecture == GM_ARCH_BERT ||
+			     c->full.compute >= 4) ?
+		  tok * (double)sp->model.vocab_size / c->t *
+		  c->full.compute : 0;
 	held = 0;
 	T->logits = lg;
 
@@ -563,8 +653,33 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		gm_blocks_add(&op, opt_tmp / (double)(c->layers + 1),
 			      (double)c->layers + 1, true);
 
-	T->phase_allocated[0] = act + grads_fb + cache +
-				(lg > trans + held ? lg : trans + held);
+	/* The loss and the last block's backward, three moments (the order
+	 * of loss_program()): log_softmax's backward with every loss tensor
+	 * (lg) before the head's gradients exist; the head's gradients
+	 * (grads_fb without accumulation) with the one loss tensor still
+	 * live then (lg_last); the last block's transient with them. */
+	{
+		double hg = c->ga <= 1 ? grads_fb : 0, base = grads_fb - hg;
+		double m_a = lg, m_b = lg_last + hg, m_c = trans + held + hg;
+		double mid = m_a >= m_b && m_a >= m_c ? m_a :
+			     m_b >= m_c ? m_b : m_c;
+
+		T->phase_allocated[0] = act + base + cache + mid;
+		fb_mid = T->phase_allocated[0];
+		if (mid == m_a) {
+			mid_parts.gradients = base;
+			mid_parts.logits = lg;
+			mid_parts.temporary = cache;
+		} else if (mid == m_b) {
+			mid_parts.gradients = grads_fb;
+			mid_parts.logits = lg_last;
+			mid_parts.temporary = cache;
+		} else {
+			mid_parts.gradients = grads_fb;
+			mid_parts.logits = held;
+			mid_parts.temporary = cache + trans;
+		}
+	}
 	if (tail > T->phase_allocated[0])
 		T->phase_allocated[0] = tail;
 	T->phase_allocated[0] += T->weights + T->optimizer_states + comm + ws;
@@ -577,17 +692,15 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	if (T->phase_allocated[0] >= T->phase_allocated[1]) {
 		T->peak_phase = GM_PHASE_FWD_BWD;
 		T->peak_allocated = T->phase_allocated[0];
-		if (tail > act + grads_fb + cache +
-			   (lg > trans + held ? lg : trans + held)) {
+		if (tail > fb_mid) {
 			T->at_peak.gradients = tail_grads;
 			T->at_peak.activations = emb + layer_saved;
 			T->at_peak.temporary = tail_tmp;
 		} else {
-			T->at_peak.gradients = grads_fb;
+			T->at_peak.gradients = mid_parts.gradients;
 			T->at_peak.activations = act;
-			T->at_peak.logits = lg > trans + held ? lg : held;
-			T->at_peak.temporary = cache +
-				(lg > trans + held ? 0 : trans);
+			T->at_peak.logits = mid_parts.logits;
+			T->at_peak.temporary = mid_parts.temporary;
 		}
 	} else {
 		T->peak_phase = GM_PHASE_OPTIMIZER;
@@ -623,6 +736,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 					st.act[st.n_act++] =
 						gm_act_tensor_bytes(&l.t[i],
 								    &d);
+		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
 		step_replay(c, &st, T);
 	}
@@ -795,6 +909,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 			best = c.r;
 	}
 	out->per_gpu = out->stages[best];
+	out->per_gpu_stage = best;
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
 	{
 		/* in double, then saturated: a huge plan must not overflow */

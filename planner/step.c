@@ -13,11 +13,14 @@
  *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
  *    batches in flight: one autocast region per step), its saved tensors
  *    in order, then its largest transient, allocated and freed at once;
- *  - the loss: the logits in the compute dtype, the fp32 copy
- *    (logits.float() in transformers' ForCausalLMLoss), log_softmax's
- *    output; the copy is freed; in backward nll_loss's and log_softmax's
- *    fp32 gradients, then the head's weight gradient (the model counts
- *    it with the loss); the three fp32 tensors are freed;
+ *  - the loss: with a loss program (gm_step.loss, model.c's
+ *    loss_program(): each logits-sized tensor as the H200 traces show
+ *    it, allocated and freed in PyTorch's order) its forward part, and
+ *    its backward part before the head's weight gradient; else the
+ *    older aggregate: the logits in the compute dtype, the fp32 copy,
+ *    log_softmax's output; the copy is freed; in backward nll_loss's and
+ *    log_softmax's fp32 gradients, then the head's weight gradient; the
+ *    three fp32 tensors are freed;
  *  - backward of each block, last first: its transient (for
  *    checkpointing, the recomputed forward is part of it), then its saved
  *    tensors and autocast copies are freed and its gradients allocated
@@ -60,6 +63,30 @@
 
 #define NONE UINT32_MAX
 
+const char *gm_step_kind_name(enum gm_step_kind k)
+{
+	static const char *const n[GM_SK_N] = {
+		"weight", "workspace", "comm", "state", "grad", "act",
+		"cache", "transient", "logits", "opt_tmp", "kv"};
+
+	return (unsigned)k < GM_SK_N ? n[k] : "?";
+}
+
+const char *gm_step_phase_name(enum gm_step_phase p)
+{
+	static const char *const n[GM_SP_N] = {
+		"setup", "forward", "loss", "backward", "optimizer",
+		"inference", "teardown"};
+
+	return (unsigned)p < GM_SP_N ? n[p] : "?";
+}
+
+static void phase(const struct gm_step_sink *sk, enum gm_step_phase ph)
+{
+	if (sk->phase)
+		sk->phase(sk->ctx, ph);
+}
+
 /* The emitter: slots for ids and the ids of what is live. */
 struct em {
 	const struct gm_step *st;
@@ -76,6 +103,7 @@ struct em {
 	uint32_t *emb;            /* in_flight */
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint32_t head_saved, held, lp[3], ws;
+	uint32_t loss[GM_STEP_LOSS_IDS];
 	uint32_t *comm;          /* every data-parallel buffer */
 	size_t ncomm;
 	bool have_states;
@@ -185,10 +213,25 @@ static void transient(struct em *e)
 	efree(e, &t);
 }
 
+/* Run loss ops [from, to) of the program (step.h). */
+static void loss_ops(struct em *e, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		const struct gm_step_lossop *o = &e->st->loss[i];
+		if (o->alloc) {
+			efree(e, &e->loss[o->id]);
+			e->loss[o->id] = ealloc(e, o->bytes, GM_SK_LOGITS);
+		}
+		else
+			efree(e, &e->loss[o->id]);
+	}
+}
+
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 
+	phase(e->sk, GM_SP_FORWARD);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
@@ -199,8 +242,12 @@ static void forward(struct em *e, uint64_t slot)
 	}
 	cache_ref(e, e->L, true);
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
-	if (st->logits_held > 0 || st->logits_piece > 0) {
+	if (st->n_loss > 0) {
+		phase(e->sk, GM_SP_LOSS);
+		loss_ops(e, 0, st->n_loss_fwd);
+	} else if (st->logits_held > 0 || st->logits_piece > 0) {
 		uint32_t copy;
+		phase(e->sk, GM_SP_LOSS);
 		e->held = ealloc(e, st->logits_held, GM_SK_LOGITS);
 		copy = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[0] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
@@ -212,13 +259,18 @@ static void backward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 
-	if (st->logits_piece > 0) {
+	phase(e->sk, GM_SP_BACKWARD);
+	if (st->n_loss > 0) {
+		loss_ops(e, st->n_loss_fwd, st->n_loss);
+	} else if (st->logits_piece > 0) {
 		e->lp[1] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[2] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 	}
 	grads_of(e, 0, GM_STEP_HEAD, true);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		efree(e, &e->loss[k]);
 	for (uint64_t l = e->L; l-- > 0;) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		transient(e);
@@ -243,6 +295,7 @@ static void optimizer(struct em *e)
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 	uint32_t *tmp;
 
+	phase(e->sk, GM_SP_OPTIMIZER);
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
 			const struct gm_step_param *p = &st->p[j % e->np];
@@ -304,6 +357,7 @@ static void infer_pass(struct em *e)
 	const struct gm_step *st = e->st;
 	uint32_t prev = e->held;
 
+	phase(e->sk, GM_SP_INFER);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *kv = &e->a[2 * l];
 		if (!e->cref[l])
@@ -332,6 +386,8 @@ static void em_free_all(struct em *e)
 	efree(e, &e->head_saved);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		efree(e, &e->loss[k]);
 	for (size_t j = 0; j < n; j++) {
 		efree(e, &e->c[j]);
 		efree(e, &e->g[j]);
@@ -362,6 +418,14 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	size_t n, na;
 	int rc;
 
+	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
+		e.loss[k] = NONE;
+	if (st->n_loss < 0 || st->n_loss > GM_STEP_LOSS_OPS ||
+	    st->n_loss_fwd < 0 || st->n_loss_fwd > st->n_loss)
+		return GM_EINVAL;
+	for (int i = 0; i < st->n_loss; i++)
+		if (st->loss[i].id >= GM_STEP_LOSS_IDS)
+			return GM_EINVAL;
 	if (!st->layers || !st->steps || !st->ga || !st->in_flight ||
 	    !st->micro_max || st->n_param < 0 || st->n_param > GM_PARAMS_MAX ||
 	    st->n_act < 0 || st->n_act > GM_ACT_MAX || st->n_comm < 0 ||
@@ -415,6 +479,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 			infer_pass(&e);
 	}
 	rc = e.err;
+	phase(sink, GM_SP_TEARDOWN);
 	em_free_all(&e);
 	if (!rc)
 		rc = e.err;
@@ -435,11 +500,14 @@ out:
 struct rp {
 	struct gm_pool *pool;
 	uint64_t *addr, *req;
+	unsigned char *kind;
 	uint32_t cap;
 	unsigned step;
+	enum gm_step_phase phase;
 	double live, live_alloc;
 	uint64_t nlive;
 	struct gm_step_result *r;
+	const struct gm_step_observer *obs;
 };
 
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
@@ -449,10 +517,10 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	uint64_t a, res;
 	int rc;
 
-	(void)kind;
 	if (id >= p->cap) {
 		uint32_t n = p->cap ? 2 * p->cap : 1024;
 		uint64_t *x, *y;
+		unsigned char *z;
 		while (n <= id)
 			n *= 2;
 		x = realloc(p->addr, n * sizeof(*x));
@@ -463,11 +531,23 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		if (!y)
 			return GM_ENOMEM;
 		p->req = y;
+		z = realloc(p->kind, n);
+		if (!z)
+			return GM_ENOMEM;
+		p->kind = z;
 		p->cap = n;
 	}
 	rc = gm_pool_alloc(p->pool, bytes, 0, &a);
 	if (rc)
 		return rc;
+	p->kind[id] = (unsigned char)kind;
+	if (p->obs) {
+		struct gm_step_event ev = {kind, p->phase, p->step,
+					   gm_pool_reserved(p->pool)};
+		rc = p->obs->event(p->obs->ctx, true, a, bytes, &ev);
+		if (rc)
+			return rc;
+	}
 	p->addr[id] = a;
 	p->req[id] = bytes;
 	p->live += (double)bytes;
@@ -491,11 +571,19 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 static int rp_free(void *ctx, uint32_t id)
 {
 	struct rp *p = ctx;
+	int rc;
 
 	p->live -= (double)p->req[id];
 	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
 	p->nlive--;
-	return gm_pool_free(p->pool, p->addr[id]);
+	rc = gm_pool_free(p->pool, p->addr[id]);
+	if (!rc && p->obs) {
+		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
+					   gm_pool_reserved(p->pool)};
+		rc = p->obs->event(p->obs->ctx, false, p->addr[id],
+				   p->req[id], &ev);
+	}
+	return rc;
 }
 
 static void rp_step(void *ctx, unsigned step)
@@ -503,16 +591,27 @@ static void rp_step(void *ctx, unsigned step)
 	((struct rp *)ctx)->step = step;
 }
 
+static void rp_phase(void *ctx, enum gm_step_phase ph)
+{
+	((struct rp *)ctx)->phase = ph;
+}
+
 static int replay_once(const struct gm_step *st, uint64_t total,
-		       struct gm_step_result *out)
+		       struct gm_step_result *out,
+		       const struct gm_step_observer *obs)
 {
 	struct gm_sim_options so = {.total_bytes = total};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out};
-	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step};
+	struct rp p = {.r = out, .obs = obs};
+	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	if (obs && obs->begin) {
+		rc = obs->begin(obs->ctx);
+		if (rc)
+			return rc;
+	}
 	rc = gm_sim_backend_create(&be, &so);
 	if (rc)
 		return rc;
@@ -525,21 +624,30 @@ out:
 	be->ops->destroy(be);
 	free(p.addr);
 	free(p.req);
+	free(p.kind);
 	return rc;
 }
 
 /* A card no step reaches: 1 PiB. */
 #define UNLIMITED ((uint64_t)1 << 50)
 
-int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
-		   struct gm_step_result *out)
+int gm_step_replay_observed(const struct gm_step *st,
+			    uint64_t capacity_bytes,
+			    struct gm_step_result *out,
+			    const struct gm_step_observer *obs)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out);
+			     out, obs);
 
 	if (rc != GM_EDEVNOMEM && rc != GM_ELIMIT)
 		return rc;
-	rc = replay_once(st, UNLIMITED, out);
+	rc = replay_once(st, UNLIMITED, out, obs);
 	out->unlimited = true;
 	return rc;
+}
+
+int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
+		   struct gm_step_result *out)
+{
+	return gm_step_replay_observed(st, capacity_bytes, out, NULL);
 }

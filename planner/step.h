@@ -33,10 +33,30 @@ enum gm_step_kind {
 	GM_SK_KV, GM_SK_N
 };
 
+/* Which part of a step an allocation belongs to (for traces). */
+enum gm_step_phase {
+	GM_SP_SETUP, GM_SP_FORWARD, GM_SP_LOSS, GM_SP_BACKWARD,
+	GM_SP_OPTIMIZER, GM_SP_INFER, GM_SP_TEARDOWN, GM_SP_N
+};
+
+/* Short names ("weight", ...; "forward", ...) for traces. */
+const char *gm_step_kind_name(enum gm_step_kind k);
+const char *gm_step_phase_name(enum gm_step_phase p);
+
 /* Where a parameter tensor sits in the forward order. */
 enum gm_step_where { GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD };
 
 #define GM_STEP_STATES 4
+
+/* One step of the loss's allocation program (see gm_step.loss). */
+struct gm_step_lossop {
+	bool alloc;     /* allocate slot id (else free it) */
+	unsigned char id; /* 0 .. GM_STEP_LOSS_IDS - 1 */
+	double bytes;   /* alloc: bytes */
+};
+
+#define GM_STEP_LOSS_OPS 16
+#define GM_STEP_LOSS_IDS 8
 
 /* One parameter tensor of the stage (a LAYER tensor: one per block). */
 struct gm_step_param {
@@ -68,6 +88,13 @@ struct gm_step {
 	double logits_held;     /* training: logits in the compute dtype */
 	double logits_piece;    /* training: each of the 3 fp32 tensors of
 				 * the loss (copy, log_softmax, gradients) */
+	/* training, when n_loss > 0 (then logits_held and logits_piece are
+	 * not used): the logits and loss tensors as PyTorch allocates and
+	 * frees them, loss[0 .. n_loss_fwd) at the end of the forward,
+	 * loss[n_loss_fwd .. n_loss) at the start of the backward; what is
+	 * still live then is freed after the head's gradients */
+	int n_loss, n_loss_fwd;
+	struct gm_step_lossop loss[GM_STEP_LOSS_OPS];
 	bool opt_tmp_per_tensor; /* Adafactor: 3 temporaries per tensor,
 				  * freed before the next; else one foreach
 				  * list over all tensors */
@@ -90,6 +117,7 @@ struct gm_step_sink {
 	int (*free)(void *ctx, uint32_t id);
 	void (*step)(void *ctx, unsigned step); /* a step begins; may be
 						 * NULL */
+	void (*phase)(void *ctx, enum gm_step_phase ph); /* may be NULL */
 };
 
 /*
@@ -121,5 +149,34 @@ struct gm_step_result {
  */
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
+
+/* What an observer learns beyond the pool call. */
+struct gm_step_event {
+	enum gm_step_kind kind;   /* of the allocation (freed or made) */
+	enum gm_step_phase phase; /* of the step when it happened */
+	unsigned step;            /* 0 = before the first */
+	uint64_t reserved;        /* the pool's reserved bytes after it */
+};
+
+/*
+ * Sees every pool call of a replay (gpumem plan --trace writes them as
+ * RMM CSV): begin() before each replay (a second one follows when the
+ * step did not fit the card: what came before it is void), then one
+ * event per allocate (alloc true) or free, with the pool's address, the
+ * requested bytes and info. event() returns 0 or a negative GM_E*, which ends
+ * the replay.
+ */
+struct gm_step_observer {
+	void *ctx;
+	int (*begin)(void *ctx);
+	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		     const struct gm_step_event *info);
+};
+
+/* gm_step_replay() with an observer (obs may be NULL). */
+int gm_step_replay_observed(const struct gm_step *st,
+			    uint64_t capacity_bytes,
+			    struct gm_step_result *out,
+			    const struct gm_step_observer *obs);
 
 #endif

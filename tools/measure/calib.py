@@ -34,8 +34,12 @@ class PlanError(Exception):
     pass
 
 
+# Extra arguments for every `gpumem plan` (error_table.py --reserve-model)
+PLAN_ARGS = []
+
+
 def plan(gpumem, spec, sets=(), gpu=None):
-    cmd = [gpumem, "plan", spec, "--format", "json"]
+    cmd = [gpumem, "plan", spec, "--format", "json"] + PLAN_ARGS
     for s in sets:
         cmd += ["--set", s]
     if gpu:

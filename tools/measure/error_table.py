@@ -3,7 +3,8 @@
 
     error_table.py [--gpumem build/tools/gpumem/gpumem]
                    [--manifest tests/data/calibration/manifest.json]
-                   [--summary-only] [MEASURED.json]
+                   [--summary-only] [--reserve-model analytic|simulated]
+                   [MEASURED.json]
 
 Prints the summary (median and largest |error| of peak_reserved_bytes and
 device_used_bytes, tuning vs held-out) and the per-configuration table,
@@ -31,7 +32,11 @@ def main():
     ap.add_argument("--manifest", default=os.path.join(
         ROOT, "tests", "data", "calibration", "manifest.json"))
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--reserve-model", choices=("analytic", "simulated"),
+                    help="passed to gpumem plan (default: plan's own)")
     args = ap.parse_args()
+    if args.reserve_model:
+        calib.PLAN_ARGS[:] = ["--reserve-model", args.reserve_model]
     rows, problems, env = calib.compare(args.gpumem, args.manifest,
                                         args.measured)
     print(f"Measured on {env.get('gpu_name')} (driver {env.get('driver')}, "

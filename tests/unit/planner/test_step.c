@@ -78,7 +78,7 @@ static void c_step(void *ctx, unsigned s)
 static struct count *count_emit(const struct gm_step *st)
 {
 	struct count *c = calloc(1, sizeof(*c));
-	struct gm_step_sink sk = {c, c_alloc, c_free, c_step};
+	struct gm_step_sink sk = {c, c_alloc, c_free, c_step, NULL};
 
 	assert_non_null(c);
 	assert_int_equal(gm_step_emit(st, &sk), 0);
@@ -203,7 +203,7 @@ static void bad_description(void **state)
 {
 	struct gm_step st = small_step(1);
 	struct count c0;
-	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL};
+	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL, NULL};
 
 	(void)state;
 	st.layers = 0;
@@ -441,6 +441,94 @@ static void analytic_option(void **state)
 	assert_int_equal(gm_reserve_model_parse("exact", &m), GM_EINVAL);
 }
 
+/* The logits/loss tensors of step 1 as the replay's observer sees them
+ * (allocations of kind GM_SK_LOGITS, in order). */
+struct lrec {
+	uint64_t bytes[64];
+	int n;
+};
+
+static int lrec_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		      const struct gm_step_event *info)
+{
+	struct lrec *r = ctx;
+
+	(void)addr;
+	if (alloc && info->kind == GM_SK_LOGITS && info->step == 1 &&
+	    r->n < 64)
+		r->bytes[r->n++] = bytes;
+	return 0;
+}
+
+static void loss_of(const struct gm_spec *s, struct lrec *r)
+{
+	struct gm_model_opts o = simulated();
+	struct gm_step_observer obs = {r, NULL, lrec_event};
+	struct gm_plan p;
+	struct gm_diag d;
+
+	memset(r, 0, sizeof(*r));
+	o.trace = &obs;
+	assert_int_equal(gm_plan(s, &h200, &o, &p, &d), 0);
+}
+
+/* Exact sizes of the loss program for GPT-2 124M, micro-batch 8 x 1024
+ * tokens (n = 8 * 1024 * 50257 logits), as the H200 traces show them
+ * (tests/data/calibration/traces/gpt2-124m-*-adamw): bf16-mixed: logits
+ * 2n, fp32 copy 4n, log_softmax 4n; backward 4n, 4n, cast back 2n; fp32:
+ * 4n, 4n; 4n, 4n. BERT-base MLM bf16-mixed 8 x 512 (n = 8 * 512 *
+ * 30522): 2n, 2n, 4n; 4n, 2n, 2n. */
+static void loss_program_sizes(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct lrec r;
+	uint64_t n = 8ULL * 1024 * 50257, nb = 8ULL * 512 * 30522;
+	const uint64_t mixed[] = {2 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n};
+	const uint64_t fp32[] = {4 * n, 4 * n, 4 * n, 4 * n};
+	const uint64_t bert[] = {2 * nb, 2 * nb, 4 * nb, 4 * nb, 2 * nb,
+				 2 * nb};
+
+	(void)state;
+	s.training.micro_batch_size = 8;
+	loss_of(&s, &r);
+	assert_int_equal(r.n, 6);
+	for (int i = 0; i < 6; i++)
+		assert_true(r.bytes[i] == mixed[i]);
+	s.training.precision = GM_PREC_FP32;
+	loss_of(&s, &r);
+	assert_int_equal(r.n, 4);
+	for (int i = 0; i < 4; i++)
+		assert_true(r.bytes[i] == fp32[i]);
+	s = spec_bert(GM_HEAD_MASKED_LM);
+	s.training.micro_batch_size = 8;
+	loss_of(&s, &r);
+	assert_int_equal(r.n, 6);
+	for (int i = 0; i < 6; i++)
+		assert_true(r.bytes[i] == bert[i]);
+	/* a classification head has no logits-sized tensors */
+	s = spec_bert(GM_HEAD_CLASSIFICATION);
+	loss_of(&s, &r);
+	assert_int_equal(r.n, 0);
+}
+
+/* A loss program naming a slot out of range is refused. */
+static void loss_program_bad(void **state)
+{
+	struct gm_step st = {.training = true, .steps = 1, .layers = 1,
+			     .ga = 1, .in_flight = 1, .micro_max = 1,
+			     .n_loss = 1, .n_loss_fwd = 1};
+	struct gm_step_result r;
+
+	(void)state;
+	st.loss[0] = (struct gm_step_lossop){true, GM_STEP_LOSS_IDS, 1.0};
+	assert_int_equal(gm_step_replay(&st, 0, &r), GM_EINVAL);
+	st.loss[0].id = 0;
+	st.n_loss_fwd = 2;
+	assert_int_equal(gm_step_replay(&st, 0, &r), GM_EINVAL);
+	st.n_loss_fwd = 1;
+	assert_int_equal(gm_step_replay(&st, 0, &r), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -454,6 +542,8 @@ int main(void)
 		cmocka_unit_test(accumulation_cap_is_exact),
 		cmocka_unit_test(too_big_is_replayed_unlimited),
 		cmocka_unit_test(analytic_option),
+		cmocka_unit_test(loss_program_sizes),
+		cmocka_unit_test(loss_program_bad),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
