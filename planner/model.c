@@ -366,7 +366,9 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 	st->workspace = c->ws;
 	st->layers = c->layers;
 	st->steps = 2;
-	if (gm_step_replay(st, c->alloc_cap ? c->alloc_cap : 512, &T->sim)) {
+	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
+				    &T->sim, c->r == c->o->trace_stage ?
+				    c->o->trace : NULL)) {
 		/* host memory ran out: keep the analytic figure */
 		memset(&T->sim, 0, sizeof(T->sim));
 		return;
@@ -795,6 +797,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 			best = c.r;
 	}
 	out->per_gpu = out->stages[best];
+	out->per_gpu_stage = best;
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
 	{
 		/* in double, then saturated: a huge plan must not overflow */

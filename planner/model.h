@@ -67,6 +67,10 @@ struct gm_model_opts {
 	bool paper;                /* Korthikanti's block (activations.h) */
 	uint64_t nccl_comm_bytes;  /* NCCL buffers per communicator */
 	uint64_t ddp_bucket_bytes; /* DDP bucket_cap_mb */
+	/* GM_RESERVE_SIMULATED: sees the replay of stage trace_stage
+	 * (gpumem plan --trace); NULL: none */
+	const struct gm_step_observer *trace;
+	unsigned trace_stage;
 };
 
 void gm_model_opts_default(struct gm_model_opts *o);
@@ -110,6 +114,7 @@ struct gm_plan {
 	uint64_t parameters;       /* the whole model */
 	double parameters_mismatch; /* vs `parameters:` (params.h) */
 	struct gm_terms per_gpu;   /* the most loaded stage */
+	unsigned per_gpu_stage;    /* its index in stages[] */
 	unsigned n_stages;
 	struct gm_terms stages[GM_STAGES_MAX];
 	bool fits;

@@ -440,6 +440,7 @@ struct rp {
 	double live, live_alloc;
 	uint64_t nlive;
 	struct gm_step_result *r;
+	const struct gm_step_observer *obs;
 };
 
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
@@ -468,6 +469,11 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	rc = gm_pool_alloc(p->pool, bytes, 0, &a);
 	if (rc)
 		return rc;
+	if (p->obs) {
+		rc = p->obs->event(p->obs->ctx, true, a, bytes);
+		if (rc)
+			return rc;
+	}
 	p->addr[id] = a;
 	p->req[id] = bytes;
 	p->live += (double)bytes;
@@ -491,7 +497,14 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 static int rp_free(void *ctx, uint32_t id)
 {
 	struct rp *p = ctx;
+	int rc;
 
+	if (p->obs) {
+		rc = p->obs->event(p->obs->ctx, false, p->addr[id],
+				   p->req[id]);
+		if (rc)
+			return rc;
+	}
 	p->live -= (double)p->req[id];
 	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
 	p->nlive--;
@@ -504,15 +517,21 @@ static void rp_step(void *ctx, unsigned step)
 }
 
 static int replay_once(const struct gm_step *st, uint64_t total,
-		       struct gm_step_result *out)
+		       struct gm_step_result *out,
+		       const struct gm_step_observer *obs)
 {
 	struct gm_sim_options so = {.total_bytes = total};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out};
+	struct rp p = {.r = out, .obs = obs};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	if (obs && obs->begin) {
+		rc = obs->begin(obs->ctx);
+		if (rc)
+			return rc;
+	}
 	rc = gm_sim_backend_create(&be, &so);
 	if (rc)
 		return rc;
@@ -531,15 +550,23 @@ out:
 /* A card no step reaches: 1 PiB. */
 #define UNLIMITED ((uint64_t)1 << 50)
 
-int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
-		   struct gm_step_result *out)
+int gm_step_replay_observed(const struct gm_step *st,
+			    uint64_t capacity_bytes,
+			    struct gm_step_result *out,
+			    const struct gm_step_observer *obs)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out);
+			     out, obs);
 
 	if (rc != GM_EDEVNOMEM && rc != GM_ELIMIT)
 		return rc;
-	rc = replay_once(st, UNLIMITED, out);
+	rc = replay_once(st, UNLIMITED, out, obs);
 	out->unlimited = true;
 	return rc;
+}
+
+int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
+		   struct gm_step_result *out)
+{
+	return gm_step_replay_observed(st, capacity_bytes, out, NULL);
 }

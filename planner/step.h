@@ -122,4 +122,24 @@ struct gm_step_result {
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
 
+/*
+ * Sees every pool call of a replay (gpumem plan --trace writes them as
+ * RMM CSV): begin() before each replay (a second one follows when the
+ * step did not fit the card: what came before it is void), then one
+ * event per allocate (alloc true) or free, with the pool's address and
+ * the requested bytes. event() returns 0 or a negative GM_E*, which ends
+ * the replay.
+ */
+struct gm_step_observer {
+	void *ctx;
+	int (*begin)(void *ctx);
+	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes);
+};
+
+/* gm_step_replay() with an observer (obs may be NULL). */
+int gm_step_replay_observed(const struct gm_step *st,
+			    uint64_t capacity_bytes,
+			    struct gm_step_result *out,
+			    const struct gm_step_observer *obs);
+
 #endif

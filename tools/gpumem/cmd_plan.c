@@ -1,6 +1,7 @@
 /*
  * cmd_plan.c - `gpumem plan SPEC.yaml`: load the spec, plan it on its GPU
- * (or --gpu), print the report; --svg FILE draws the breakdown.
+ * (or --gpu), print the report; --svg FILE draws the breakdown; --trace
+ * FILE writes the simulated replay's allocations as RMM CSV.
  * Exit: 0 fits, 1 does not fit, 2 bad input.
  */
 #include "cmd.h"
@@ -15,6 +16,7 @@
 #include "spec.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,7 +25,8 @@ static void help(void)
 	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
-	       "[--catalog FILE]\n\n"
+	       "[--catalog FILE]\n"
+	       "                  [--trace FILE]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
@@ -42,6 +45,10 @@ static void help(void)
 	       "(default:\n                   rounding rules + a fragmentation "
 	       "share) or simulated\n                   (the step's allocations "
 	       "replayed through the allocator core)\n"
+	       "  --trace FILE     write the replayed allocations (the most "
+	       "loaded rank's\n                   step) as the RMM CSV "
+	       "`gpumem replay` reads; implies\n                   "
+	       "--reserve-model simulated\n"
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
 }
@@ -61,6 +68,62 @@ int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
 	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
+/* The replay's pool calls, kept until the plan is done (a replay that
+ * did not fit the card is followed by one on an unlimited card, which
+ * voids what came before: begin() starts over). */
+struct trace_buf {
+	struct trace_ev {
+		uint64_t addr, bytes;
+		bool alloc;
+	} *ev;
+	size_t n, cap;
+};
+
+static int trace_begin(void *ctx)
+{
+	((struct trace_buf *)ctx)->n = 0;
+	return 0;
+}
+
+static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes)
+{
+	struct trace_buf *t = ctx;
+
+	if (t->n == t->cap) {
+		size_t n = t->cap ? 2 * t->cap : 4096;
+		struct trace_ev *e = realloc(t->ev, n * sizeof(*e));
+		if (!e)
+			return GM_ENOMEM;
+		t->ev = e;
+		t->cap = n;
+	}
+	t->ev[t->n++] = (struct trace_ev){addr, bytes, alloc};
+	return 0;
+}
+
+/* Write t as RMM CSV (one thread, stream 0, Time = the event's index in
+ * microseconds) to path, atomically. 0 or GM_EIO (diag says why). */
+static int trace_write(const char *path, const struct trace_buf *t,
+		       struct gm_diag *diag)
+{
+	struct gm_file f;
+	int rc = gm_file_begin(&f, path, diag);
+	bool ok;
+
+	if (rc)
+		return rc;
+	ok = fputs("Thread,Time,Action,Pointer,Size,Stream\n", f.fp) >= 0;
+	for (size_t i = 0; ok && i < t->n; i++)
+		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x0\n",
+			     i, t->ev[i].alloc ? "allocate" : "free",
+			     t->ev[i].addr, t->ev[i].bytes) > 0;
+	if (!ok)
+		gm_diag_set(diag, GM_EIO, "%s: cannot write", path);
+	if (gm_file_end(&f, ok, diag))
+		return GM_EIO;
+	return ok ? 0 : GM_EIO;
+}
+
 int gm_cmd_plan(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -70,10 +133,13 @@ int gm_cmd_plan(int argc, char **argv)
 		{"svg", required_argument, NULL, 'v'},
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
+		{"trace", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *gpu = NULL, *paths[2] = {NULL, NULL};
+	const char *gpu = NULL, *trace = NULL, *paths[2] = {NULL, NULL};
+	struct trace_buf tb = {0};
+	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
 	struct gm_catalog catalog = {0};
 	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
@@ -97,6 +163,9 @@ int gm_cmd_plan(int argc, char **argv)
 		case 'g':
 			gpu = optarg;
 			break;
+		case 't':
+			trace = optarg;
+			break;
 		case 'h':
 			help();
 			return GM_EXIT_OK;
@@ -109,6 +178,14 @@ int gm_cmd_plan(int argc, char **argv)
 		return gm_cmd_usage_error("plan", optind == argc ?
 					  "a spec file is needed" :
 					  "one spec file only");
+	if (trace) {
+		if (!*trace)
+			return gm_cmd_usage_error("plan", "--trace needs a "
+						  "file name");
+		a.model.reserve = GM_RESERVE_SIMULATED;
+		a.model.trace = &obs;
+		a.model.trace_stage = 0;
+	}
 	spec = calloc(1, sizeof(*spec));
 	plan = calloc(1, sizeof(*plan));
 	if (!spec || !plan) {
@@ -125,6 +202,11 @@ int gm_cmd_plan(int argc, char **argv)
 					 gpu, "--gpu", &diag);
 	if (!rc)
 		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+	if (!rc && trace && plan->per_gpu_stage != a.model.trace_stage) {
+		/* the most loaded stage is another: replay it again */
+		a.model.trace_stage = plan->per_gpu_stage;
+		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+	}
 	if (rc) {
 		gm_cmd_file_error("plan", diag.msg, paths, 2);
 		code = gm_exit_code(rc);
@@ -146,6 +228,11 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	if (trace && trace_write(trace, &tb, &diag)) {
+		fprintf(stderr, "gpumem plan: --trace: %s\n", diag.msg);
+		code = GM_EXIT_USAGE;
+		goto out;
+	}
 	v = gm_plan_report(plan);
 	if (!v || gm_emit(stdout, v, a.format)) {
 		gm_error("cannot print the report");
@@ -154,6 +241,7 @@ int gm_cmd_plan(int argc, char **argv)
 	}
 	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
 out:
+	free(tb.ev);
 	gm_catalog_free(&catalog);
 	gm_val_free(v);
 	free(plan);

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""gpumem plan --trace FILE: the RMM CSV it writes replays (gpumem replay)
+to the plan's own simulated peak_reserved_bytes and peak allocated; bad
+paths are refused with exit 2, a message naming the option, and nothing
+written.
+
+usage: check_plan_trace.py GPUMEM SPEC [SPEC ...]
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def check_spec(gpumem, spec, tmp):
+    out = os.path.join(tmp, "t.csv")
+    r = run([gpumem, "plan", spec, "--format", "json", "--trace", out])
+    if r.returncode not in (0, 1):
+        return [f"{spec}: plan --trace exit {r.returncode}: {r.stderr}"]
+    plan = json.loads(r.stdout)["per_gpu"]
+    # --trace implies the simulated model: the same figures as asking
+    # for it
+    r2 = run([gpumem, "plan", spec, "--format", "json",
+              "--reserve-model", "simulated"])
+    if json.loads(r2.stdout)["per_gpu"] != plan:
+        return [f"{spec}: --trace changed the plan"]
+    with open(out, newline="") as f:
+        rows = list(csv.reader(f))
+    errs = []
+    if rows[0] != ["Thread", "Time", "Action", "Pointer", "Size", "Stream"]:
+        errs.append(f"{spec}: header {rows[0]}")
+    live = {}
+    for row in rows[1:]:
+        addr = int(row[3], 16)
+        if row[2] == "allocate":
+            if addr in live:
+                errs.append(f"{spec}: {row[3]} allocated twice")
+            live[addr] = int(row[4])
+        elif live.pop(addr, None) is None:
+            errs.append(f"{spec}: {row[3]} freed but not live")
+    if live:
+        errs.append(f"{spec}: {len(live)} allocations never freed")
+    r = run([gpumem, "replay", out, "--format", "json",
+             "--capacity", "1024TiB"])
+    if r.returncode:
+        return errs + [f"{spec}: replay exit {r.returncode}: {r.stderr}"]
+    rep = json.loads(r.stdout)
+    for k in ("peak_reserved_bytes",):
+        if rep[k] != plan[k]:
+            errs.append(f"{spec}: {k}: replay {rep[k]}, plan {plan[k]}")
+    if abs(rep["trace_peak_requested_bytes"] -
+           plan["peak_allocated_bytes"]) > 512 * len(rows):
+        errs.append(f"{spec}: requested peak "
+                    f"{rep['trace_peak_requested_bytes']} vs plan "
+                    f"peak_allocated {plan['peak_allocated_bytes']}")
+    return errs
+
+
+def check_bad(gpumem, spec, tmp):
+    errs = []
+    d = os.path.join(tmp, "bad")
+    os.mkdir(d)
+    for path, text in ((os.path.join(d, "no", "x.csv"),
+                        "No such file or directory"),
+                       (d, "Is a directory")):
+        r = run([gpumem, "plan", spec, "--trace", path])
+        if r.returncode != 2 or "--trace" not in r.stderr or \
+                text not in r.stderr:
+            errs.append(f"--trace {path}: exit {r.returncode}, stderr "
+                        f"{r.stderr!r}")
+        if os.listdir(d):
+            errs.append(f"--trace {path}: left {os.listdir(d)}")
+    r = run([gpumem, "plan", spec, "--trace"])
+    if r.returncode != 2 or "--trace needs a value" not in r.stderr:
+        errs.append(f"--trace without a value: exit {r.returncode}, "
+                    f"{r.stderr!r}")
+    return errs
+
+
+def main():
+    gpumem, specs = sys.argv[1], sys.argv[2:]
+    errs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in specs:
+            errs += check_spec(gpumem, s, tmp)
+        errs += check_bad(gpumem, specs[0], tmp)
+    for e in errs:
+        print(e)
+    return 1 if errs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
