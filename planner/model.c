@@ -685,7 +685,7 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 {
 	struct gm_step st = {.training = false, .ga = 1, .in_flight = 1,
 			     .micro_max = 1, .steps = 1};
-	struct gm_step_peak pk;
+	struct gm_step_peak pk, tr;
 	struct gm_blocks bs = {0};
 	double P = 0, cnt, kv_end;
 	uint64_t len;
@@ -706,7 +706,7 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	st.workspace = c->ws;
 	st.layers = c->layers;
 	st.inf.last_decode_only = true;
-	if (gm_step_peak(&st, &pk)) {
+	if (gm_step_peak(&st, GM_STEP_ALL, &pk)) {
 		/* host memory ran out: the weights and the cache at least */
 		memset(&pk, 0, sizeof(pk));
 		pk.kind[GM_SK_KV] = kv_end;
@@ -723,14 +723,26 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	T->peak_allocated = T->weights + T->workspace + T->kv_cache +
 			    T->logits + T->temporary;
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		/* The segments the blocks' working set took stay cached
+		 * (PyTorch frees none while cudaMalloc succeeds): at the
+		 * peak, the weights, the cache and the head's tensors
+		 * (logits: larger than any cached block, so in a segment of
+		 * their own) come on top of the largest working set of
+		 * transients, not of what of it is still live. */
+		if (gm_step_peak(&st, 1u << GM_SK_TRANSIENT, &tr))
+			tr.n_group = 0;
 		add_param_blocks(c, &bs, c->sb.weights, 1, false, false);
 		gm_blocks_add(&bs, c->ws, 1, false);
 		for (int j = 0; j < pk.n_group; j++)
-			if (pk.group[j].kind != GM_SK_WEIGHT &&
-			    pk.group[j].kind != GM_SK_WORKSPACE)
+			if (pk.group[j].kind == GM_SK_KV ||
+			    pk.group[j].kind == GM_SK_LOGITS)
 				gm_blocks_add(&bs, pk.group[j].bytes,
 					      pk.group[j].count,
 					      pk.group[j].kind != GM_SK_KV);
+		for (int j = 0; j < tr.n_group; j++)
+			if (tr.group[j].kind == GM_SK_TRANSIENT)
+				gm_blocks_add(&bs, tr.group[j].bytes,
+					      tr.group[j].count, true);
 		T->peak_reserved = gm_reserved_from_allocated(&bs);
 	} else {
 		step_replay(c, &st, T);

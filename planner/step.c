@@ -845,6 +845,7 @@ struct pk {
 	unsigned char *kind;
 	uint32_t cap;
 	double live, kind_live[GM_SK_N];
+	unsigned mask;          /* kinds whose live bytes make the peak */
 	uint64_t events, peak_event, stop_at;
 	struct gm_step_peak *r;
 };
@@ -876,7 +877,8 @@ static int pk_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	}
 	p->bytes[id] = (double)bytes;
 	p->kind[id] = (unsigned char)kind;
-	p->live += (double)bytes;
+	if (p->mask >> kind & 1)
+		p->live += (double)bytes;
 	p->kind_live[kind] += (double)bytes;
 	if (++p->events == p->stop_at)
 		return PK_STOP;
@@ -892,7 +894,8 @@ static int pk_free(void *ctx, uint32_t id)
 {
 	struct pk *p = ctx;
 
-	p->live -= p->bytes[id];
+	if (p->mask >> p->kind[id] & 1)
+		p->live -= p->bytes[id];
 	p->kind_live[p->kind[id]] -= p->bytes[id];
 	p->bytes[id] = -1;
 	return 0;
@@ -949,9 +952,10 @@ static int pk_group(const struct pk *p, struct gm_step_peak *r)
 	return 0;
 }
 
-int gm_step_peak(const struct gm_step *st, struct gm_step_peak *out)
+int gm_step_peak(const struct gm_step *st, unsigned kinds,
+		 struct gm_step_peak *out)
 {
-	struct pk p = {.r = out};
+	struct pk p = {.r = out, .mask = kinds};
 	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL};
 	int rc;
 
@@ -961,7 +965,7 @@ int gm_step_peak(const struct gm_step *st, struct gm_step_peak *out)
 		goto out;
 	free(p.bytes);
 	free(p.kind);
-	p = (struct pk){.r = out, .stop_at = p.peak_event};
+	p = (struct pk){.r = out, .mask = kinds, .stop_at = p.peak_event};
 	{
 		struct gm_step_peak keep = *out;
 		rc = gm_step_emit(st, &sk);

@@ -126,7 +126,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink);
 #define GM_STEP_GROUPS 64
 
 struct gm_step_peak {
-	double peak;            /* live bytes as requested, at most */
+	double peak;            /* live bytes as requested (of the kinds
+				 * asked for), at most */
 	double kind[GM_SK_N];   /* of which each kind */
 	int n_group;            /* the live allocations then, grouped by
 				 * size and kind (the largest groups first
@@ -138,11 +139,15 @@ struct gm_step_peak {
 };
 
 /*
- * Emit st to a counting sink and return its peak of live bytes (the
- * first moment it is reached) with what is live then. Returns 0,
+ * Emit st to a counting sink and return the peak of the live bytes of
+ * the kinds in the bit mask kinds (1 << GM_SK_x; GM_STEP_ALL: all), the
+ * first moment it is reached, with what is live then. Returns 0,
  * GM_EINVAL or GM_ENOMEM.
  */
-int gm_step_peak(const struct gm_step *st, struct gm_step_peak *out);
+#define GM_STEP_ALL ((1u << GM_SK_N) - 1)
+
+int gm_step_peak(const struct gm_step *st, unsigned kinds,
+		 struct gm_step_peak *out);
 
 /* What a replay found. */
 struct gm_step_result {
