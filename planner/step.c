@@ -40,12 +40,10 @@
  * emitted (the replay's figures with all ga micro-batches are the same:
  * tests/unit/planner/test_step.c checks it).
  *
- * An inference pass: weights and workspace, then per block the autocast
- * copies and K and V (first pass; transformers' DynamicCache grows them
- * by torch.cat, which the block's transient carries as one block's K
- * doubled), the block's transient; then the pass's logits, while the
- * previous pass's logits are still referenced (generate() keeps
- * `outputs` until the next forward returns).
+ * An inference pass (struct gm_step_infer): the weights and workspace,
+ * then the tensors of one Hugging Face forward (or of generate(): a
+ * prefill and generate - 1 decode forwards) op by op, each with its
+ * exact size; see "Inference" below for the sources.
  */
 #include "step.h"
 
