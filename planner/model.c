@@ -757,22 +757,50 @@ static double kv_bytes(enum gm_kv_dtype k)
 	}
 }
 
-/* Inference: weights, the KV cache (transformers' DynamicCache: K and V
- * per layer, batch x (prompt + generated) x kv width; torch.cat grows it,
- * so one layer's K is transiently doubled), one block's forward transient
- * over the prompt, and the logits: the last position only while
- * generating (logits_to_keep=1, then an fp32 copy in generate()), every
- * position for a plain forward pass. */
+/* The shapes of one inference pass on this stage (step.h). */
+static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
+{
+	const struct gm_spec_inference *si = &c->spec->inference;
+	const struct gm_spec_model *m = &c->spec->model;
+	double hd = (double)m->hidden_size / (double)m->attention_heads;
+
+	memset(in, 0, sizeof(*in));
+	in->net = m->architecture == GM_ARCH_GPT2 ? GM_NET_GPT2 :
+		  m->architecture == GM_ARCH_BERT ? GM_NET_BERT : GM_NET_LLAMA;
+	in->first = c->first;
+	in->last = c->last;
+	in->lm_head = m->head != GM_HEAD_CLASSIFICATION && m->vocab_size;
+	in->batch = si->batch_size;
+	in->prompt = si->prompt_length;
+	/* an encoder has no cache to generate with: one forward pass */
+	in->generate = in->net == GM_NET_BERT ? 0 : si->generate_length;
+	in->hidden = (double)m->hidden_size;
+	in->q = (double)m->hidden_size / c->t;
+	in->kv = hd * (double)m->kv_heads / c->t;
+	in->ffn = (double)m->ffn_hidden_size / c->t;
+	in->vocab = (double)m->vocab_size / c->t;
+	in->head_dim = hd;
+	in->c = c->full.compute;
+	in->kvb = kv_bytes(si->kv_cache_dtype);
+}
+
+/*
+ * Inference: the weights, the cuBLAS workspace, and what one pass
+ * allocates, emitted tensor by tensor (step.c: every activation of each
+ * block with its exact size, the KV cache that transformers'
+ * DynamicCache grows by torch.cat, the logits: every position for a
+ * plain forward pass, the last one while generating (logits_to_keep=1),
+ * then generate()'s fp32 copies). peak_allocated is the peak of that
+ * sequence's live bytes, its terms what is live then.
+ */
 static void infer_stage(const struct ctx *c, struct gm_terms *T)
 {
-	const struct gm_spec_inference *in = &c->spec->inference;
-	const struct gm_spec_model *m = &c->spec->model;
-	double P = 0, cnt, b = (double)in->batch_size;
-	double s = (double)in->prompt_length, tot = s + in->generate_length;
-	struct gm_act_layer l;
-	struct gm_act_dims d;
+	struct gm_step st = {.training = false, .ga = 1, .in_flight = 1,
+			     .micro_max = 1, .steps = 1};
+	struct gm_step_peak pk, tr;
 	struct gm_blocks bs = {0};
-	double kv, trans, lg, ws, cache;
+	double P = 0, cnt, kv_end;
+	uint64_t len;
 
 	for (int i = 0; i < c->pl->n; i++)
 		P += stage_elems(c, &c->pl->t[i], &cnt);
@@ -780,48 +808,55 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	T->layers = c->layers;
 	T->in_flight = 1;
 	T->weights = P * c->sb.weights;
-	layer_dims(c, &d, s, b);
-	kv = 2 * (double)c->layers * b * tot * d.kv / c->t *
-	     kv_bytes(in->kv_cache_dtype);
-	T->kv_cache = kv;
-	layer_list(c, &l, false);
-	/* No autograd: the widest live set of one block is about its
-	 * saved list at once (a bound: tensors die as they are used). */
-	trans = gm_act_layer_saved(&l, &d, GM_CKPT_NONE) +
-		(c->layers ? kv / (2 * (double)c->layers) : 0);
-	lg = 0;
-	if (c->last && m->head != GM_HEAD_CLASSIFICATION)
-		lg = in->generate_length ? b * m->vocab_size *
-			(c->full.compute + 4) / c->t
-			: b * s * m->vocab_size * c->full.compute / c->t;
-	T->logits = lg;
-	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
-	T->temporary = trans + cache;
-	ws = c->ws;
-	T->workspace = ws;
-	add_param_blocks(c, &bs, c->sb.weights, 1, false, false);
-	gm_blocks_add(&bs, kv / (2 * (double)(c->layers ? c->layers : 1)),
-		      2 * (double)c->layers, false);
-	gm_blocks_add(&bs, trans, 1, true);
-	gm_blocks_add(&bs, lg, 1, true);
-	gm_blocks_add(&bs, ws, 1, false);
-	if (cache > 0)
-		add_param_blocks(c, &bs, c->full.compute, 1, true, true);
+	T->workspace = c->ws;
+	infer_shapes(c, &st.inf);
+	len = st.inf.prompt + (st.inf.generate ? st.inf.generate - 1 : 0);
+	kv_end = st.inf.net == GM_NET_BERT ? 0 :
+		 2 * (double)c->layers * (double)(st.inf.batch * len) *
+		 st.inf.kv * st.inf.kvb;
+	step_params(c, &st, 0, 0);
+	st.workspace = c->ws;
+	st.layers = c->layers;
+	st.inf.last_decode_only = true;
+	if (gm_step_peak(&st, GM_STEP_ALL, &pk)) {
+		/* host memory ran out: the weights and the cache at least */
+		memset(&pk, 0, sizeof(pk));
+		pk.kind[GM_SK_KV] = kv_end;
+	}
+	st.inf.last_decode_only = false;
+	T->kv_cache = pk.kind[GM_SK_KV];
+	T->logits = pk.kind[GM_SK_LOGITS];
+	T->temporary = pk.kind[GM_SK_TRANSIENT];
 	T->peak_phase = GM_PHASE_INFERENCE;
 	T->at_peak = (struct gm_parts){
-		.weights = T->weights, .kv_cache = kv, .logits = lg,
-		.temporary = trans + cache, .workspace = ws};
-	T->peak_allocated = T->weights + kv + trans + lg + ws + cache;
+		.weights = T->weights, .kv_cache = T->kv_cache,
+		.logits = T->logits, .temporary = T->temporary,
+		.workspace = T->workspace};
+	T->peak_allocated = T->weights + T->workspace + T->kv_cache +
+			    T->logits + T->temporary;
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		/* The segments the blocks' working set took stay cached
+		 * (PyTorch frees none while cudaMalloc succeeds): at the
+		 * peak, the weights, the cache and the head's tensors
+		 * (logits: larger than any cached block, so in a segment of
+		 * their own) come on top of the largest working set of
+		 * transients, not of what of it is still live. */
+		if (gm_step_peak(&st, 1u << GM_SK_TRANSIENT, &tr))
+			tr.n_group = 0;
+		add_param_blocks(c, &bs, c->sb.weights, 1, false, false);
+		gm_blocks_add(&bs, c->ws, 1, false);
+		for (int j = 0; j < pk.n_group; j++)
+			if (pk.group[j].kind == GM_SK_KV ||
+			    pk.group[j].kind == GM_SK_LOGITS)
+				gm_blocks_add(&bs, pk.group[j].bytes,
+					      pk.group[j].count,
+					      pk.group[j].kind != GM_SK_KV);
+		for (int j = 0; j < tr.n_group; j++)
+			if (tr.group[j].kind == GM_SK_TRANSIENT)
+				gm_blocks_add(&bs, tr.group[j].bytes,
+					      tr.group[j].count, true);
 		T->peak_reserved = gm_reserved_from_allocated(&bs);
 	} else {
-		struct gm_step st = {
-			.training = false, .ga = 1, .in_flight = 1,
-			.micro_max = 1, .trans = trans, .logits = lg,
-			.kv_layer = c->layers ? kv / (2 * (double)c->layers)
-					      : 0};
-		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
-			    0);
 		step_replay(c, &st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)

@@ -43,12 +43,10 @@
  * emitted (the replay's figures with all ga micro-batches are the same:
  * tests/unit/planner/test_step.c checks it).
  *
- * An inference pass: weights and workspace, then per block the autocast
- * copies and K and V (first pass; transformers' DynamicCache grows them
- * by torch.cat, which the block's transient carries as one block's K
- * doubled), the block's transient; then the pass's logits, while the
- * previous pass's logits are still referenced (generate() keeps
- * `outputs` until the next forward returns).
+ * An inference pass (struct gm_step_infer): the weights and workspace,
+ * then the tensors of one Hugging Face forward (or of generate(): a
+ * prefill and generate - 1 decode forwards) op by op, each with its
+ * exact size; see "Inference" below for the sources.
  */
 #include "step.h"
 
@@ -352,26 +350,433 @@ static void train_step(struct em *e)
 	optimizer(e);
 }
 
+/*
+ * Inference (struct gm_step_infer). What a Hugging Face model (transformers
+ * 5.x, torch.inference_mode(), sdpa attention without a mask: the harness
+ * passes no padding, so masking_utils builds none) allocates, read from
+ * the allocation traces of the calibration set
+ * (tests/data/calibration/traces/ *-infer-*.trace.jsonl.gz, H200, torch
+ * 2.11, transformers 5.17). Every tensor whose size scales with the batch,
+ * the sequence or the vocabulary is emitted with its exact size and in
+ * the traced order; scalars and index tensors of a few bytes are not.
+ * T is the tokens of the forward (batch x prompt in the prefill, batch in
+ * a decode step); X = T x hidden activations.
+ */
+
+/* One forward: its tokens and the KV length before it. */
+struct fwd {
+	uint64_t T;          /* tokens of this forward */
+	uint64_t n;          /* KV length before it (0: prefill) */
+};
+
+/* LayerNorm: output plus mean and rstd (fp32 per token), freed at once. */
+static uint32_t layer_norm(struct em *e, double T)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	uint32_t out = ealloc(e, T * in->hidden * in->c, GM_SK_TRANSIENT);
+	uint32_t m = ealloc(e, T * 4, GM_SK_TRANSIENT);
+	uint32_t r = ealloc(e, T * 4, GM_SK_TRANSIENT);
+
+	efree(e, &m);
+	efree(e, &r);
+	return out;
+}
+
+/* LlamaRMSNorm: x.to(float32); x.pow(2).mean(-1); x * rsqrt(var + eps);
+ * weight * x.to(dtype). In fp32 both casts return their input. */
+static uint32_t rms_norm(struct em *e, double T)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double X = T * in->hidden * in->c, F = T * in->hidden * 4, S = T * 4;
+	bool cast = in->c != 4;
+	uint32_t a = NONE, b, var, t, r, y, g = NONE, out;
+
+	if (cast)
+		a = ealloc(e, F, GM_SK_TRANSIENT);
+	b = ealloc(e, F, GM_SK_TRANSIENT);          /* pow */
+	var = ealloc(e, S, GM_SK_TRANSIENT);        /* mean */
+	efree(e, &b);
+	t = ealloc(e, S, GM_SK_TRANSIENT);          /* var + eps */
+	r = ealloc(e, S, GM_SK_TRANSIENT);          /* rsqrt */
+	efree(e, &t);
+	y = ealloc(e, F, GM_SK_TRANSIENT);          /* x * rsqrt */
+	efree(e, &r);
+	efree(e, &a);
+	if (cast)
+		g = ealloc(e, X, GM_SK_TRANSIENT);  /* to(dtype) */
+	out = ealloc(e, X, GM_SK_TRANSIENT);        /* weight * */
+	efree(e, &g);
+	efree(e, &y);
+	efree(e, &var);
+	return out;
+}
+
+/* apply_rotary_pos_emb for one of q, k (bytes each): x * cos +
+ * rotate_half(x) * sin, rotate_half = cat(-x2, x1). */
+static uint32_t rotary(struct em *e, double bytes)
+{
+	uint32_t a = ealloc(e, bytes, GM_SK_TRANSIENT);     /* x * cos */
+	uint32_t n = ealloc(e, bytes / 2, GM_SK_TRANSIENT); /* -x2 */
+	uint32_t c = ealloc(e, bytes, GM_SK_TRANSIENT);     /* cat */
+	uint32_t s, out;
+
+	efree(e, &n);
+	s = ealloc(e, bytes, GM_SK_TRANSIENT);              /* * sin */
+	efree(e, &c);
+	out = ealloc(e, bytes, GM_SK_TRANSIENT);            /* + */
+	efree(e, &a);
+	efree(e, &s);
+	return out;
+}
+
+/* DynamicCache.update: torch.cat([cache, new], dim=-2) for K then V: a
+ * tensor of the new length replaces the old one (in the prefill the
+ * cache is empty and nothing is freed). */
+static void kv_append(struct em *e, uint64_t l, const struct fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double per_tok = (double)in->batch * in->kv * in->kvb;
+	uint64_t len = f->n + f->T / in->batch;
+
+	for (int k = 0; k < 2; k++) {
+		uint32_t *slot = &e->a[2 * l + k];
+		uint32_t id = ealloc(e, per_tok * (double)len, GM_SK_KV);
+		efree(e, slot);
+		*slot = id;
+	}
+}
+
+/* One Llama decoder layer (modeling_llama.py): returns its output; the
+ * caller frees the input. */
+static uint32_t llama_layer(struct em *e, uint64_t l, const struct fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double T = (double)f->T, c = in->c;
+	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
+	double I = T * in->ffn * c;
+	uint32_t n1, q, k, v, qe, ke, o, p, r, n2, gt, s, up, m, d, out;
+
+	n1 = rms_norm(e, T);
+	q = ealloc(e, Q, GM_SK_TRANSIENT);
+	k = ealloc(e, K, GM_SK_TRANSIENT);
+	v = ealloc(e, K, GM_SK_TRANSIENT);
+	qe = rotary(e, Q);
+	ke = rotary(e, K);
+	efree(e, &q);
+	efree(e, &k);
+	kv_append(e, l, f);
+	efree(e, &ke);
+	efree(e, &v);
+	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	p = ealloc(e, X, GM_SK_TRANSIENT);          /* o_proj */
+	efree(e, &o);
+	efree(e, &qe);
+	efree(e, &n1);
+	r = ealloc(e, X, GM_SK_TRANSIENT);          /* residual + */
+	efree(e, &p);
+	n2 = rms_norm(e, T);
+	gt = ealloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
+	s = ealloc(e, I, GM_SK_TRANSIENT);          /* silu */
+	efree(e, &gt);
+	up = ealloc(e, I, GM_SK_TRANSIENT);         /* up_proj */
+	m = ealloc(e, I, GM_SK_TRANSIENT);          /* * */
+	efree(e, &s);
+	efree(e, &up);
+	d = ealloc(e, X, GM_SK_TRANSIENT);          /* down_proj */
+	efree(e, &m);
+	efree(e, &n2);
+	out = ealloc(e, X, GM_SK_TRANSIENT);        /* residual + */
+	efree(e, &d);
+	efree(e, &r);
+	return out;
+}
+
+/* One GPT-2 block (modeling_gpt2.py): fused c_attn, gelu_new evaluated
+ * op by op (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
+static uint32_t gpt2_layer(struct em *e, uint64_t l, const struct fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double T = (double)f->T, c = in->c;
+	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
+	double I = T * in->ffn * c;
+	uint32_t n1, qkv, o, p, r, n2, a, t[8], mm, out;
+
+	n1 = layer_norm(e, T);
+	qkv = ealloc(e, Q + 2 * K, GM_SK_TRANSIENT);
+	kv_append(e, l, f);
+	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	p = ealloc(e, X, GM_SK_TRANSIENT);          /* c_proj */
+	efree(e, &o);
+	efree(e, &qkv);
+	r = ealloc(e, X, GM_SK_TRANSIENT);          /* residual + */
+	efree(e, &n1);
+	n2 = layer_norm(e, T);
+	a = ealloc(e, I, GM_SK_TRANSIENT);          /* c_fc */
+	t[0] = ealloc(e, I, GM_SK_TRANSIENT);       /* 0.5 * x */
+	t[1] = ealloc(e, I, GM_SK_TRANSIENT);       /* x ** 3 */
+	for (int i = 2; i < 8; i++) {               /* *, +, *, tanh, +, * */
+		t[i] = ealloc(e, I, GM_SK_TRANSIENT);
+		efree(e, &t[i - 1]);
+	}
+	efree(e, &t[0]);
+	efree(e, &a);
+	mm = ealloc(e, X, GM_SK_TRANSIENT);         /* c_proj */
+	efree(e, &t[7]);
+	out = ealloc(e, X, GM_SK_TRANSIENT);        /* residual + */
+	efree(e, &n2);
+	efree(e, &r);
+	efree(e, &p);
+	efree(e, &mm);
+	return out;
+}
+
+/* One BERT layer (modeling_bert.py, post-LayerNorm, exact GELU, no
+ * cache). */
+static uint32_t bert_layer(struct em *e, const struct fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double T = (double)f->T, c = in->c;
+	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
+	double I = T * in->ffn * c;
+	uint32_t q, k, v, o, d, s, n1, i, g, d2, s2, out;
+
+	q = ealloc(e, Q, GM_SK_TRANSIENT);
+	k = ealloc(e, K, GM_SK_TRANSIENT);
+	v = ealloc(e, K, GM_SK_TRANSIENT);
+	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	efree(e, &q);
+	efree(e, &k);
+	efree(e, &v);
+	d = ealloc(e, X, GM_SK_TRANSIENT);          /* output.dense */
+	s = ealloc(e, X, GM_SK_TRANSIENT);          /* + input */
+	n1 = layer_norm(e, T);
+	efree(e, &s);
+	efree(e, &d);
+	efree(e, &o);
+	i = ealloc(e, I, GM_SK_TRANSIENT);          /* intermediate */
+	g = ealloc(e, I, GM_SK_TRANSIENT);          /* gelu */
+	efree(e, &i);
+	d2 = ealloc(e, X, GM_SK_TRANSIENT);         /* output.dense */
+	s2 = ealloc(e, X, GM_SK_TRANSIENT);         /* + attention out */
+	out = layer_norm(e, T);
+	efree(e, &s2);
+	efree(e, &d2);
+	efree(e, &g);
+	efree(e, &n1);
+	return out;
+}
+
+/* Llama's rotary cos and sin for q positions (shape (1, q, head_dim):
+ * the harness's position ids have batch 1): the fp32 frequencies, their
+ * cat, cos and sin (scaled: a second tensor), cast to the dtype. */
+static void rope_tables(struct em *e, double q, uint32_t *cs)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double E = q * in->head_dim;
+	bool cast = in->c != 4;
+	uint32_t fr, emb, t[4];
+
+	fr = ealloc(e, E / 2 * 4, GM_SK_TRANSIENT);
+	emb = ealloc(e, E * 4, GM_SK_TRANSIENT);
+	for (int k = 0; k < 4; k += 2) {
+		t[k] = ealloc(e, E * 4, GM_SK_TRANSIENT);     /* cos / sin */
+		t[k + 1] = ealloc(e, E * 4, GM_SK_TRANSIENT); /* * scaling */
+		efree(e, &t[k]);
+	}
+	for (int k = 0; k < 2; k++)
+		cs[k] = cast ? ealloc(e, E * in->c, GM_SK_TRANSIENT) : NONE;
+	efree(e, &fr);
+	efree(e, &emb);
+	for (int k = 0; k < 2; k++)
+		if (cast)
+			efree(e, &t[2 * k + 1]);
+		else
+			cs[k] = t[2 * k + 1];
+}
+
+/*
+ * One forward of the model over f->T tokens (a pipeline stage's share:
+ * embeddings on the first, the head on the last): returns the logits'
+ * id (NONE when the stage has no vocabulary head). generate() keeps only
+ * the last position's logits (logits_to_keep=1).
+ */
+static uint32_t infer_forward(struct em *e, const struct fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double T = (double)f->T, c = in->c, X = T * in->hidden * c;
+	double q = T / (double)in->batch;
+	uint32_t keep[3] = {NONE, NONE, NONE}, cs[2] = {NONE, NONE};
+	uint32_t hs, out, nf, lg = NONE;
+
+	if (!in->first) {
+		hs = ealloc(e, X, GM_SK_TRANSIENT);  /* received */
+	} else if (in->net == GM_NET_GPT2) {
+		keep[0] = ealloc(e, X, GM_SK_TRANSIENT);  /* wte */
+		keep[1] = ealloc(e, q * in->hidden * c, GM_SK_TRANSIENT);
+		hs = ealloc(e, X, GM_SK_TRANSIENT);       /* wte + wpe */
+	} else if (in->net == GM_NET_BERT) {
+		uint32_t w, tt, s1, s2;
+		w = ealloc(e, X, GM_SK_TRANSIENT);
+		tt = ealloc(e, X, GM_SK_TRANSIENT);        /* token type */
+		s1 = ealloc(e, X, GM_SK_TRANSIENT);
+		keep[1] = ealloc(e, q * in->hidden * c, GM_SK_TRANSIENT);
+		s2 = ealloc(e, X, GM_SK_TRANSIENT);
+		efree(e, &s1);
+		hs = layer_norm(e, T);
+		efree(e, &s2);
+		efree(e, &w);
+		efree(e, &tt);
+		efree(e, &keep[1]);
+	} else {
+		hs = ealloc(e, X, GM_SK_TRANSIENT);       /* embed_tokens */
+	}
+	/* the input of the first layer stays referenced by the model's
+	 * forward in Llama (inputs_embeds) and BERT (embedding_output) */
+	if (in->first && in->net != GM_NET_GPT2)
+		keep[2] = hs;
+	if (in->net == GM_NET_LLAMA)
+		rope_tables(e, q, cs);
+	for (uint64_t l = 0; l < e->L && !e->err; l++) {
+		out = in->net == GM_NET_GPT2 ? gpt2_layer(e, l, f) :
+		      in->net == GM_NET_BERT ? bert_layer(e, f) :
+		      llama_layer(e, l, f);
+		if (hs != keep[2])
+			efree(e, &hs);
+		hs = out;
+	}
+	if (!in->last) {
+		efree(e, &keep[2]);
+		efree(e, &hs);  /* sent on */
+		for (int k = 0; k < 2; k++)
+			efree(e, &keep[k]);
+		return NONE;
+	}
+	if (in->net == GM_NET_BERT) {
+		uint32_t t, g;
+		efree(e, &keep[2]);
+		if (!in->lm_head)
+			goto done;
+		t = ealloc(e, X, GM_SK_TRANSIENT);  /* transform.dense */
+		g = ealloc(e, X, GM_SK_TRANSIENT);  /* gelu */
+		efree(e, &t);
+		nf = layer_norm(e, T);
+		efree(e, &g);
+	} else {
+		nf = in->net == GM_NET_GPT2 ? layer_norm(e, T) :
+					      rms_norm(e, T);
+		efree(e, &hs);
+		for (int k = 0; k < 3; k++)
+			efree(e, &keep[k]);
+		for (int k = 0; k < 2; k++)
+			efree(e, &cs[k]);
+		if (!in->lm_head) {
+			efree(e, &nf);
+			return NONE;
+		}
+	}
+	lg = ealloc(e, (in->generate ? (double)in->batch : T) * in->vocab * c,
+		    GM_SK_LOGITS);
+	efree(e, &nf);
+done:
+	efree(e, &hs);
+	return lg;
+}
+
+/* Grow a per-step tensor by torch.cat: the new one, then the old freed. */
+static void regrow(struct em *e, uint32_t *id, double bytes,
+		   enum gm_step_kind k)
+{
+	uint32_t n = ealloc(e, bytes, k);
+
+	efree(e, id);
+	*id = n;
+}
+
+/*
+ * generate()'s work on one step's logits (transformers generation/
+ * utils.py _sample, greedy, with the harness's min_new_tokens): the
+ * attention mask grown by one column, next_token_logits (an fp32 copy of
+ * the last position, replacing the previous step's), two logits
+ * processors that each clone the scores (with a boolean mask of the
+ * vocabulary), the input ids grown by one column, then the step's model
+ * logits released before the next forward.
+ */
+static void gen_tail(struct em *e, uint32_t *g, uint32_t *lg, uint64_t len)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double b = (double)in->batch, BV = b * in->vocab;
+	uint32_t n, m, s1, s2, t;
+
+	regrow(e, &g[0], b * (double)(len + 1) * 8,   /* attention mask */
+	       GM_SK_TRANSIENT);
+	if (*lg != NONE) {
+		n = ealloc(e, BV * 4, GM_SK_LOGITS);   /* next_token_logits */
+		efree(e, &g[1]);
+		g[1] = n;
+		m = ealloc(e, BV, GM_SK_LOGITS);
+		s1 = ealloc(e, BV * 4, GM_SK_LOGITS);
+		s2 = ealloc(e, BV * 4, GM_SK_LOGITS);
+		efree(e, &s1);
+		efree(e, &m);
+		t = ealloc(e, BV * 4, GM_SK_LOGITS);
+		m = ealloc(e, BV, GM_SK_LOGITS);
+		n = ealloc(e, BV * 4, GM_SK_LOGITS);   /* next_token_scores */
+		efree(e, &t);
+		efree(e, &m);
+		efree(e, &s2);
+		efree(e, &g[2]);
+		g[2] = n;
+	}
+	regrow(e, &g[3], b * (double)(len + 1) * 8,   /* input ids */
+	       GM_SK_TRANSIENT);
+	efree(e, lg);
+}
+
+/* One pass: a forward over the prompt, or generate() of `generate`
+ * tokens (a prefill and generate - 1 decode forwards; the cache ends
+ * with prompt + generate - 1 positions). */
 static void infer_pass(struct em *e)
 {
-	const struct gm_step *st = e->st;
-	uint32_t prev = e->held;
+	const struct gm_step_infer *in = &e->st->inf;
+	uint64_t b = in->batch, s = in->prompt, G = in->generate;
+	struct fwd f = {.T = b * s, .n = 0};
+	uint32_t g[4] = {NONE, NONE, NONE, NONE}, lg;
 
 	phase(e->sk, GM_SP_INFER);
-	for (uint64_t l = 0; l < e->L; l++) {
-		uint32_t *kv = &e->a[2 * l];
-		if (!e->cref[l])
-			cache_ref(e, l, false);
-		if (kv[0] == NONE && st->kv_layer > 0) {
-			kv[0] = ealloc(e, st->kv_layer, GM_SK_KV);
-			kv[1] = ealloc(e, st->kv_layer, GM_SK_KV);
+	if (!b || !s)
+		return;
+	g[3] = ealloc(e, (double)(b * s) * 8, GM_SK_TRANSIENT); /* ids */
+	g[0] = ealloc(e, (double)(b * s) * 8, GM_SK_TRANSIENT); /* mask */
+	lg = infer_forward(e, &f);
+	if (G) {
+		gen_tail(e, g, &lg, s);
+		f.T = b;
+		for (uint64_t k = 1; k < G && !e->err; k++) {
+			f.n = s + k - 1;
+			if (in->last_decode_only && k + 1 < G)
+				continue;
+			if (in->last_decode_only && k > 1) {
+				/* jump to the last step's lengths */
+				for (uint64_t l = 0; l < 2 * e->L; l++)
+					if (e->a[l] != NONE)
+						regrow(e, &e->a[l],
+						       (double)b * f.n *
+						       in->kv * in->kvb,
+						       GM_SK_KV);
+				for (int j = 0; j < 4; j += 3)
+					regrow(e, &g[j], (double)(b *
+					       (f.n + 1)) * 8,
+					       GM_SK_TRANSIENT);
+			}
+			lg = infer_forward(e, &f);
+			gen_tail(e, g, &lg, f.n + 1);
 		}
-		transient(e);
 	}
-	if (!e->cref[e->L])
-		cache_ref(e, e->L, true);
-	e->held = ealloc(e, st->logits, GM_SK_LOGITS);
-	efree(e, &prev);
+	efree(e, &lg);
+	for (uint64_t l = 0; l < 2 * e->L; l++)
+		efree(e, &e->a[l]);
+	for (int k = 0; k < 4; k++)
+		efree(e, &g[k]);
 }
 
 static void em_free_all(struct em *e)
@@ -493,6 +898,147 @@ out:
 	free(e.cref);
 	free(e.comm);
 	free(e.freelist);
+	return rc;
+}
+
+/* The counting sink of gm_step_peak: live bytes per id; a second run
+ * stops at the peak's allocation and groups what is live. */
+struct pk {
+	double *bytes;          /* per id; < 0: not live */
+	unsigned char *kind;
+	uint32_t cap;
+	double live, kind_live[GM_SK_N];
+	unsigned mask;          /* kinds whose live bytes make the peak */
+	uint64_t events, peak_event, stop_at;
+	struct gm_step_peak *r;
+};
+
+#define PK_STOP 1 /* not an error: the second run reached the peak */
+
+static int pk_alloc(void *ctx, uint32_t id, uint64_t bytes,
+		    enum gm_step_kind kind)
+{
+	struct pk *p = ctx;
+
+	if (id >= p->cap) {
+		uint32_t n = p->cap ? 2 * p->cap : 1024;
+		double *x;
+		unsigned char *y;
+		while (n <= id)
+			n *= 2;
+		x = realloc(p->bytes, n * sizeof(*x));
+		if (!x)
+			return GM_ENOMEM;
+		for (uint32_t i = p->cap; i < n; i++)
+			x[i] = -1;
+		p->bytes = x;
+		y = realloc(p->kind, n);
+		if (!y)
+			return GM_ENOMEM;
+		p->kind = y;
+		p->cap = n;
+	}
+	p->bytes[id] = (double)bytes;
+	p->kind[id] = (unsigned char)kind;
+	if (p->mask >> kind & 1)
+		p->live += (double)bytes;
+	p->kind_live[kind] += (double)bytes;
+	if (++p->events == p->stop_at)
+		return PK_STOP;
+	if (p->live > p->r->peak) {
+		p->r->peak = p->live;
+		memcpy(p->r->kind, p->kind_live, sizeof(p->r->kind));
+		p->peak_event = p->events;
+	}
+	return 0;
+}
+
+static int pk_free(void *ctx, uint32_t id)
+{
+	struct pk *p = ctx;
+
+	if (p->mask >> p->kind[id] & 1)
+		p->live -= p->bytes[id];
+	p->kind_live[p->kind[id]] -= p->bytes[id];
+	p->bytes[id] = -1;
+	return 0;
+}
+
+static int group_cmp(const void *a, const void *b)
+{
+	const double *x = a, *y = b; /* bytes, count, kind */
+	double u = x[0] * x[1], v = y[0] * y[1];
+
+	return u < v ? 1 : u > v ? -1 : 0;
+}
+
+/* Group the live ids of p by size and kind into r. */
+static int pk_group(const struct pk *p, struct gm_step_peak *r)
+{
+	double (*g)[3] = NULL;
+	size_t n = 0, cap = 0;
+
+	for (uint32_t id = 0; id < p->cap; id++) {
+		size_t j;
+		if (p->bytes[id] < 0)
+			continue;
+		for (j = 0; j < n; j++)
+			if (g[j][0] == p->bytes[id] && g[j][2] == p->kind[id])
+				break;
+		if (j == n) {
+			if (n == cap) {
+				size_t c2 = cap ? 2 * cap : 64;
+				double (*x)[3] = realloc(g, c2 * sizeof(*g));
+				if (!x) {
+					free(g);
+					return GM_ENOMEM;
+				}
+				g = x;
+				cap = c2;
+			}
+			g[n][0] = p->bytes[id];
+			g[n][1] = 0;
+			g[n][2] = p->kind[id];
+			n++;
+		}
+		g[j][1]++;
+	}
+	if (n)
+		qsort(g, n, sizeof(*g), group_cmp);
+	r->n_group = n < GM_STEP_GROUPS ? (int)n : GM_STEP_GROUPS;
+	for (int j = 0; j < r->n_group; j++) {
+		r->group[j].bytes = g[j][0];
+		r->group[j].count = g[j][1];
+		r->group[j].kind = (enum gm_step_kind)g[j][2];
+	}
+	free(g);
+	return 0;
+}
+
+int gm_step_peak(const struct gm_step *st, unsigned kinds,
+		 struct gm_step_peak *out)
+{
+	struct pk p = {.r = out, .mask = kinds};
+	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, NULL};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = gm_step_emit(st, &sk);
+	if (rc)
+		goto out;
+	free(p.bytes);
+	free(p.kind);
+	p = (struct pk){.r = out, .mask = kinds, .stop_at = p.peak_event};
+	{
+		struct gm_step_peak keep = *out;
+		rc = gm_step_emit(st, &sk);
+		*out = keep;
+	}
+	if (rc == PK_STOP)
+		rc = pk_group(&p, out);
+out:
+	free(p.bytes);
+	free(p.kind);
 	return rc;
 }
 

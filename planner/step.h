@@ -70,6 +70,30 @@ struct gm_step_param {
 	int n_state;
 };
 
+/*
+ * Inference: the shapes of one pass on this rank, from which step.c
+ * emits every tensor of a Hugging Face forward (and of generate()) that
+ * scales with the batch, the sequence or the vocabulary, with its exact
+ * size. Widths are per tensor-parallel rank (q = heads x head_dim, kv =
+ * kv heads x head_dim, ffn, vocab divided by the degree; hidden not).
+ */
+enum gm_step_net { GM_NET_LLAMA, GM_NET_GPT2, GM_NET_BERT };
+
+struct gm_step_infer {
+	enum gm_step_net net;
+	bool first, last;       /* this stage embeds / holds the head */
+	bool lm_head;           /* logits over the vocabulary (else a
+				 * classifier's, negligible) */
+	bool last_decode_only;  /* emit the prefill and only the last
+				 * decode step (the same peak of live
+				 * bytes, far fewer calls: gm_step_peak) */
+	uint64_t batch, prompt; /* prompt: tokens of the forward pass */
+	uint64_t generate;      /* new tokens (0: one forward pass) */
+	double hidden, q, kv, ffn, vocab, head_dim;
+	double c;               /* bytes per activation element */
+	double kvb;             /* bytes per KV-cache element */
+};
+
 struct gm_step {
 	bool training;
 	unsigned steps;         /* steps (or passes) to emit, >= 1 */
@@ -105,8 +129,7 @@ struct gm_step {
 	} comm[3];              /* data-parallel buffers (persistent):
 				 * count alike of bytes each */
 	double workspace;       /* cuBLAS workspace */
-	double kv_layer;        /* inference: K (and V) of one block */
-	double logits;          /* inference: one pass's logits */
+	struct gm_step_infer inf; /* inference: the pass's shapes */
 };
 
 /* Receives the sequence. id: a slot, reused after its free. */
@@ -126,6 +149,33 @@ struct gm_step_sink {
  * freed once). Returns 0, a sink's error, GM_EINVAL or GM_ENOMEM.
  */
 int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink);
+
+/* The peak of live bytes of a sequence, without the pool. */
+#define GM_STEP_GROUPS 64
+
+struct gm_step_peak {
+	double peak;            /* live bytes as requested (of the kinds
+				 * asked for), at most */
+	double kind[GM_SK_N];   /* of which each kind */
+	int n_group;            /* the live allocations then, grouped by
+				 * size and kind (the largest groups first
+				 * when there are more than GM_STEP_GROUPS) */
+	struct {
+		double bytes, count;
+		enum gm_step_kind kind;
+	} group[GM_STEP_GROUPS];
+};
+
+/*
+ * Emit st to a counting sink and return the peak of the live bytes of
+ * the kinds in the bit mask kinds (1 << GM_SK_x; GM_STEP_ALL: all), the
+ * first moment it is reached, with what is live then. Returns 0,
+ * GM_EINVAL or GM_ENOMEM.
+ */
+#define GM_STEP_ALL ((1u << GM_SK_N) - 1)
+
+int gm_step_peak(const struct gm_step *st, unsigned kinds,
+		 struct gm_step_peak *out);
 
 /* What a replay found. */
 struct gm_step_result {

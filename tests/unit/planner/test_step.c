@@ -29,6 +29,7 @@ struct count {
 	unsigned char live[MAXID];
 	uint64_t allocs[GM_SK_N], frees[GM_SK_N];
 	double alloc_bytes[GM_SK_N], freed_bytes[GM_SK_N];
+	uint64_t max_bytes[GM_SK_N];
 	double live_bytes, peak;
 	unsigned step;
 	uint64_t per_step[4];
@@ -49,6 +50,8 @@ static int c_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	c->kind[id] = k;
 	c->allocs[k]++;
 	c->alloc_bytes[k] += (double)bytes;
+	if (bytes > c->max_bytes[k])
+		c->max_bytes[k] = bytes;
 	c->live_bytes += (double)bytes;
 	c->peak = c->live_bytes > c->peak ? c->live_bytes : c->peak;
 	c->per_step[c->step < 4 ? c->step : 3]++;
@@ -174,28 +177,85 @@ static void sequence_accumulation(void **state)
 	free(c);
 }
 
-/* Inference: KV per block once, logits per pass, all freed. */
+/* A small Llama-shaped inference pass: 2 blocks, batch 2, prompt 8,
+ * hidden 64 (4 heads of 16), 2 KV heads (kv width 32), ffn 128, vocab
+ * 1000, bf16 activations and cache. */
+static struct gm_step infer_step(enum gm_step_net net, uint64_t gen)
+{
+	struct gm_step st = {.training = false, .steps = 1, .layers = 2,
+			     .ga = 1, .in_flight = 1, .micro_max = 1,
+			     .workspace = 10};
+
+	st.n_param = 1;
+	st.p[0] = (struct gm_step_param){.where = GM_STEP_LAYER,
+		.weight = 100};
+	st.inf = (struct gm_step_infer){
+		.net = net, .first = true, .last = true, .lm_head = true,
+		.batch = 2, .prompt = 8, .generate = gen, .hidden = 64,
+		.q = 64, .kv = net == GM_NET_LLAMA ? 32 : 64, .ffn = 128,
+		.vocab = 1000, .head_dim = 16, .c = 2, .kvb = 2};
+	return st;
+}
+
+/* The largest allocation of a kind in c. */
+static uint64_t largest(const struct count *c, enum gm_step_kind k)
+{
+	return c->max_bytes[k];
+}
+
+/* Inference sequences with exact sizes: the KV cache grown by cat (one
+ * new K and V per block and forward), the logits of the last position
+ * while generating, of every position in a forward pass; all freed. */
 static void sequence_inference(void **state)
 {
-	struct gm_step st = {.training = false, .steps = 2, .layers = 4,
-			     .ga = 1, .in_flight = 1, .micro_max = 1,
-			     .trans = 300, .kv_layer = 1000, .logits = 50,
-			     .workspace = 10};
+	struct gm_step st = infer_step(GM_NET_LLAMA, 3);
+	struct gm_step_peak a, b;
 	struct count *c;
 
 	(void)state;
-	st.n_param = 1;
-	st.p[0] = (struct gm_step_param){.where = GM_STEP_LAYER,
-		.weight = 100, .cache = 50};
 	c = count_emit(&st);
-	assert_int_equal(c->allocs[GM_SK_KV], 8);
-	assert_int_equal(c->allocs[GM_SK_LOGITS], 2);
-	assert_int_equal(c->allocs[GM_SK_TRANSIENT], 8);
-	assert_int_equal(c->allocs[GM_SK_CACHE], 4);
-	/* peak: pass 2, last block: everything + previous logits */
-	assert_true(c->peak == 400 + 10 + 200 + 8000 + 50 + 300);
+	/* prefill + 2 decode forwards x 2 blocks x (K, V) */
+	assert_int_equal(c->allocs[GM_SK_KV], 3 * 2 * 2);
+	/* the last cat: batch 2 x (8 + 3 - 1) positions x 32 x 2 B */
+	assert_int_equal(largest(c, GM_SK_KV), 2 * 10 * 32 * 2);
+	/* per forward: model logits, next_token_logits, 3 clones, 2
+	 * masks and next_token_scores; the largest: 2 x 1000 x fp32 */
+	assert_int_equal(c->allocs[GM_SK_LOGITS], 3 * 8);
+	assert_int_equal(largest(c, GM_SK_LOGITS), 2 * 1000 * 4);
 	for (int k = 0; k < GM_SK_N; k++)
 		assert_int_equal(c->allocs[k], c->frees[k]);
+	free(c);
+	/* the shortcut (prefill + last decode step) keeps the peak */
+	assert_int_equal(gm_step_peak(&st, GM_STEP_ALL, &a), 0);
+	st.inf.last_decode_only = true;
+	assert_int_equal(gm_step_peak(&st, GM_STEP_ALL, &b), 0);
+	assert_true(a.peak == b.peak);
+	assert_true(a.peak > 0 && a.n_group > 0);
+
+	/* a forward pass: every position's logits, the cache of 8 */
+	st = infer_step(GM_NET_LLAMA, 0);
+	c = count_emit(&st);
+	assert_int_equal(c->allocs[GM_SK_KV], 2 * 2);
+	assert_int_equal(largest(c, GM_SK_KV), 2 * 8 * 32 * 2);
+	assert_int_equal(c->allocs[GM_SK_LOGITS], 1);
+	assert_int_equal(largest(c, GM_SK_LOGITS), 2 * 8 * 1000 * 2);
+	/* peak at the logits: weights, workspace, ids and mask (int64),
+	 * the cache, the final norm's output and the logits */
+	assert_true(c->peak == 2 * 100 + 10 + 2 * 16 * 8 +
+		    4 * 2 * 8 * 32 * 2 + 16 * 64 * 2 + 16 * 1000 * 2);
+	free(c);
+
+	/* BERT: no cache; GPT-2: K and V as wide as the hidden size */
+	st = infer_step(GM_NET_BERT, 0);
+	c = count_emit(&st);
+	assert_int_equal(c->allocs[GM_SK_KV], 0);
+	assert_int_equal(largest(c, GM_SK_LOGITS), 2 * 8 * 1000 * 2);
+	free(c);
+	st = infer_step(GM_NET_GPT2, 2);
+	c = count_emit(&st);
+	assert_int_equal(largest(c, GM_SK_KV), 2 * 9 * 64 * 2);
+	/* the fused q, k, v projection of the prompt's 16 tokens */
+	assert_true(largest(c, GM_SK_TRANSIENT) == 16 * (3 * 64) * 2);
 	free(c);
 }
 
