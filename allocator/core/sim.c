@@ -29,6 +29,7 @@ struct sim {
 	unsigned nresv, capresv;
 	pthread_mutex_t lock;
 	uint64_t next_addr; /* bump pointer of the address space */
+	uint64_t hint_addr, hint_size; /* gm_sim_place_next; size 0 = none */
 	uint64_t used;      /* bytes handed out */
 	unsigned fail_after;
 	struct sim_stream streams[SIM_STREAMS];
@@ -82,13 +83,26 @@ static int sim_seg_alloc(struct gm_backend *be, uint64_t size, uint64_t *addr)
 		return GM_EINVAL;
 	pthread_mutex_lock(&s->lock);
 	err = charge(s, size);
-	if (!err) {
+	if (!err && s->hint_size == size) {
+		*addr = s->hint_addr;
+	} else if (!err) {
 		err = take_range(s, size, addr);
 		if (err)
 			s->used -= size;
 	}
+	s->hint_size = 0;
 	pthread_mutex_unlock(&s->lock);
 	return err;
+}
+
+void gm_sim_place_next(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct sim *s = sim_of(be);
+
+	pthread_mutex_lock(&s->lock);
+	s->hint_addr = addr;
+	s->hint_size = addr ? size : 0;
+	pthread_mutex_unlock(&s->lock);
 }
 
 static int sim_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)

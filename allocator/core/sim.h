@@ -53,6 +53,17 @@ void gm_sim_finish(struct gm_backend *be, uintptr_t stream);
 /* Fail the n-th next device call (1 = the next one); 0 disables. */
 void gm_sim_fail_after(struct gm_backend *be, unsigned n);
 
+/*
+ * Place the next plain segment of exactly size bytes at addr (one use;
+ * a segment of another size, or the next hint, drops it). Replays of
+ * PyTorch traces use it to give segments the addresses cudaMalloc gave
+ * them: PyTorch breaks best-fit ties by address, so the order of
+ * segments in the address space decides which of two equal free blocks
+ * is reused (tools/bench/results/alloc-emulation.md). The caller must
+ * not place two live segments over each other.
+ */
+void gm_sim_place_next(struct gm_backend *be, uint64_t addr, uint64_t size);
+
 /* Bytes the simulated device has handed out (segments + mapped). */
 uint64_t gm_sim_used(struct gm_backend *be);
 

@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "error.h"
 #include "pool.h"
+#include "sim.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -155,7 +156,7 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end, *f = p;
 		struct gm_trace_event ev = {0};
-		bool fail = false, is_free = false;
+		bool fail = false, is_free = false, is_seg = false;
 		unsigned long size_col = 1, ptr_col = 1;
 		int col = 0;
 
@@ -212,6 +213,8 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 					else if (field_is(s, fe,
 							  "allocate failure"))
 						fail = true;
+					else if (field_is(s, fe, "segment"))
+						is_seg = true;
 					else
 						bad = 1;
 					break;
@@ -280,13 +283,19 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 			}
 			if (fail)
 				ev.action = GM_TRACE_ALLOC_FAILURE;
+			else if (is_seg)
+				ev.action = GM_TRACE_SEGMENT;
 			else if (is_free)
 				ev.action = GM_TRACE_FREE;
-			if (ev.action == GM_TRACE_ALLOC && (!ev.ptr || !ev.size)) {
+			if ((ev.action == GM_TRACE_ALLOC ||
+			     ev.action == GM_TRACE_SEGMENT) &&
+			    (!ev.ptr || !ev.size)) {
 				err = gm_diag_set(diag, GM_EINVAL,
-					"%s:%lu:%lu: an allocation needs a "
+					"%s:%lu:%lu: an %s needs a "
 					"pointer and a size above 0",
-					name, line, ev.ptr ? size_col : ptr_col);
+					name, line, ev.ptr ? size_col : ptr_col,
+					ev.action == GM_TRACE_SEGMENT ?
+					"segment" : "allocation");
 				goto fail;
 			}
 			err = push(t, &ev);
@@ -434,11 +443,41 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* One pass; with measure, read fragmentation at each new reserved peak. */
+/* Growths of reserved bytes, collected by an untimed pass. */
+struct growths {
+	struct gm_replay_growth *v;
+	size_t n, cap;
+	int err;
+};
+
+static void growth_push(struct growths *g, size_t event, uint64_t size,
+			uint64_t before, uint64_t after)
+{
+	if (g->err)
+		return;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		struct gm_replay_growth *v = realloc(g->v, cap * sizeof(*v));
+
+		if (!v) {
+			g->err = GM_ENOMEM;
+			return;
+		}
+		g->v = v;
+		g->cap = cap;
+	}
+	g->v[g->n++] = (struct gm_replay_growth){
+		.event = event, .size = size, .bytes = after - before,
+		.reserved_bytes = after,
+	};
+}
+
+/* One pass; with measure, read fragmentation at each new reserved peak;
+ * with g, list the growths of reserved bytes. */
 static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 		       const struct gm_pool_options *opt, bool measure,
-		       struct gm_replay_result *r, uint64_t *elapsed,
-		       struct gm_diag *diag)
+		       struct growths *g, struct gm_replay_result *r,
+		       uint64_t *elapsed, struct gm_diag *diag)
 {
 	struct gm_pool *pool = NULL;
 	struct gm_pool_stats st;
@@ -469,6 +508,11 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 
 		if (e->action == GM_TRACE_ALLOC_FAILURE)
 			continue;
+		if (e->action == GM_TRACE_SEGMENT) {
+			if (be->name && !strcmp(be->name, "sim"))
+				gm_sim_place_next(be, e->ptr, e->size);
+			continue;
+		}
 		r->events++;
 		s = e->ptr ? pm_slot(&m, e->ptr) : 0;
 		if (e->action == GM_TRACE_FREE) {
@@ -496,12 +540,15 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 			continue;
 		}
 		{
-			uint64_t addr;
+			uint64_t addr, before = g ? gm_pool_reserved(pool) : 0;
 			int aerr;
 
 			ops++;
 			aerr = gm_pool_alloc(pool, e->size,
 					     (uintptr_t)e->stream, &addr);
+			if (g && gm_pool_reserved(pool) > before)
+				growth_push(g, i, e->size, before,
+					    gm_pool_reserved(pool));
 			if (aerr) {
 				size_t f = pm_slot(&failed, e->ptr);
 
@@ -553,10 +600,34 @@ int gm_replay(const struct gm_trace *t, struct gm_backend *be,
 	uint64_t el;
 	int err;
 
-	err = replay_pass(t, be, opt, false, &timed, &el, diag);
+	err = replay_pass(t, be, opt, false, NULL, &timed, &el, diag);
 	if (!err)
-		err = replay_pass(t, be, opt, true, r, &el, diag);
+		err = replay_pass(t, be, opt, true, NULL, r, &el, diag);
 	if (!err)
 		r->ns_per_op = timed.ns_per_op;
 	return err;
+}
+
+int gm_replay_growths(const struct gm_trace *t, struct gm_backend *be,
+		      const struct gm_pool_options *opt,
+		      struct gm_replay_growth **out, size_t *n,
+		      struct gm_diag *diag)
+{
+	struct growths g = {0};
+	struct gm_replay_result r;
+	uint64_t el;
+	int err;
+
+	*out = NULL;
+	*n = 0;
+	err = replay_pass(t, be, opt, false, &g, &r, &el, diag);
+	if (!err && g.err)
+		err = gm_diag_set(diag, g.err, "out of memory");
+	if (err) {
+		free(g.v);
+		return err;
+	}
+	*out = g.v;
+	*n = g.n;
+	return 0;
 }

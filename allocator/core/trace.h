@@ -5,7 +5,12 @@
  * Format (INTERFACES.md; rapidsai/rmm logging_resource_adaptor): a
  * header line naming the columns Thread, Time, Action, Pointer, Size,
  * Stream in any order, then one event per line. Action is "allocate",
- * "free" or "allocate failure" (kept, not replayed). Time is either
+ * "free" or "allocate failure" (kept, not replayed), or, our addition,
+ * "segment": the recorded allocator took a segment of Size bytes at
+ * Pointer for the allocation that follows (PyTorch's segment_alloc); a
+ * replay on the simulated backend places its next segment of that size
+ * there (gm_sim_place_next), so blocks of equal size tie-break by
+ * address as they did on the device. Time is either
  * microseconds (a number) or RMM's "HH:MM:SS.ffffff". Pointer and
  * Stream are hex (with or without 0x) or decimal; Size is decimal
  * bytes. Files ending in .gz (or any gzip stream) are read through
@@ -29,6 +34,7 @@ enum gm_trace_action {
 	GM_TRACE_ALLOC,
 	GM_TRACE_FREE,
 	GM_TRACE_ALLOC_FAILURE,
+	GM_TRACE_SEGMENT,
 };
 
 struct gm_trace_event {
@@ -80,7 +86,8 @@ struct gm_replay_result {
 /*
  * Replay t through a fresh pool with options opt over backend be, one
  * event after the other in file order (RMM's REPLAY_BENCH keeps the
- * global order too). Runs twice: once timed, once to read the
+ * global order too). "segment" events are address hints for a
+ * simulated backend (be->name "sim"; ignored otherwise). Runs twice: once timed, once to read the
  * fragmentation whenever reserved bytes reach a new peak (so the timing
  * excludes that reading). be must have room for the trace, or the
  * allocations that do not fit count as failed. Returns 0, GM_ENOMEM,
@@ -89,5 +96,25 @@ struct gm_replay_result {
 int gm_replay(const struct gm_trace *t, struct gm_backend *be,
 	      const struct gm_pool_options *opt, struct gm_replay_result *r,
 	      struct gm_diag *diag);
+
+/* One growth of reserved bytes during a replay: the pool took a new
+ * segment (or mapped granules) to serve the allocation t->ev[event]. */
+struct gm_replay_growth {
+	size_t event;     /* index into t->ev (CSV data line event + 1) */
+	uint64_t size;    /* the allocation's size, as asked */
+	uint64_t bytes;   /* reserved bytes added */
+	uint64_t reserved_bytes; /* reserved bytes after it */
+};
+
+/*
+ * Replay t once, untimed, as gm_replay, and list every allocation that
+ * grew reserved bytes, in order (for comparing segment creation with a
+ * real allocator's trace, e.g. PyTorch's segment_alloc entries). *out
+ * (free() it) gets *n entries. Returns 0, GM_ENOMEM, GM_EINVAL.
+ */
+int gm_replay_growths(const struct gm_trace *t, struct gm_backend *be,
+		      const struct gm_pool_options *opt,
+		      struct gm_replay_growth **out, size_t *n,
+		      struct gm_diag *diag);
 
 #endif

@@ -37,7 +37,57 @@ static void help(void)
 	       "(PyTorch max_split_size)\n"
 	       "  --roundup-divisions N round sizes > 1 MiB to N steps per "
 	       "power of 2\n"
+	       "  --segments            also list each allocation that took a"
+	       " new segment\n"
+	       "  --no-segment-hints    ignore the trace's 'segment' lines "
+	       "(recorded segment\n"
+	       "                        addresses; by default the simulated "
+	       "card reuses them)\n"
 	       "  --help                this text\n");
+}
+
+/* --no-segment-hints: drop the trace's "segment" lines. */
+static void drop_hints(struct gm_trace *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (t->ev[i].action != GM_TRACE_SEGMENT)
+			t->ev[n++] = t->ev[i];
+	t->n = n;
+}
+
+/*
+ * --segments: "segments", one entry per allocation that grew reserved
+ * bytes: its event (0-based index of the trace's data lines), its size
+ * as asked, the bytes the pool took and the reserved bytes after.
+ */
+static int add_segments(struct gm_val *v, const struct gm_trace *t,
+			struct gm_backend *be,
+			const struct gm_pool_options *po, struct gm_diag *d)
+{
+	struct gm_replay_growth *g;
+	struct gm_val *arr;
+	size_t n;
+	int err = gm_replay_growths(t, be, po, &g, &n, d);
+
+	if (err)
+		return err;
+	arr = gm_val_arr();
+	for (size_t i = 0; arr && i < n; i++) {
+		struct gm_val *e = gm_val_obj();
+
+		gm_obj_set_uint(e, "event", g[i].event);
+		gm_obj_set_uint(e, "size_bytes", g[i].size);
+		gm_obj_set_uint(e, "segment_bytes", g[i].bytes);
+		gm_obj_set_uint(e, "reserved_bytes", g[i].reserved_bytes);
+		gm_arr_push(arr, e);
+	}
+	free(g);
+	if (!arr)
+		return gm_diag_set(d, GM_ENOMEM, "out of memory");
+	gm_obj_set(v, "segments", arr);
+	return 0;
 }
 
 int gm_cmd_replay(int argc, char **argv)
@@ -49,6 +99,8 @@ int gm_cmd_replay(int argc, char **argv)
 		{"virtual-segments", no_argument, NULL, 'v'},
 		{"max-split", required_argument, NULL, 's'},
 		{"roundup-divisions", required_argument, NULL, 'r'},
+		{"segments", no_argument, NULL, 'g'},
+		{"no-segment-hints", no_argument, NULL, 'n'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -60,6 +112,7 @@ int gm_cmd_replay(int argc, char **argv)
 	struct gm_trace t;
 	struct gm_diag d;
 	struct gm_val *v;
+	bool segments = false, hints = true;
 	int c, err, rc;
 
 	opterr = 0;
@@ -102,6 +155,12 @@ int gm_cmd_replay(int argc, char **argv)
 					"--max-split: '%s' is not a size of "
 					"at least 20MiB", optarg);
 			break;
+		case 'g':
+			segments = true;
+			break;
+		case 'n':
+			hints = false;
+			break;
 		case 'r': {
 			unsigned long n = strtoul(optarg, &end, 10);
 
@@ -125,6 +184,8 @@ int gm_cmd_replay(int argc, char **argv)
 		fprintf(stderr, "gpumem replay: %s\n", d.msg);
 		return gm_exit_code(err);
 	}
+	if (!hints)
+		drop_hints(&t);
 	err = gm_sim_backend_create(&be, &so);
 	if (!err)
 		err = gm_replay(&t, be, &po, &r, &d);
@@ -163,6 +224,13 @@ int gm_cmd_replay(int argc, char **argv)
 	gm_obj_set_uint(v, "num_alloc_retries", r.num_alloc_retries);
 	gm_obj_set_uint(v, "capacity_bytes", so.total_bytes);
 	gm_obj_set_bool(v, "virtual_segments", po.virtual_segments);
+	if (segments && (err = add_segments(v, &t, be, &po, &d))) {
+		fprintf(stderr, "gpumem replay: %s\n", d.msg);
+		gm_val_free(v);
+		gm_trace_free(&t);
+		be->ops->destroy(be);
+		return gm_exit_code(err);
+	}
 	rc = gm_emit(stdout, v, format) ? GM_EXIT_USAGE : GM_EXIT_OK;
 	gm_val_free(v);
 	gm_trace_free(&t);

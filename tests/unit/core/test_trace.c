@@ -43,6 +43,49 @@ static void parses_rmm(void **state)
 	gm_trace_free(&t);
 }
 
+/* "segment" lines: parsed as hints; a replay on the simulated card puts
+ * the next segment of that size at the recorded address, and only it. */
+static void segment_hints(void **state)
+{
+	static const char txt[] =
+		"Action,Pointer,Size\n"
+		"segment,0x7f0000000000,20971520\n"
+		"allocate,0x7f0000000000,4194304\n";
+	static const char bad[] = "Action,Pointer,Size\nsegment,0x0,1\n";
+	struct gm_sim_options so = {.total_bytes = 64 * GM_GiB};
+	struct gm_backend *be;
+	struct gm_pool *pool;
+	struct gm_trace t;
+	struct gm_diag d;
+	uint64_t a, b;
+
+	(void)state;
+	assert_int_equal(gm_trace_parse(txt, strlen(txt), "h", &t, &d), 0);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(t.ev[0].action, GM_TRACE_SEGMENT);
+	assert_int_equal(t.ev[0].ptr, 0x7f0000000000ULL);
+	assert_int_equal(t.ev[0].size, 20 * GM_MiB);
+	gm_trace_free(&t);
+	assert_int_equal(gm_trace_parse(bad, strlen(bad), "b", &t, &d),
+			 GM_EINVAL);
+	assert_non_null(strstr(d.msg, "b:2:"));
+
+	assert_int_equal(gm_sim_backend_create(&be, &so), 0);
+	assert_int_equal(gm_pool_create(&pool, be, NULL, &d), 0);
+	/* a hint of another size is dropped by the next segment */
+	gm_sim_place_next(be, 0x7f0000000000ULL, 2 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(pool, 4 * GM_MiB, 0, &a), 0);
+	assert_true(a != 0x7f0000000000ULL);
+	gm_sim_place_next(be, 0x7e0000000000ULL, 64 * GM_MiB);
+	assert_int_equal(gm_pool_alloc(pool, 64 * GM_MiB, 0, &b), 0);
+	assert_int_equal(b, 0x7e0000000000ULL);
+	/* used once */
+	assert_int_equal(gm_pool_alloc(pool, 64 * GM_MiB, 0, &b), 0);
+	assert_true(b != 0x7e0000000000ULL);
+	gm_pool_destroy(pool);
+	be->ops->destroy(be);
+}
+
 static void columns_any_order_and_us(void **state)
 {
 	static const char txt[] = "Action,Size,Pointer,Time,Stream,Thread\r\n"
@@ -179,6 +222,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses_rmm),
 		cmocka_unit_test(columns_any_order_and_us),
+		cmocka_unit_test(segment_hints),
 		cmocka_unit_test(bad_input),
 		cmocka_unit_test(gzip_and_replay),
 		cmocka_unit_test(failed_frees_and_streams),

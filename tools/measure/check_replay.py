@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""check_replay.py - the allocator core against PyTorch's own allocator.
+
+    check_replay.py GPUMEM TRACE_DIR MEASURED.json
+
+Replays every committed allocation trace (TRACE_DIR/NAME.trace.jsonl.gz,
+tracefile.py) with `gpumem replay` on the simulated card, using the
+trace's segment addresses (tracefile.to_csv's `segment` lines), and holds
+its peaks to what PyTorch's caching allocator measured in the same run
+(MEASURED.json, configs[].peak_reserved_bytes / peak_allocated_bytes):
+
+  peak reserved   within RESERVED_BOUND, or the looser bound listed in
+                  INITIAL_LAYOUT for the traces whose error comes from the
+                  segments that held the weights when recording began
+                  (not recorded in these traces: the replay rebuilds them
+                  from the live blocks alone);
+  peak allocated  within ALLOCATED_BOUND or ALLOCATED_SLACK bytes,
+                  whichever is larger (PyTorch counts whole blocks, so a
+                  large-pool block that kept an unsplit tail of up to
+                  1 MiB counts it: where placement differs, as for the
+                  weights' blocks, so does the count).
+
+Configurations whose measurement did not end "ok" (the OOM run, which
+also gives segments back) are listed but not held to a bound.
+
+Findings and the table: tools/bench/results/alloc-emulation.md. Exit 0
+when all hold, 1 when one does not, 77 when there are no traces.
+Standard library only.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tracefile  # noqa: E402
+
+RESERVED_BOUND = 0.005   # 0.5%: the worst trace not in INITIAL_LAYOUT
+ALLOCATED_BOUND = 0.001  # 0.1%
+ALLOCATED_SLACK = 8 << 20  # bytes: the worst seen is 7.5 MiB
+# name -> bound on |peak reserved error|, with the error seen on the
+# 2026 H200 traces in the comment (all from the unknown initial layout).
+INITIAL_LAYOUT = {
+    "llama-0.5b-v152k-infer-gen": 0.09,            # +8.20%
+    "llama-1.1b-infer-forward-prompt4096": 0.04,   # +3.83%
+    "llama-3b-bf16mixed-adamw-fullckpt": 0.016,    # +1.48%
+    "gpt2-124m-selective-eager": 0.015,            # -1.38%
+    "bert-base-cls-fp16mixed-seq128-mb256": 0.013,  # -1.18%
+    "llama-1.1b-selective-sdpa": 0.011,            # +0.96%
+    "gpt2-124m-cls-seq512": 0.01,                  # +0.85%
+}
+SUFFIX = ".trace.jsonl.gz"
+
+
+def replay(gpumem, trace, tmp):
+    """gpumem replay's JSON for one trace file."""
+    csv = os.path.join(tmp, os.path.basename(trace)[:-len(SUFFIX)] + ".csv")
+    tracefile.to_csv(trace, csv)
+    out = subprocess.run([gpumem, "replay", csv, "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    os.unlink(csv)
+    return json.loads(out)
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    gpumem, tdir, measured = argv[1:]
+    names = sorted(f[:-len(SUFFIX)] for f in os.listdir(tdir)
+                   if f.endswith(SUFFIX)) if os.path.isdir(tdir) else []
+    if not names:
+        print(f"no traces in {tdir} (skipped)")
+        return 77
+    meas = {c["name"]: c for c in json.load(open(measured))["configs"]}
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as ex:
+        outs = list(ex.map(lambda n: replay(
+            gpumem, os.path.join(tdir, n + SUFFIX), tmp), names))
+    bad = 0
+    print("| trace | reserved err | bound | allocated err |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, o in zip(names, outs):
+        m = meas.get(name)
+        if not m or not m.get("peak_reserved_bytes"):
+            print(f"FAIL {name}: no measurement")
+            bad += 1
+            continue
+        er = o["peak_reserved_bytes"] / m["peak_reserved_bytes"] - 1
+        ea = o["peak_allocated_bytes"] / m["peak_allocated_bytes"] - 1
+        da = o["peak_allocated_bytes"] - m["peak_allocated_bytes"]
+        bound = INITIAL_LAYOUT.get(name, RESERVED_BOUND)
+        flag = ""
+        if m.get("status") != "ok":
+            flag = f" (status {m.get('status')}: not checked)"
+        elif abs(er) > bound or (abs(ea) > ALLOCATED_BOUND and
+                                 abs(da) > ALLOCATED_SLACK):
+            flag = " FAIL"
+            bad += 1
+        print(f"| {name} | {er:+.2%} | ±{bound:.1%} | {ea:+.3%} |{flag}")
+    print(f"{bad} bound(s) violated" if bad else
+          f"all bounds hold ({len(names)} traces)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
