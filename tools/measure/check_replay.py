@@ -9,11 +9,9 @@ trace's segment addresses (tracefile.to_csv's `segment` lines), and holds
 its peaks to what PyTorch's caching allocator measured in the same run
 (MEASURED.json, configs[].peak_reserved_bytes / peak_allocated_bytes):
 
-  peak reserved   within RESERVED_BOUND, or the looser bound listed in
-                  INITIAL_LAYOUT for the traces whose error comes from the
-                  segments that held the weights when recording began
-                  (not recorded in these traces: the replay rebuilds them
-                  from the live blocks alone);
+  peak reserved   within RESERVED_BOUND (the worst of the 2026 H200
+                  traces, recorded from a fresh allocator state with the
+                  cuBLAS workspaces released, is +0.25%);
   peak allocated  within ALLOCATED_BOUND or ALLOCATED_SLACK bytes,
                   whichever is larger (PyTorch counts whole blocks, so a
                   large-pool block that kept an unsplit tail of up to
@@ -39,20 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tracefile  # noqa: E402
 
-RESERVED_BOUND = 0.005   # 0.5%: the worst trace not in INITIAL_LAYOUT
+RESERVED_BOUND = 0.005   # 0.5%
 ALLOCATED_BOUND = 0.001  # 0.1%
-ALLOCATED_SLACK = 8 << 20  # bytes: the worst seen is 7.5 MiB
-# name -> bound on |peak reserved error|, with the error seen on the
-# 2026 H200 traces in the comment (all from the unknown initial layout).
-INITIAL_LAYOUT = {
-    "llama-0.5b-v152k-infer-gen": 0.09,            # +8.20%
-    "llama-1.1b-infer-forward-prompt4096": 0.04,   # +3.83%
-    "llama-3b-bf16mixed-adamw-fullckpt": 0.016,    # +1.48%
-    "gpt2-124m-selective-eager": 0.015,            # -1.38%
-    "bert-base-cls-fp16mixed-seq128-mb256": 0.013,  # -1.18%
-    "llama-1.1b-selective-sdpa": 0.011,            # +0.96%
-    "gpt2-124m-cls-seq512": 0.01,                  # +0.85%
-}
+ALLOCATED_SLACK = 8 << 20  # bytes: PyTorch's unsplit tails of up to 1 MiB
 SUFFIX = ".trace.jsonl.gz"
 
 
@@ -92,7 +79,7 @@ def main(argv):
         er = o["peak_reserved_bytes"] / m["peak_reserved_bytes"] - 1
         ea = o["peak_allocated_bytes"] / m["peak_allocated_bytes"] - 1
         da = o["peak_allocated_bytes"] - m["peak_allocated_bytes"]
-        bound = INITIAL_LAYOUT.get(name, RESERVED_BOUND)
+        bound = RESERVED_BOUND
         flag = ""
         if m.get("status") != "ok":
             flag = f" (status {m.get('status')}: not checked)"
