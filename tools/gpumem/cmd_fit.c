@@ -52,7 +52,7 @@ static void help(void)
 	       "  --format FMT      table (default), json, yaml or csv\n"
 	       "  --svg FILE        bars of each GPU at its largest "
 	       "micro-batch\n"
-	       "  --reserve-model M analytic (default) or simulated: how "
+	       "  --reserve-model M simulated (default) or analytic: how "
 	       "peak reserved is\n                    predicted for the "
 	       "figures (the search itself runs on the\n"
 	       "                    analytic model, then checks its answer "

@@ -474,7 +474,7 @@ static void too_big_is_replayed_unlimited(void **state)
 	assert_false(r.unlimited);
 }
 
-/* The analytic reserve stays available as an option. */
+/* Both reserve models stay available; the replay is the default. */
 static void analytic_option(void **state)
 {
 	struct gm_spec s = spec_gpt2();
@@ -485,7 +485,7 @@ static void analytic_option(void **state)
 
 	(void)state;
 	gm_model_opts_default(&o);
-	assert_int_equal(o.reserve, GM_RESERVE_ANALYTIC);
+	assert_int_equal(o.reserve, GM_RESERVE_SIMULATED);
 	o.reserve = GM_RESERVE_SIMULATED;
 	assert_int_equal(gm_plan(&s, &h200, &o, &a, &d), 0);
 	o.reserve = GM_RESERVE_ANALYTIC;
