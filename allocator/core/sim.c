@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SIM_STREAMS 64 /* streams tracked for launch/finish; others hash */
 
@@ -23,8 +24,17 @@ struct sim_resv {
 	uint64_t *bits;
 };
 
+/* A free range [start, end) of the driver placement's heap. */
+struct sim_hole {
+	uint64_t start, end;
+};
+
 struct sim {
 	struct gm_backend be;
+	enum gm_sim_placement placement;
+	uint64_t low;              /* driver heap: bottom of the lowest chunk */
+	struct sim_hole *holes;    /* driver heap: sorted, disjoint, merged */
+	unsigned nholes, capholes;
 	struct sim_resv *resv;
 	unsigned nresv, capresv;
 	pthread_mutex_t lock;
@@ -65,6 +75,103 @@ static int take_range(struct sim *s, uint64_t size, uint64_t *addr)
 	return 0;
 }
 
+/*
+ * GM_SIM_PLACE_DRIVER (sim.h; evidence in tools/measure/vaddr.py and
+ * tools/bench/results/alloc-emulation.md): the lowest hole with room
+ * for size (rounded up to 2 MiB, from a 2 MiB-aligned start), else a
+ * new chunk of size rounded up to 32 MiB below the lowest one, the
+ * segment at its bottom and the rest a hole. Caller holds the lock.
+ * GM_ENOMEM when the hole list cannot grow, GM_EDEVNOMEM when the heap
+ * would run into the rising range (never in practice: 2^47 bytes).
+ */
+static int hole_insert(struct sim *s, unsigned i, uint64_t a, uint64_t b)
+{
+	if (s->nholes == s->capholes) {
+		unsigned cap = s->capholes ? s->capholes * 2 : 16;
+		struct sim_hole *n = realloc(s->holes, cap * sizeof(*n));
+
+		if (!n)
+			return GM_ENOMEM;
+		s->holes = n;
+		s->capholes = cap;
+	}
+	memmove(&s->holes[i + 1], &s->holes[i],
+		(s->nholes - i) * sizeof(*s->holes));
+	s->holes[i] = (struct sim_hole){a, b};
+	s->nholes++;
+	return 0;
+}
+
+static void hole_remove(struct sim *s, unsigned i)
+{
+	memmove(&s->holes[i], &s->holes[i + 1],
+		(s->nholes - i - 1) * sizeof(*s->holes));
+	s->nholes--;
+}
+
+/* Give [a, b) back to the driver heap, merging with its neighbours. */
+static int hole_give(struct sim *s, uint64_t a, uint64_t b)
+{
+	unsigned i = 0;
+
+	while (i < s->nholes && s->holes[i].end < a)
+		i++;
+	if (i < s->nholes && s->holes[i].start <= b) {
+		/* touches hole i (holes never overlap live segments) */
+		if (a < s->holes[i].start)
+			s->holes[i].start = a;
+		if (b > s->holes[i].end)
+			s->holes[i].end = b;
+		if (i + 1 < s->nholes &&
+		    s->holes[i + 1].start <= s->holes[i].end) {
+			s->holes[i].end = s->holes[i + 1].end;
+			hole_remove(s, i + 1);
+		}
+		return 0;
+	}
+	return hole_insert(s, i, a, b);
+}
+
+static int driver_take(struct sim *s, uint64_t size, uint64_t *addr)
+{
+	const uint64_t g = 2 * GM_MiB, c = GM_SIM_DRIVER_CHUNK;
+	uint64_t n, chunk;
+
+	if (size > GM_SIM_DRIVER_TOP / 2)
+		return GM_EDEVNOMEM;
+	n = (size + g - 1) & ~(g - 1);
+	for (unsigned i = 0; i < s->nholes; i++) {
+		struct sim_hole *h = &s->holes[i];
+		uint64_t a = (h->start + g - 1) & ~(g - 1);
+
+		if (a > h->end || h->end - a < n)
+			continue;
+		*addr = a;
+		if (a + n == h->end && a == h->start)
+			hole_remove(s, i);
+		else if (a + n == h->end)
+			h->end = a;
+		else if (a == h->start)
+			h->start = a + n;
+		else {
+			uint64_t e = h->end;
+
+			if (hole_insert(s, i + 1, a + n, e))
+				return GM_ENOMEM;
+			s->holes[i].end = a;
+		}
+		return 0;
+	}
+	chunk = (n + c - 1) & ~(c - 1);
+	if (s->low - GM_SIM_DRIVER_TOP / 2 < chunk)
+		return GM_EDEVNOMEM;
+	if (chunk > n && hole_give(s, s->low - chunk + n, s->low))
+		return GM_ENOMEM;
+	s->low -= chunk;
+	*addr = s->low;
+	return 0;
+}
+
 /* Charge size bytes of device memory, exactly against the capacity. */
 static int charge(struct sim *s, uint64_t size)
 {
@@ -85,6 +192,10 @@ static int sim_seg_alloc(struct gm_backend *be, uint64_t size, uint64_t *addr)
 	err = charge(s, size);
 	if (!err && s->hint_size == size) {
 		*addr = s->hint_addr;
+	} else if (!err && s->placement == GM_SIM_PLACE_DRIVER) {
+		err = driver_take(s, size, addr);
+		if (err)
+			s->used -= size;
 	} else if (!err) {
 		err = take_range(s, size, addr);
 		if (err)
@@ -115,6 +226,12 @@ static int sim_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)
 		err = GM_EINVAL;
 	else
 		s->used -= size;
+	/* the driver heap gets its own segments' ranges back (hinted
+	 * ones lie below it and are not reused) */
+	if (!err && s->placement == GM_SIM_PLACE_DRIVER && addr >= s->low &&
+	    addr < GM_SIM_DRIVER_TOP)
+		err = hole_give(s, addr, addr + ((size + 2 * GM_MiB - 1) &
+						 ~(2 * GM_MiB - 1)));
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
@@ -349,6 +466,7 @@ static void sim_destroy(struct gm_backend *be)
 	for (unsigned i = 0; i < s->nresv; i++)
 		free(s->resv[i].bits);
 	free(s->resv);
+	free(s->holes);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -393,6 +511,9 @@ int gm_sim_backend_create(struct gm_backend **out,
 	g = opt->granule_bytes ? opt->granule_bytes : 2 * GM_MiB;
 	if (g & (g - 1))
 		return GM_EINVAL;
+	if (opt->placement != GM_SIM_PLACE_RISING &&
+	    opt->placement != GM_SIM_PLACE_DRIVER)
+		return GM_EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return GM_ENOMEM;
@@ -402,7 +523,20 @@ int gm_sim_backend_create(struct gm_backend **out,
 	s->be.total_bytes = opt->total_bytes;
 	s->be.granule_bytes = g;
 	s->next_addr = GM_SIM_BASE;
+	s->placement = opt->placement;
+	s->low = GM_SIM_DRIVER_TOP;
 	*out = &s->be;
+	return 0;
+}
+
+int gm_sim_placement_parse(const char *str, enum gm_sim_placement *out)
+{
+	if (!strcmp(str, "rising"))
+		*out = GM_SIM_PLACE_RISING;
+	else if (!strcmp(str, "driver"))
+		*out = GM_SIM_PLACE_DRIVER;
+	else
+		return GM_EINVAL;
 	return 0;
 }
 
@@ -433,6 +567,23 @@ void gm_sim_fail_after(struct gm_backend *be, unsigned n)
 	pthread_mutex_lock(&s->lock);
 	s->fail_after = n;
 	pthread_mutex_unlock(&s->lock);
+}
+
+int gm_sim_reset(struct gm_backend *be)
+{
+	struct sim *s = sim_of(be);
+	int err = GM_EBUSY;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->used && !s->nresv) {
+		s->next_addr = GM_SIM_BASE;
+		s->low = GM_SIM_DRIVER_TOP;
+		s->nholes = 0;
+		s->hint_size = 0;
+		err = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 uint64_t gm_sim_used(struct gm_backend *be)

@@ -34,11 +34,38 @@
 
 #define GM_SIM_BASE ((uint64_t)1 << 40)
 
+/*
+ * Where plain segments (seg_alloc) land in the simulated address space.
+ * PyTorch's best fit breaks ties between equal free blocks by address,
+ * so the order of segments changes which block is reused, and with it
+ * peak reserved (tools/bench/results/alloc-emulation.md).
+ *
+ * GM_SIM_PLACE_RISING: a bump pointer, each segment above the previous
+ *   one, 2 MiB aligned; addresses are never reused.
+ * GM_SIM_PLACE_DRIVER: what cuMemAlloc was seen doing on an H200 with
+ *   driver 580 (tools/measure/vaddr.py over the 53 calibration traces):
+ *   a virtual-address heap that grows DOWNWARDS in chunks of the
+ *   request rounded up to 32 MiB, the segment at a chunk's bottom; the
+ *   rest of a chunk and the ranges of freed segments are holes, which
+ *   later requests fill first, lowest address first, 2 MiB aligned.
+ */
+enum gm_sim_placement {
+	GM_SIM_PLACE_RISING = 0,
+	GM_SIM_PLACE_DRIVER,
+};
+
+#define GM_SIM_DRIVER_TOP ((uint64_t)1 << 48) /* driver heap's first top */
+#define GM_SIM_DRIVER_CHUNK (32 * (uint64_t)1 << 20)
+
 struct gm_sim_options {
 	uint64_t total_bytes;   /* capacity of the simulated card */
 	uint64_t granule_bytes; /* virtual-segment granule; 0 = 2 MiB */
 	bool virtual_segments;  /* offer va_* ops */
+	enum gm_sim_placement placement; /* plain segments; 0 = rising */
 };
+
+/* "rising" / "driver" to a placement: 0, or GM_EINVAL. */
+int gm_sim_placement_parse(const char *s, enum gm_sim_placement *out);
 
 /* Create a simulated backend. Returns 0, GM_EINVAL or GM_ENOMEM. */
 int gm_sim_backend_create(struct gm_backend **out,
@@ -63,6 +90,14 @@ void gm_sim_fail_after(struct gm_backend *be, unsigned n);
  * not place two live segments over each other.
  */
 void gm_sim_place_next(struct gm_backend *be, uint64_t addr, uint64_t size);
+
+/*
+ * Start the address space afresh, as a new process would see it: the
+ * rising pointer and the driver heap back to their first values. Only
+ * when nothing is handed out and nothing reserved: GM_EBUSY otherwise.
+ * Replays use it between passes over one trace.
+ */
+int gm_sim_reset(struct gm_backend *be);
 
 /* Bytes the simulated device has handed out (segments + mapped). */
 uint64_t gm_sim_used(struct gm_backend *be);

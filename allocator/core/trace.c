@@ -486,6 +486,11 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 	uint64_t t0, ops = 0, peak_seen = 0, live = 0;
 	int err;
 
+	/* each pass starts on a fresh simulated address space: with the
+	 * driver placement, the holes an earlier pass left would change
+	 * where segments go, and so the ties best fit breaks */
+	if (be->name && !strcmp(be->name, "sim"))
+		gm_sim_reset(be);
 	err = gm_pool_create(&pool, be, opt, diag);
 	if (err)
 		return err;

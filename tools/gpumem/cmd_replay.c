@@ -19,6 +19,8 @@
 
 /* The H200's cudaMemGetInfo total (shared/reference/device-probe.md). */
 #define DEFAULT_CAPACITY (143155 * GM_MiB)
+/* Where segments without a recorded address go (sim.h). */
+#define DEFAULT_PLACEMENT GM_SIM_PLACE_RISING
 
 static void help(void)
 {
@@ -101,11 +103,13 @@ int gm_cmd_replay(int argc, char **argv)
 		{"roundup-divisions", required_argument, NULL, 'r'},
 		{"segments", no_argument, NULL, 'g'},
 		{"no-segment-hints", no_argument, NULL, 'n'},
+		{"placement", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	enum gm_format format = GM_FORMAT_TABLE;
-	struct gm_sim_options so = {.total_bytes = DEFAULT_CAPACITY};
+	struct gm_sim_options so = {.total_bytes = DEFAULT_CAPACITY,
+				    .placement = DEFAULT_PLACEMENT};
 	struct gm_pool_options po = {0};
 	struct gm_replay_result r;
 	struct gm_backend *be = NULL;
@@ -160,6 +164,12 @@ int gm_cmd_replay(int argc, char **argv)
 			break;
 		case 'n':
 			hints = false;
+			break;
+		case 'p':
+			if (gm_sim_placement_parse(optarg, &so.placement))
+				return gm_cmd_usage_error("replay",
+					"--placement: '%s' is not rising or "
+					"driver", optarg);
 			break;
 		case 'r': {
 			unsigned long n = strtoul(optarg, &end, 10);
