@@ -1146,7 +1146,8 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
 		       const struct gm_step_observer *obs)
 {
-	struct gm_sim_options so = {.total_bytes = total};
+	struct gm_sim_options so = {.total_bytes = total,
+				    .placement = GM_SIM_PLACE_DRIVER};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};

@@ -69,6 +69,8 @@ for cmd in ["replay", "report", "verify", "gpus"]:
           "gpumem %s: unknown option '--bogus'" % cmd)
 check("replay-cap-missing", ["replay", TRACE, "--cap"], 2,
       "option '--cap' needs a value")
+check("replay-placement-bad", ["replay", TRACE, "--placement", "up"], 2,
+      "--placement: 'up' is not rising or driver")
 check("run-unknown", ["run", "--bogus", "--", "true"], 2,
       "gpumem run: unknown option '--bogus'")
 

@@ -78,6 +78,25 @@ static void driver(void **state)
 	be->ops->destroy(be);
 }
 
+/* Reset: refused while a segment is out; then the first segment lands
+ * where a fresh backend's would, not in the hole the last one left. */
+static void reset(void **state)
+{
+	struct gm_backend *be = make(GM_SIM_PLACE_DRIVER);
+	uint64_t a = seg(be, 100 * GM_MiB), b = seg(be, 30 * GM_MiB);
+
+	(void)state;
+	assert_int_equal(gm_sim_reset(be), GM_EBUSY);
+	assert_int_equal(be->ops->seg_free(be, a, 100 * GM_MiB), 0);
+	assert_int_equal(be->ops->seg_free(be, b, 30 * GM_MiB), 0);
+	assert_int_equal(seg(be, 30 * GM_MiB), b); /* the lowest hole */
+	assert_int_equal(be->ops->seg_free(be, b, 30 * GM_MiB), 0);
+	assert_int_equal(gm_sim_reset(be), 0);
+	assert_int_equal(seg(be, 30 * GM_MiB),
+			 GM_SIM_DRIVER_TOP - 32 * GM_MiB); /* a fresh top */
+	be->ops->destroy(be);
+}
+
 static void parse(void **state)
 {
 	enum gm_sim_placement p;
@@ -98,6 +117,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(rising),
 		cmocka_unit_test(driver),
+		cmocka_unit_test(reset),
 		cmocka_unit_test(parse),
 	};
 
