@@ -3,6 +3,7 @@
 against the recorded traces (tracefile.py).
 
     vaddr.py TRACE_DIR [--verbose]
+    vaddr.py TRACE_DIR --process MEASURED.json
 
 Every committed trace records, for each segment_alloc, the address the
 driver gave PyTorch's cudaMalloc, and in its header the segments live at
@@ -35,6 +36,11 @@ Rules:
            the room between them, down to the lowest, is holes), so
            its first new chunk lands where the device's would if
            nothing outside PyTorch had taken addresses.
+
+--process replays the driver rule over the whole measuring process
+instead (process(): the configurations in MEASURED.json's order, each
+freed at its end), reporting per trace the order score and how many
+segment_allocs sit at the most common offset from the real address.
 
 Standard library only. Results: tools/bench/results/alloc-emulation.md.
 """
@@ -246,6 +252,23 @@ def main(argv):
         return 2
     d = argv[1]
     verbose = "--verbose" in argv
+    if "--process" in argv:
+        import json
+        meas = argv[argv.index("--process") + 1]
+        order = [c["name"] for c in json.load(open(meas))["configs"]]
+        res = process(d, order)
+        t = [0, 0, 0, 0]
+        print("| trace | segs | order | at the modal offset |")
+        print("| --- | ---: | ---: | ---: |")
+        for n in order:
+            if n not in res:
+                continue
+            g, p, h, k, _ = res[n]
+            t = [t[0] + g, t[1] + p, t[2] + h, t[3] + k]
+            print(f"| {n} | {k} | {g / p:.0%} | {h} |" if p else
+                  f"| {n} | {k} | - | {h} |")
+        print(f"| all | {t[3]} | {t[0] / t[1]:.1%} | {t[2] / t[3]:.1%} |")
+        return 0
     names = sorted(f[:-len(SUFFIX)] for f in os.listdir(d)
                    if f.endswith(SUFFIX))
     tot = {r: [0, 0, 0, 0] for r in RULES}
