@@ -3,9 +3,9 @@
  * core, on the simulated backend (no device time in it).
  *
  * For each live count N (1, 1,000, 10,000, 100,000) and thread count T
- * (1, 8): the pool is filled with N live allocations (N/T per thread,
- * each thread on its own stream, plus a run where all threads share
- * stream 0), then each thread runs batches of 1,000 pairs; the figure
+ * (1 and 8, or as given): the pool is filled with N live allocations
+ * (N/T per thread, each thread on its own stream, plus a run where all
+ * threads share stream 0), then each thread runs batches of 1,000 pairs; the figure
  * is the median over batches of the mean ns per pair. Sizes are
  * log-uniform over 512 B .. 32 MiB, as the PyTorch measurement in
  * shared/reference/device-probe.md. Two patterns per row:
@@ -16,9 +16,10 @@
  *    in its place (every pair touches cold memory; harsher).
  * Prints a markdown table.
  *
- * Usage: alloc_bench [pairs-per-thread [max-threads]]
- *   pairs-per-thread: default 200000; max-threads: 1 runs only the
- *   single-thread rows (for profiling, e.g. under callgrind), default 8.
+ * Usage: alloc_bench [pairs-per-thread [threads]]
+ *   pairs-per-thread: default 200000; threads: the thread count of the
+ *   multi-thread rows (2..64, default 8); 1 runs only the single-thread
+ *   rows (for profiling, e.g. under callgrind).
  */
 #include "error.h"
 #include "pool.h"
@@ -32,6 +33,7 @@
 #include <time.h>
 
 #define BATCH 1000
+#define MAX_THREADS 64
 
 struct job {
 	struct gm_pool *pool;
@@ -126,8 +128,8 @@ static int run(size_t live, unsigned threads, bool shared, bool churn,
 	struct gm_backend *be;
 	struct gm_pool *pool;
 	struct gm_diag d;
-	struct job jobs[8];
-	pthread_t th[8];
+	struct job jobs[MAX_THREADS];
+	pthread_t th[MAX_THREADS];
 	pthread_barrier_t bar;
 	size_t nb = pairs / BATCH, all = 0;
 	double *v;
@@ -168,7 +170,14 @@ int main(int argc, char **argv)
 {
 	static const size_t lives[] = {1, 1000, 10000, 100000};
 	size_t pairs = argc > 1 ? strtoul(argv[1], NULL, 10) : 200000;
-	unsigned rows = argc > 2 && strtoul(argv[2], NULL, 10) == 1 ? 1 : 3;
+	unsigned long nt = argc > 2 ? strtoul(argv[2], NULL, 10) : 8;
+	unsigned rows = nt == 1 ? 1 : 3;
+
+	if (nt < 1 || nt > MAX_THREADS) {
+		fprintf(stderr, "alloc_bench: threads must be 1..%d\n",
+			MAX_THREADS);
+		return 2;
+	}
 
 	if (pairs < BATCH)
 		pairs = BATCH;
@@ -176,7 +185,7 @@ int main(int argc, char **argv)
 	       "pair p90 ns | churn median ns | churn p90 ns |\n"
 	       "|---:|---:|---|---:|---:|---:|---:|\n");
 	for (unsigned ti = 0; ti < rows; ti++) {
-		unsigned threads = ti == 0 ? 1 : 8;
+		unsigned threads = ti == 0 ? 1 : (unsigned)nt;
 		bool shared = ti == 2;
 
 		for (size_t li = 0; li < 4; li++) {
