@@ -72,45 +72,56 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * One thread's run. Everything it writes while timed is its own: the
+ * job (own cache lines, see run()), its sizes and batch times (own
+ * allocations), err in a register until the end; threads share only
+ * the pool.
+ */
 static void *work(void *arg)
 {
 	struct job *j = arg;
+	struct gm_pool *pool = j->pool;
+	uintptr_t stream = j->stream;
 	uint64_t s = j->seed;
 	size_t n = j->live ? j->live : 1;
 	uint64_t *sizes = malloc(8192 * sizeof(*sizes));
+	uint64_t *addrs = j->addrs;
+	int err = 0;
 
 	if (!sizes) {
 		j->err = GM_ENOMEM;
+		pthread_barrier_wait(j->bar);
 		return NULL;
 	}
 	for (size_t i = 0; i < 8192; i++)
 		sizes[i] = rand_size(&s);
-	for (size_t i = 0; i < n && !j->err; i++)
-		j->err = gm_pool_alloc(j->pool, sizes[i % 8192], j->stream,
-				       &j->addrs[i]);
+	for (size_t i = 0; i < n && !err; i++)
+		err = gm_pool_alloc(pool, sizes[i % 8192], stream, &addrs[i]);
 	pthread_barrier_wait(j->bar);
-	for (size_t b = 0; b < j->nbatch && !j->err; b++) {
+	for (size_t b = 0; b < j->nbatch && !err; b++) {
 		uint64_t t0 = now_ns();
 
 		for (size_t k = 0; k < BATCH && j->churn; k++) {
 			size_t i = (size_t)(xs(&s) % n);
 
-			gm_pool_free(j->pool, j->addrs[i]);
-			j->err |= gm_pool_alloc(j->pool, sizes[(b * BATCH + k) &
-						8191], j->stream, &j->addrs[i]);
+			gm_pool_free(pool, addrs[i]);
+			err |= gm_pool_alloc(pool, sizes[(b * BATCH + k) &
+					     8191], stream, &addrs[i]);
 		}
 		for (size_t k = 0; k < BATCH && !j->churn; k++) {
 			uint64_t a;
 
-			j->err |= gm_pool_alloc(j->pool, sizes[(b * BATCH + k) &
-						8191], j->stream, &a);
-			gm_pool_free(j->pool, a);
+			err |= gm_pool_alloc(pool, sizes[(b * BATCH + k) &
+					     8191], stream, &a);
+			gm_pool_free(pool, a);
 		}
 		j->batch_ns[b] = (double)(now_ns() - t0) / BATCH;
 	}
 	for (size_t i = 0; i < n; i++)
-		gm_pool_free(j->pool, j->addrs[i]);
+		gm_pool_free(pool, addrs[i]);
 	free(sizes);
+	j->err = err;
 	return NULL;
 }
 
@@ -121,6 +132,17 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* calloc on cache lines of its own (no false sharing between threads) */
+static void *own_lines(size_t n)
+{
+	size_t sz = (n + 63) / 64 * 64;
+	void *p = aligned_alloc(64, sz ? sz : 64);
+
+	if (p)
+		memset(p, 0, sz);
+	return p;
+}
+
 static int run(size_t live, unsigned threads, bool shared, bool churn,
 	       size_t pairs, double *median, double *p90)
 {
@@ -128,7 +150,7 @@ static int run(size_t live, unsigned threads, bool shared, bool churn,
 	struct gm_backend *be;
 	struct gm_pool *pool;
 	struct gm_diag d;
-	struct job jobs[MAX_THREADS];
+	struct job *jobs[MAX_THREADS];
 	pthread_t th[MAX_THREADS];
 	pthread_barrier_t bar;
 	size_t nb = pairs / BATCH, all = 0;
@@ -139,22 +161,34 @@ static int run(size_t live, unsigned threads, bool shared, bool churn,
 	    gm_pool_create(&pool, be, NULL, &d))
 		return GM_ENOMEM;
 	v = calloc(nb * threads, sizeof(*v));
+	if (!v)
+		return GM_ENOMEM;
 	pthread_barrier_init(&bar, NULL, threads);
 	for (unsigned t = 0; t < threads; t++) {
-		jobs[t] = (struct job){
+		size_t nl = live / threads ? live / threads : 1;
+
+		jobs[t] = own_lines(sizeof(struct job));
+		if (!jobs[t])
+			return GM_ENOMEM;
+		*jobs[t] = (struct job){
 			.pool = pool, .stream = shared ? 0 : t + 1,
-			.live = live / threads ? live / threads : 1,
-			.pairs = pairs, .seed = 0x9e3779b97f4a7c15ULL * (t + 1),
-			.nbatch = nb, .bar = &bar, .churn = churn};
-		jobs[t].addrs = calloc(jobs[t].live, sizeof(uint64_t));
-		jobs[t].batch_ns = v + t * nb;
-		pthread_create(&th[t], NULL, work, &jobs[t]);
+			.live = nl, .pairs = pairs,
+			.seed = 0x9e3779b97f4a7c15ULL * (t + 1),
+			.nbatch = nb, .bar = &bar, .churn = churn,
+			.addrs = own_lines(nl * sizeof(uint64_t)),
+			.batch_ns = own_lines(nb * sizeof(double))};
+		if (!jobs[t]->addrs || !jobs[t]->batch_ns)
+			return GM_ENOMEM;
+		pthread_create(&th[t], NULL, work, jobs[t]);
 	}
 	for (unsigned t = 0; t < threads; t++) {
 		pthread_join(th[t], NULL);
-		err |= jobs[t].err;
-		free(jobs[t].addrs);
+		err |= jobs[t]->err;
+		memcpy(v + all, jobs[t]->batch_ns, nb * sizeof(*v));
 		all += nb;
+		free(jobs[t]->addrs);
+		free(jobs[t]->batch_ns);
+		free(jobs[t]);
 	}
 	qsort(v, all, sizeof(*v), cmp_d);
 	*median = v[all / 2];
