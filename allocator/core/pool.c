@@ -36,6 +36,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /*
  * Constants from PyTorch's c10/cuda/CUDACachingAllocator.cpp
@@ -183,41 +188,83 @@ struct gm_pool {
 /* ==== Small helpers ==== */
 
 /*
- * The arena locks: a test-and-set lock that spins briefly,
- * then yields. Taking it is one atomic exchange and releasing it one
- * plain store, where a pthread mutex costs an atomic operation each way
- * (measured in tools/bench: about 10 ns of a pair). Critical sections
- * are a few tree operations long and never call the device except on
- * the virtual-segment slow path.
+ * The arena locks: a spin-then-sleep lock (Drepper, "Futexes Are
+ * Tricky", 2011, mutex 3; the shape of glibc's adaptive mutex).
+ * States: 0 free, 1 held, 2 held and a thread may sleep on it. Taking a
+ * free lock is one compare-and-swap, releasing one exchange (a futex
+ * wake only when state 2 was seen). A waiter spins reading the word
+ * (no writes while it is held, so the holder's line is not stolen by
+ * every spinner) for up to SPIN_LIMIT pauses, a few tens of
+ * microseconds: critical sections are a few tree operations long and
+ * never call the device except on the virtual-segment slow path, so a
+ * waiter normally gets the lock while spinning, and only a long wait
+ * (a preempted holder, the device path) sleeps in the kernel instead of
+ * burning a core. The former test-and-set lock with sched_yield()
+ * collapsed with 8 threads on one stream (tools/bench/results/
+ * alloc-cpu.md).
  */
-static __attribute__((noinline)) void lk_slow(atomic_int *l)
+#define SPIN_LIMIT 1000
+
+static inline void cpu_relax(void)
 {
-	while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
-		for (int i = 0; i < 100; i++) {
 #if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
+	__builtin_ia32_pause();
 #elif defined(__aarch64__)
-			__asm__ __volatile__("yield");
+	__asm__ __volatile__("yield");
 #endif
-			if (!atomic_load_explicit(l, memory_order_relaxed))
-				break;
-		}
-		if (atomic_load_explicit(l, memory_order_relaxed))
-			sched_yield();
-	}
 }
 
-/* The uncontended case inline: one exchange, no call. */
+static void lk_sleep(atomic_int *l)
+{
+#ifdef __linux__
+	syscall(SYS_futex, l, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+#else
+	(void)l;
+	sched_yield();
+#endif
+}
+
+static void lk_wake(atomic_int *l)
+{
+#ifdef __linux__
+	syscall(SYS_futex, l, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+	(void)l;
+#endif
+}
+
+static __attribute__((noinline)) void lk_slow(atomic_int *l)
+{
+	int c;
+
+	for (int i = 0; i < SPIN_LIMIT; i++) {
+		c = atomic_load_explicit(l, memory_order_relaxed);
+		if (c == 0 && atomic_compare_exchange_weak_explicit(l, &c, 1,
+				memory_order_acquire, memory_order_relaxed))
+			return;
+		cpu_relax();
+	}
+	/* sleep; whoever takes the lock from here on marks it 2, so the
+	 * release that wakes us is never skipped */
+	while (atomic_exchange_explicit(l, 2, memory_order_acquire))
+		lk_sleep(l);
+}
+
+/* The uncontended case inline: one compare-and-swap, no call. */
 static inline __attribute__((always_inline)) void lk(atomic_int *l)
 {
-	if (__builtin_expect(atomic_exchange_explicit(l, 1,
-			memory_order_acquire), 0))
+	int c = 0;
+
+	if (__builtin_expect(!atomic_compare_exchange_strong_explicit(l, &c,
+			1, memory_order_acquire, memory_order_relaxed), 0))
 		lk_slow(l);
 }
 
-static void ulk(atomic_int *l)
+static inline void ulk(atomic_int *l)
 {
-	atomic_store_explicit(l, 0, memory_order_release);
+	if (__builtin_expect(atomic_exchange_explicit(l, 0,
+			memory_order_release) == 2, 0))
+		lk_wake(l);
 }
 
 static void gstat_add(struct gstat *s, uint64_t n)
