@@ -586,7 +586,8 @@ static int amap_grow(struct amap *m)
 }
 
 /* Add live block b. Returns 0 or GM_ENOMEM. Caller holds the lock. */
-static int amap_insert(struct amap *m, struct blk *b)
+static inline __attribute__((always_inline)) int amap_insert(struct amap *m,
+							   struct blk *b)
 {
 	uint64_t key = b->node.addr;
 	size_t i;
@@ -2022,22 +2023,32 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 	return NULL;
 }
 
+/* Undo a counted allocation of b (its map insert failed). Caller holds
+ * a->lock. */
+static __attribute__((noinline, cold)) void alloc_undo(struct gm_pool *p,
+							struct arena *a,
+							struct blk *b)
+{
+	astat_sub(a, S_ALLOC_B, b->node.size);
+	astat_sub(a, S_REQ_B, b->requested);
+	astat_sub(a, S_ALLOCS, 1);
+	a->hist[hist_bucket(b->node.size)]--;
+	allocated_down(p, a, b->node.size);
+	release_block(p, a, b);
+}
+
 /*
  * Put carved and counted block b into its arena's map of live blocks;
  * on failure (GM_ENOMEM) undo the allocation. Caller holds a->lock.
  */
-static int map_in(struct gm_pool *p, struct arena *a, struct blk *b)
+static inline __attribute__((always_inline)) int map_in(struct gm_pool *p,
+							 struct arena *a,
+							 struct blk *b)
 {
 	int err = amap_insert(&a->map, b);
 
-	if (err) {
-		astat_sub(a, S_ALLOC_B, b->node.size);
-		astat_sub(a, S_REQ_B, b->requested);
-		astat_sub(a, S_ALLOCS, 1);
-		a->hist[hist_bucket(b->node.size)]--;
-		allocated_down(p, a, b->node.size);
-		release_block(p, a, b);
-	}
+	if (__builtin_expect(err, 0))
+		alloc_undo(p, a, b);
 	return err;
 }
 
