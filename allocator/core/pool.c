@@ -154,6 +154,8 @@ struct arena {
 	/* bytes this arena may allocate without touching p->granted
 	 * (allocated_up); 0 while the pool has one arena */
 	uint64_t credit;
+	uint32_t calm;       /* direct-mode allocations since a new peak */
+	bool want_credit;    /* calm enough: leave direct mode (credit_mode) */
 	uint64_t hist[GM_POOL_HIST_BUCKETS];
 };
 
@@ -177,6 +179,9 @@ struct gm_pool {
 	 * the pool-wide atomics are skipped; set, with the arena's counts
 	 * folded in, under its lock before a second arena is published. */
 	_Atomic bool multi;
+	/* set and cleared only in windows: the arenas hold no credit and
+	 * granted is exactly the allocated bytes (allocated_up) */
+	_Atomic bool direct;
 	/* With several arenas (see allocated_up): granted = allocated bytes
 	 * + every arena's credit, an upper bound on allocated bytes, kept
 	 * <= peak_alloc, and granted + pending <= peak_active, outside
@@ -318,6 +323,15 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
  *    allocation is counted in a window (alloc_window): every arena
  *    locked, the true totals summed, the peaks raised to them, all
  *    credit folded back (granted = allocated).
+ * While allocations keep making new peaks (a model's first step), every
+ * one of them would need a window; a window that finds a new peak
+ * switches to direct mode instead: no credit, granted = allocated
+ * exactly, updated by every allocate and free with the peaks raised at
+ * once (one atomic add, as a plain counter), until an arena has made
+ * CALM_OPS allocations without a new peak (credit_mode). 256: a window
+ * locks every arena (about a dozen contended atomics with 8 streams),
+ * so windows stay below one per 256 allocations of an arena whose
+ * peaks keep rising (a random walk of allocated bytes does so often).
  * Credit above CREDIT_MAX goes back to granted (down to half of it), so
  * idle arenas do not hoard headroom and force needless windows.
  * CREDIT_MAX, 16 MiB, from a simulation of alloc_bench's pattern (8
@@ -328,6 +342,7 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
  * own counters are the pool's and nothing is done here.
  */
 #define CREDIT_MAX (16 * GM_MiB)
+#define CALM_OPS 256
 
 /* The shortfall s of an allocation on a, from granted. False: it would
  * pass a peak (a window must count it). Caller holds a->lock. */
@@ -356,6 +371,28 @@ static __attribute__((noinline)) bool grant(struct gm_pool *p,
 	return true;
 }
 
+/* allocated_up() in direct mode: the plain counter. Caller holds
+ * a->lock. */
+static __attribute__((noinline)) bool allocated_direct(struct gm_pool *p,
+							struct arena *a,
+							uint64_t n)
+{
+	uint64_t v = atomic_fetch_add_explicit(&p->granted, n,
+					       memory_order_acq_rel) + n;
+	uint64_t pk = atomic_load_explicit(&p->peak_alloc,
+					   memory_order_relaxed);
+
+	if (v > pk) {
+		peak_max(&p->peak_alloc, v);
+		a->calm = 0;
+	} else if (++a->calm >= CALM_OPS) {
+		a->want_credit = true;
+	}
+	peak_max(&p->peak_active, v + atomic_load_explicit(&p->pending,
+						memory_order_relaxed));
+	return true;
+}
+
 /* Count n allocated bytes of arena a against the pool; false when a
  * window must (nothing counted then). Caller holds a->lock. */
 static inline bool allocated_up(struct gm_pool *p, struct arena *a,
@@ -367,6 +404,9 @@ static inline bool allocated_up(struct gm_pool *p, struct arena *a,
 		a->credit -= n;
 		return true;
 	}
+	if (__builtin_expect(atomic_load_explicit(&p->direct,
+			memory_order_relaxed), 0))
+		return allocated_direct(p, a, n);
 	return grant(p, a, n - a->credit);
 }
 
@@ -376,6 +416,12 @@ static inline void allocated_down(struct gm_pool *p, struct arena *a,
 {
 	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
 		return;
+	if (__builtin_expect(atomic_load_explicit(&p->direct,
+			memory_order_relaxed), 0)) {
+		atomic_fetch_sub_explicit(&p->granted, n,
+					  memory_order_release);
+		return;
+	}
 	a->credit += n;
 	if (a->credit > CREDIT_MAX) {
 		atomic_fetch_sub_explicit(&p->granted,
@@ -838,9 +884,10 @@ static void window_unlock(struct gm_pool *p)
  * folded back (granted = allocated), which restores allocated_up's
  * bounds.
  */
-static void window_settle(struct gm_pool *p, bool reset)
+static bool window_settle(struct gm_pool *p, bool reset)
 {
 	uint64_t t = 0, pend = 0;
+	bool raised;
 
 	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++) {
 		struct arena *a = p->list[i];
@@ -853,10 +900,29 @@ static void window_settle(struct gm_pool *p, bool reset)
 	if (reset) {
 		atomic_store(&p->peak_alloc, t);
 		atomic_store(&p->peak_active, t + pend);
-		return;
+		return false;
 	}
+	raised = t > atomic_load(&p->peak_alloc);
 	peak_max(&p->peak_alloc, t);
 	peak_max(&p->peak_active, t + pend);
+	return raised;
+}
+
+/*
+ * Leave direct mode (allocated_up) once arena a has been calm: a window
+ * that finds granted exact already and switches credit back on.
+ * Caller holds no lock.
+ */
+static void credit_mode(struct gm_pool *p)
+{
+	window_lock(p);
+	window_settle(p, false);
+	atomic_store(&p->direct, false);
+	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++) {
+		p->list[i]->calm = 0;
+		p->list[i]->want_credit = false;
+	}
+	window_unlock(p);
 }
 
 /*
@@ -2066,7 +2132,8 @@ static int alloc_window(struct gm_pool *p, struct arena *a, struct blk *b,
 	window_lock(p);
 	count_alloc(a, b);
 	err = map_in(p, a, b);
-	window_settle(p, false);
+	if (window_settle(p, false)) /* a new peak: direct mode */
+		atomic_store(&p->direct, true);
 	window_unlock(p);
 	if (!err)
 		*addr = b->node.addr;
@@ -2080,7 +2147,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	struct arena *a;
 	struct blk *b;
 	uint64_t rounded;
-	bool counted = true;
+	bool counted = true, calm;
 	int pl, err = 0;
 
 	*addr = 0;
@@ -2112,7 +2179,10 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		return alloc_window(pool, a, b, addr);
 	}
 	err = map_in(pool, a, b);
+	calm = a->want_credit;
 	ulk(&a->lock);
+	if (__builtin_expect(calm, 0))
+		credit_mode(pool);
 	if (!err)
 		*addr = b->node.addr;
 	return err;
