@@ -14,12 +14,16 @@
  * lock contention with many threads).
  *
  * Locks, in the only order they nest: arena lock alone;
- * pool->slow_lock then (one at a time) arena locks. Never two arena
- * locks at once.
+ * pool->slow_lock then arena locks: one at a time, or every arena at
+ * once (a "window", window_lock: only under slow_lock). Nobody waits
+ * for slow_lock or a second arena lock while holding an arena lock.
  *
  * Counters: bytes and counts per arena under its lock (summed when read);
- * allocated, active and reserved bytes and the segment count also as
- * pool-wide atomics so their peaks are exact across arenas.
+ * reserved bytes and the segment count also as pool-wide atomics. The
+ * peaks of allocated and active bytes are exact across arenas through
+ * credit (allocated_up): a pool-wide bound on allocated bytes that the
+ * fast path touches only now and then, and a window that reads the true
+ * total whenever the bound could pass the peak.
  */
 #include "pool.h"
 
@@ -36,6 +40,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /*
  * Constants from PyTorch's c10/cuda/CUDACachingAllocator.cpp
@@ -142,6 +151,11 @@ struct arena {
 	 * and their decreases st[...].dec - pend_b/n (active_cur) */
 	struct astat st[NSTAT];
 	uint64_t pend_b, pend_n;
+	/* bytes this arena may allocate without touching p->granted
+	 * (allocated_up); 0 while the pool has one arena */
+	uint64_t credit;
+	uint32_t calm;       /* direct-mode allocations since a new peak */
+	bool want_credit;    /* calm enough: leave direct mode (credit_mode) */
 	uint64_t hist[GM_POOL_HIST_BUCKETS];
 };
 
@@ -165,15 +179,25 @@ struct gm_pool {
 	 * the pool-wide atomics are skipped; set, with the arena's counts
 	 * folded in, under its lock before a second arena is published. */
 	_Atomic bool multi;
-	/* written on the fast path with several streams (allocated_up),
-	 * on cache lines of their own */
-	_Alignas(64) struct gstat allocated, active;
-	_Atomic uint64_t pending; /* bytes freed but awaiting events */
+	/* set and cleared only in windows: the arenas hold no credit and
+	 * granted is exactly the allocated bytes (allocated_up) */
+	_Atomic bool direct;
+	/* With several arenas (see allocated_up): granted = allocated bytes
+	 * + every arena's credit, an upper bound on allocated bytes, kept
+	 * <= peak_alloc, and granted + pending <= peak_active, outside
+	 * windows. Written now and then on the fast path: a line of its
+	 * own. */
+	_Alignas(64) _Atomic uint64_t granted;
+	/* exact peaks with several arenas; written only in windows */
+	_Alignas(64) _Atomic uint64_t peak_alloc, peak_active;
+	_Alignas(64) _Atomic uint64_t pending; /* freed, awaiting events */
 	/* written on slow paths only */
 	_Alignas(64) struct gstat reserved, segments;
 	_Atomic uint64_t retries, ooms, limit_rej, dev_alloc, dev_free, xstream;
-	pthread_mutex_t slow_lock; /* arena creation, OOM record */
+	pthread_mutex_t slow_lock; /* arena creation, OOM record, windows */
 	struct gm_pool_oom last_oom;
+	/* every arena in creation order (appended under slow_lock) */
+	struct arena *list[ARENA_SLOTS];
 	/* chunk (2 MiB) -> arena that last took a segment or mapping
 	 * there: the first arena a free looks in (hint_get) */
 	_Alignas(64)
@@ -183,41 +207,83 @@ struct gm_pool {
 /* ==== Small helpers ==== */
 
 /*
- * The arena locks: a test-and-set lock that spins briefly,
- * then yields. Taking it is one atomic exchange and releasing it one
- * plain store, where a pthread mutex costs an atomic operation each way
- * (measured in tools/bench: about 10 ns of a pair). Critical sections
- * are a few tree operations long and never call the device except on
- * the virtual-segment slow path.
+ * The arena locks: a spin-then-sleep lock (Drepper, "Futexes Are
+ * Tricky", 2011, mutex 3; the shape of glibc's adaptive mutex).
+ * States: 0 free, 1 held, 2 held and a thread may sleep on it. Taking a
+ * free lock is one compare-and-swap, releasing one exchange (a futex
+ * wake only when state 2 was seen). A waiter spins reading the word
+ * (no writes while it is held, so the holder's line is not stolen by
+ * every spinner) for up to SPIN_LIMIT pauses, a few tens of
+ * microseconds: critical sections are a few tree operations long and
+ * never call the device except on the virtual-segment slow path, so a
+ * waiter normally gets the lock while spinning, and only a long wait
+ * (a preempted holder, the device path) sleeps in the kernel instead of
+ * burning a core. The former test-and-set lock with sched_yield()
+ * collapsed with 8 threads on one stream (tools/bench/results/
+ * alloc-cpu.md).
  */
-static __attribute__((noinline)) void lk_slow(atomic_int *l)
+#define SPIN_LIMIT 1000
+
+static inline void cpu_relax(void)
 {
-	while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
-		for (int i = 0; i < 100; i++) {
 #if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
+	__builtin_ia32_pause();
 #elif defined(__aarch64__)
-			__asm__ __volatile__("yield");
+	__asm__ __volatile__("yield");
 #endif
-			if (!atomic_load_explicit(l, memory_order_relaxed))
-				break;
-		}
-		if (atomic_load_explicit(l, memory_order_relaxed))
-			sched_yield();
-	}
 }
 
-/* The uncontended case inline: one exchange, no call. */
+static void lk_sleep(atomic_int *l)
+{
+#ifdef __linux__
+	syscall(SYS_futex, l, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+#else
+	(void)l;
+	sched_yield();
+#endif
+}
+
+static void lk_wake(atomic_int *l)
+{
+#ifdef __linux__
+	syscall(SYS_futex, l, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+	(void)l;
+#endif
+}
+
+static __attribute__((noinline)) void lk_slow(atomic_int *l)
+{
+	int c;
+
+	for (int i = 0; i < SPIN_LIMIT; i++) {
+		c = atomic_load_explicit(l, memory_order_relaxed);
+		if (c == 0 && atomic_compare_exchange_weak_explicit(l, &c, 1,
+				memory_order_acquire, memory_order_relaxed))
+			return;
+		cpu_relax();
+	}
+	/* sleep; whoever takes the lock from here on marks it 2, so the
+	 * release that wakes us is never skipped */
+	while (atomic_exchange_explicit(l, 2, memory_order_acquire))
+		lk_sleep(l);
+}
+
+/* The uncontended case inline: one compare-and-swap, no call. */
 static inline __attribute__((always_inline)) void lk(atomic_int *l)
 {
-	if (__builtin_expect(atomic_exchange_explicit(l, 1,
-			memory_order_acquire), 0))
+	int c = 0;
+
+	if (__builtin_expect(!atomic_compare_exchange_strong_explicit(l, &c,
+			1, memory_order_acquire, memory_order_relaxed), 0))
 		lk_slow(l);
 }
 
-static void ulk(atomic_int *l)
+static inline void ulk(atomic_int *l)
 {
-	atomic_store_explicit(l, 0, memory_order_release);
+	if (__builtin_expect(atomic_exchange_explicit(l, 0,
+			memory_order_release) == 2, 0))
+		lk_wake(l);
 }
 
 static void gstat_add(struct gstat *s, uint64_t n)
@@ -242,30 +308,139 @@ static void peak_max(_Atomic uint64_t *peak, uint64_t v)
 }
 
 /*
- * The fast path's only pool-wide atomics: allocated bytes up or down
- * (one atomic add), with the peaks of allocated and active bytes (active
- * = allocated + pending) checked by plain loads. Totals of increases and
- * decreases come from the arenas. With a single arena (p->multi false,
- * read under the arena's lock) its own counters are the pool's and
- * nothing is done here: two atomic read-modify-writes a pair fewer.
+ * Allocated bytes across arenas, with exact peaks, without a pool-wide
+ * write on every allocate and free (which, as one atomic counter,
+ * serialized 8 threads on one cache line: 1.2-1.6 us a pair on 16 cores,
+ * tools/bench/results/alloc-cpu.md). The scheme is a distributed
+ * counter with a threshold, the peak:
+ *  - each arena holds credit, bytes it may allocate without asking: a
+ *    free adds its bytes to the arena's credit, an allocation spends it;
+ *  - granted = allocated + all credit >= allocated; an allocation that
+ *    lacks credit adds the shortfall to granted, only if granted stays
+ *    <= the allocated peak and granted + pending <= the active peak;
+ *  - so outside windows allocated <= granted <= peak: no allocation can
+ *    make a new peak unseen. When the shortfall does not fit, the
+ *    allocation is counted in a window (alloc_window): every arena
+ *    locked, the true totals summed, the peaks raised to them, all
+ *    credit folded back (granted = allocated).
+ * While allocations keep making new peaks (a model's first step), every
+ * one of them would need a window; a window that finds a new peak
+ * switches to direct mode instead: no credit, granted = allocated
+ * exactly, updated by every allocate and free with the peaks raised at
+ * once (one atomic add, as a plain counter), until an arena has made
+ * CALM_OPS allocations without a new peak (credit_mode). 256: a window
+ * locks every arena (about a dozen contended atomics with 8 streams),
+ * so windows stay below one per 256 allocations of an arena whose
+ * peaks keep rising (a random walk of allocated bytes does so often).
+ * Credit above CREDIT_MAX goes back to granted (down to half of it), so
+ * idle arenas do not hoard headroom and force needless windows.
+ * CREDIT_MAX, 16 MiB, from a simulation of alloc_bench's pattern (8
+ * threads, sizes log-uniform 512 B .. 32 MiB): 1, 4, 16, 64 MiB gave
+ * 0.68, 0.43, 0.20, 0.26 writes of granted and 0.0001, 0.0001, 0.003,
+ * 0.018 windows a pair (the one counter: 2 writes a pair).
+ * With a single arena (p->multi false, read under the arena's lock) its
+ * own counters are the pool's and nothing is done here.
  */
-static void allocated_up(struct gm_pool *p, uint64_t n)
-{
-	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
-		return;
-	uint64_t v = atomic_fetch_add_explicit(&p->allocated.cur, n,
-					       memory_order_relaxed) + n;
+#define CREDIT_MAX (16 * GM_MiB)
+#define CALM_OPS 256
 
-	peak_max(&p->allocated.peak, v);
-	peak_max(&p->active.peak, v + atomic_load_explicit(&p->pending,
-						memory_order_relaxed));
+/* The shortfall s of an allocation on a, from granted. False: it would
+ * pass a peak (a window must count it). Caller holds a->lock. */
+static __attribute__((noinline)) bool grant(struct gm_pool *p,
+					    struct arena *a, uint64_t s)
+{
+	uint64_t pk = atomic_load_explicit(&p->peak_alloc,
+					   memory_order_relaxed);
+	uint64_t pka = atomic_load_explicit(&p->peak_active,
+					    memory_order_relaxed);
+	uint64_t g = atomic_load_explicit(&p->granted, memory_order_acquire);
+
+	do {
+		/* read after granted: a record_stream free adds to pending
+		 * before it takes from granted (allocated_to_pending), so
+		 * bytes missed here are still in g */
+		uint64_t pend = atomic_load_explicit(&p->pending,
+						     memory_order_relaxed);
+
+		if (g > pk || s > pk - g || pend > pka || g > pka - pend ||
+		    s > pka - pend - g)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&p->granted, &g,
+			g + s, memory_order_acq_rel, memory_order_acquire));
+	a->credit = 0;
+	return true;
 }
 
-static void allocated_down(struct gm_pool *p, uint64_t n)
+/* allocated_up() in direct mode: the plain counter. Caller holds
+ * a->lock. */
+static __attribute__((noinline)) bool allocated_direct(struct gm_pool *p,
+							struct arena *a,
+							uint64_t n)
+{
+	uint64_t v = atomic_fetch_add_explicit(&p->granted, n,
+					       memory_order_acq_rel) + n;
+	uint64_t pk = atomic_load_explicit(&p->peak_alloc,
+					   memory_order_relaxed);
+
+	if (v > pk) {
+		peak_max(&p->peak_alloc, v);
+		a->calm = 0;
+	} else if (++a->calm >= CALM_OPS) {
+		a->want_credit = true;
+	}
+	peak_max(&p->peak_active, v + atomic_load_explicit(&p->pending,
+						memory_order_relaxed));
+	return true;
+}
+
+/* Count n allocated bytes of arena a against the pool; false when a
+ * window must (nothing counted then). Caller holds a->lock. */
+static inline bool allocated_up(struct gm_pool *p, struct arena *a,
+				uint64_t n)
+{
+	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
+		return true;
+	if (n <= a->credit) {
+		a->credit -= n;
+		return true;
+	}
+	if (__builtin_expect(atomic_load_explicit(&p->direct,
+			memory_order_relaxed), 0))
+		return allocated_direct(p, a, n);
+	return grant(p, a, n - a->credit);
+}
+
+/* n allocated bytes of arena a were freed. Caller holds a->lock. */
+static inline void allocated_down(struct gm_pool *p, struct arena *a,
+				  uint64_t n)
 {
 	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
 		return;
-	atomic_fetch_sub_explicit(&p->allocated.cur, n, memory_order_relaxed);
+	if (__builtin_expect(atomic_load_explicit(&p->direct,
+			memory_order_relaxed), 0)) {
+		atomic_fetch_sub_explicit(&p->granted, n,
+					  memory_order_release);
+		return;
+	}
+	a->credit += n;
+	if (a->credit > CREDIT_MAX) {
+		atomic_fetch_sub_explicit(&p->granted,
+					  a->credit - CREDIT_MAX / 2,
+					  memory_order_release);
+		a->credit = CREDIT_MAX / 2;
+	}
+}
+
+/* n allocated bytes became pending (record_stream): active bytes are
+ * unchanged, so granted + pending must not grow: pending first, then
+ * granted (grant() reads them in the other order). Caller holds the
+ * block's arena's lock. */
+static void allocated_to_pending(struct gm_pool *p, uint64_t n)
+{
+	atomic_fetch_add(&p->pending, n);
+	if (atomic_load_explicit(&p->multi, memory_order_relaxed))
+		atomic_fetch_sub_explicit(&p->granted, n,
+					  memory_order_release);
 }
 
 static void gstat_sub(struct gstat *s, uint64_t n)
@@ -457,7 +632,8 @@ static int amap_grow(struct amap *m)
 }
 
 /* Add live block b. Returns 0 or GM_ENOMEM. Caller holds the lock. */
-static int amap_insert(struct amap *m, struct blk *b)
+static inline __attribute__((always_inline)) int amap_insert(struct amap *m,
+							   struct blk *b)
 {
 	uint64_t key = b->node.addr;
 	size_t i;
@@ -626,28 +802,26 @@ static struct arena *arena_find(struct gm_pool *p, uintptr_t stream,
 }
 
 /*
- * A second arena is about to be published: fold the only arena's
- * allocated and active counts into the pool-wide atomics and switch
- * them on, under that arena's lock so no update of it is lost. Caller
- * holds slow_lock (the documented nesting).
+ * A second arena is about to be published: the only arena's allocated
+ * bytes and peaks become the pool-wide bound and peaks (allocated_up),
+ * switched on under that arena's lock so no update of it is lost.
+ * Caller holds slow_lock (the documented nesting).
  */
 static void go_multi(struct gm_pool *p)
 {
-	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
-		struct arena *a = atomic_load_explicit(&p->arenas[i],
-						       memory_order_acquire);
+	struct arena *a = p->list[0];
 
-		if (!a)
-			continue;
-		lk(&a->lock);
-		atomic_store(&p->allocated.cur, a->st[S_ALLOC_B].cur);
-		peak_max(&p->allocated.peak, a->st[S_ALLOC_B].peak);
-		peak_max(&p->active.peak, a->st[S_ACTIVE_B].peak);
+	if (!a) {
 		atomic_store(&p->multi, true);
-		ulk(&a->lock);
 		return;
 	}
+	lk(&a->lock);
+	a->credit = 0;
+	atomic_store(&p->granted, a->st[S_ALLOC_B].cur);
+	atomic_store(&p->peak_alloc, a->st[S_ALLOC_B].peak);
+	atomic_store(&p->peak_active, a->st[S_ACTIVE_B].peak);
 	atomic_store(&p->multi, true);
+	ulk(&a->lock);
 }
 
 /* The arena of stream, created on first use. NULL: out of host memory or
@@ -671,6 +845,7 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 			if (!atomic_load(&p->multi) &&
 			    atomic_load(&p->n_arenas))
 				go_multi(p);
+			p->list[atomic_load(&p->n_arenas)] = a;
 			atomic_store_explicit(&p->arenas[slot], a,
 					      memory_order_release);
 			atomic_fetch_add(&p->n_arenas, 1);
@@ -683,6 +858,71 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 static struct arena *arena_at(struct gm_pool *p, unsigned i)
 {
 	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+}
+
+static void lk_arena(struct arena *a);
+
+/* A window: slow_lock, then every arena's lock (settled), so nothing
+ * changes anywhere until window_unlock(). Caller holds no lock. */
+static void window_lock(struct gm_pool *p)
+{
+	pthread_mutex_lock(&p->slow_lock);
+	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++)
+		lk_arena(p->list[i]);
+}
+
+static void window_unlock(struct gm_pool *p)
+{
+	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++)
+		ulk(&p->list[i]->lock);
+	pthread_mutex_unlock(&p->slow_lock);
+}
+
+/*
+ * In a window: the exact allocated and active bytes; the pool-wide
+ * peaks raised to them (or, reset, set to them); every arena's credit
+ * folded back (granted = allocated), which restores allocated_up's
+ * bounds.
+ */
+static bool window_settle(struct gm_pool *p, bool reset)
+{
+	uint64_t t = 0, pend = 0;
+	bool raised;
+
+	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++) {
+		struct arena *a = p->list[i];
+
+		t += a->st[S_ALLOC_B].cur;
+		pend += a->pend_b;
+		a->credit = 0;
+	}
+	atomic_store(&p->granted, t);
+	if (reset) {
+		atomic_store(&p->peak_alloc, t);
+		atomic_store(&p->peak_active, t + pend);
+		return false;
+	}
+	raised = t > atomic_load(&p->peak_alloc);
+	peak_max(&p->peak_alloc, t);
+	peak_max(&p->peak_active, t + pend);
+	return raised;
+}
+
+/*
+ * Leave direct mode (allocated_up) once arena a has been calm: a window
+ * that finds granted exact already and switches credit back on.
+ * Caller holds no lock.
+ */
+static void credit_mode(struct gm_pool *p)
+{
+	window_lock(p);
+	window_settle(p, false);
+	atomic_store(&p->direct, false);
+	for (unsigned i = 0; i < atomic_load(&p->n_arenas); i++) {
+		p->list[i]->calm = 0;
+		p->list[i]->want_credit = false;
+	}
+	window_unlock(p);
 }
 
 /*
@@ -815,6 +1055,16 @@ static void empty_take(struct arena *a, struct seg *s)
 	s->in_empty = 0;
 }
 
+/* Count carved block b as allocated in its arena's statistics. */
+static inline void count_alloc(struct arena *a, struct blk *b)
+{
+	astat_add(a, S_ALLOC_B, b->node.size);
+	astat_add(a, S_REQ_B, b->requested);
+	astat_add(a, S_ALLOCS, 1);
+	active_peak(a);
+	a->hist[hist_bucket(b->node.size)]++;
+}
+
 /*
  * Hand out rounded bytes from free block b (in the tree). Splits off the
  * rest as a new free block when should_split() says so; if the block
@@ -830,10 +1080,15 @@ static void empty_take(struct arena *a, struct seg *s)
  * (free_undo: no tree work at all). The treap's shape then differs from
  * an eager update's, never its keys: best fit and every placement are
  * the same. Statistics change at once either way.
+ *
+ * Returns true; false when the pool-wide count needs a window
+ * (allocated_up): b is then carved (owned by the caller, in no tree
+ * and no map) but not yet counted as allocated, and the caller counts
+ * it with count_alloc() in alloc_window().
  */
-static struct blk *carve_at(struct gm_pool *p, struct arena *a,
-			    struct blk *b, struct gm_tnode **at,
-			    uint64_t rounded, uint64_t requested)
+static bool carve_at(struct gm_pool *p, struct arena *a, struct blk *b,
+		     struct gm_tnode **at, uint64_t rounded,
+		     uint64_t requested)
 {
 	struct seg *s = b->seg;
 	struct blk *r = NULL;
@@ -870,13 +1125,10 @@ static struct blk *carve_at(struct gm_pool *p, struct arena *a,
 	s->used += b->node.size;
 	if (s->nused++ == 0)
 		empty_take(a, s);
-	astat_add(a, S_ALLOC_B, b->node.size);
-	astat_add(a, S_REQ_B, requested);
-	astat_add(a, S_ALLOCS, 1);
-	active_peak(a);
-	a->hist[hist_bucket(b->node.size)]++;
-	allocated_up(p, b->node.size);
-	return b;
+	if (!allocated_up(p, a, b->node.size))
+		return false;
+	count_alloc(a, b);
+	return true;
 }
 
 /* Run a deferred carve's tree update (carve_at). Caller holds a->lock. */
@@ -902,8 +1154,8 @@ static void lk_arena(struct arena *a)
 }
 
 /* carve_at() of a block whose tree link is not at hand (slow paths). */
-static struct blk *carve(struct gm_pool *p, struct arena *a, struct blk *b,
-			 uint64_t rounded, uint64_t requested)
+static bool carve(struct gm_pool *p, struct arena *a, struct blk *b,
+		  uint64_t rounded, uint64_t requested)
 {
 	return carve_at(p, a, b, NULL, rounded, requested);
 }
@@ -1696,8 +1948,7 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 		if (!b->events) /* no host memory: be safe, wait now */
 			pool->be->ops->synchronize(pool->be);
 		else {
-			atomic_fetch_add(&pool->pending, b->node.size);
-			allocated_down(pool, b->node.size);
+			allocated_to_pending(pool, b->node.size);
 			a->pend_b += b->node.size;
 			a->pend_n++;
 			b->state = B_PENDING;
@@ -1707,7 +1958,7 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 			return 0;
 		}
 	}
-	allocated_down(pool, b->node.size);
+	allocated_down(pool, a, b->node.size);
 	release_block(pool, a, b);
 	ulk(&a->lock);
 	return 0;
@@ -1792,10 +2043,12 @@ static void record_oom(struct gm_pool *p, int err, uint64_t size,
  * another stream's free segment, a new segment (or more granules), then
  * the same after releasing every cached segment (PyTorch malloc, steps
  * 3-6 in allocators.md 1.7). Returns the block handed out, with
- * a->lock NOT held, or NULL with *err set.
+ * a->lock NOT held (*counted false: not yet counted, see carve_at), or
+ * NULL with *err set.
  */
 static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
-			      uint64_t size, uint64_t rounded, int *err)
+			      uint64_t size, uint64_t rounded, int *err,
+			      bool *counted)
 {
 	struct seg *s = NULL;
 	struct blk *b;
@@ -1807,7 +2060,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 			if (!b)
 				b = vseg_grow(p, a, pool, rounded, err);
 			if (b) {
-				b = carve(p, a, b, rounded, size);
+				*counted = carve(p, a, b, rounded, size);
 				ulk(&a->lock);
 				return b;
 			}
@@ -1820,7 +2073,8 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 			if (s) {
 				lk_arena(a);
 				seg_adopt(p, a, s);
-				b = carve(p, a, s->first, rounded, size);
+				b = s->first;
+				*counted = carve(p, a, b, rounded, size);
 				ulk(&a->lock);
 				return b;
 			}
@@ -1835,6 +2089,57 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 	return NULL;
 }
 
+/* Undo a counted allocation of b (its map insert failed). Caller holds
+ * a->lock. */
+static __attribute__((noinline, cold)) void alloc_undo(struct gm_pool *p,
+							struct arena *a,
+							struct blk *b)
+{
+	astat_sub(a, S_ALLOC_B, b->node.size);
+	astat_sub(a, S_REQ_B, b->requested);
+	astat_sub(a, S_ALLOCS, 1);
+	a->hist[hist_bucket(b->node.size)]--;
+	allocated_down(p, a, b->node.size);
+	release_block(p, a, b);
+}
+
+/*
+ * Put carved and counted block b into its arena's map of live blocks;
+ * on failure (GM_ENOMEM) undo the allocation. Caller holds a->lock.
+ */
+static inline __attribute__((always_inline)) int map_in(struct gm_pool *p,
+							 struct arena *a,
+							 struct blk *b)
+{
+	int err = amap_insert(&a->map, b);
+
+	if (__builtin_expect(err, 0))
+		alloc_undo(p, a, b);
+	return err;
+}
+
+/*
+ * Count carved block b of arena a (carve_at returned false: its
+ * shortfall would pass a peak) with every arena locked, so the peaks are
+ * raised to the exact totals the moment it is counted: the allocation
+ * takes effect here. Caller holds no lock. Returns map_in()'s result.
+ */
+static int alloc_window(struct gm_pool *p, struct arena *a, struct blk *b,
+			uint64_t *addr)
+{
+	int err;
+
+	window_lock(p);
+	count_alloc(a, b);
+	err = map_in(p, a, b);
+	if (window_settle(p, false)) /* a new peak: direct mode */
+		atomic_store(&p->direct, true);
+	window_unlock(p);
+	if (!err)
+		*addr = b->node.addr;
+	return err;
+}
+
 int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		  uint64_t *addr)
 {
@@ -1842,6 +2147,7 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	struct arena *a;
 	struct blk *b;
 	uint64_t rounded;
+	bool counted = true, calm;
 	int pl, err = 0;
 
 	*addr = 0;
@@ -1859,30 +2165,27 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
 	if (!b) {
 		ulk(&a->lock);
-		b = alloc_slow(pool, a, pl, size, rounded, &err);
+		b = alloc_slow(pool, a, pl, size, rounded, &err, &counted);
 		if (!b) {
 			if (err == GM_ELIMIT || err == GM_EDEVNOMEM)
 				record_oom(pool, err, size, rounded, stream);
 			return err;
 		}
+		if (!counted)
+			return alloc_window(pool, a, b, addr);
 		lk(&a->lock);
-	} else {
-		b = carve_at(pool, a, b, at, rounded, size);
-	}
-	err = amap_insert(&a->map, b);
-	if (err) {
-		astat_sub(a, S_ALLOC_B, b->node.size);
-		astat_sub(a, S_REQ_B, b->requested);
-		astat_sub(a, S_ALLOCS, 1);
-		a->hist[hist_bucket(b->node.size)]--;
-		allocated_down(pool, b->node.size);
-		release_block(pool, a, b);
+	} else if (!carve_at(pool, a, b, at, rounded, size)) {
 		ulk(&a->lock);
-		return err;
+		return alloc_window(pool, a, b, addr);
 	}
+	err = map_in(pool, a, b);
+	calm = a->want_credit;
 	ulk(&a->lock);
-	*addr = b->node.addr;
-	return 0;
+	if (__builtin_expect(calm, 0))
+		credit_mode(pool);
+	if (!err)
+		*addr = b->node.addr;
+	return err;
 }
 
 /* ==== Release ==== */
@@ -2069,23 +2372,23 @@ static void astat_sum(struct gm_pool_stat *s, const struct astat *a)
 }
 
 /*
- * Allocated, active and reserved bytes and the segment count come from
- * pool-wide atomics (peaks exact). The other counters are kept per
- * arena and summed: their current and totals are exact; their peak is
- * exact with one stream and otherwise the sum of per-stream peaks.
+ * Read in a window (every arena locked at once: one consistent moment).
+ * Reserved bytes and the segment count come from pool-wide atomics; the
+ * peaks of allocated and active bytes, with several arenas, from the
+ * pool-wide peaks (exact, allocated_up). The other counters are kept
+ * per arena and summed: their current and totals are exact; their peak
+ * is exact with one stream and otherwise the sum of per-stream peaks.
  */
 void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 {
 	uint64_t largest = 0;
 
 	memset(st, 0, sizeof(*st));
-	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
-		struct arena *a = arena_at(pool, i);
+	window_lock(pool);
+	for (unsigned i = 0; i < atomic_load(&pool->n_arenas); i++) {
+		struct arena *a = pool->list[i];
 		struct astat ab, an;
 
-		if (!a)
-			continue;
-		lk_arena(a);
 		ab = active_cur(a, S_ACTIVE_B);
 		an = active_cur(a, S_ACTIVE);
 		astat_sum(&st->allocated_bytes, &a->st[S_ALLOC_B]);
@@ -2103,19 +2406,13 @@ void gm_pool_get_stats(struct gm_pool *pool, struct gm_pool_stats *st)
 			if (n && n->size > largest)
 				largest = n->size;
 		}
-		ulk(&a->lock);
 	}
-	/* One arena: its sums above are exact (read after the loop, so a
-	 * second arena published meanwhile is seen as multi). */
-	if (!atomic_load(&pool->multi))
-		goto pool_wide;
-	/* current and peak from the pool-wide atomics (exact peaks) */
-	st->allocated_bytes.current = atomic_load(&pool->allocated.cur);
-	st->allocated_bytes.peak = atomic_load(&pool->allocated.peak);
-	st->active_bytes.current = st->allocated_bytes.current +
-				   atomic_load(&pool->pending);
-	st->active_bytes.peak = atomic_load(&pool->active.peak);
-pool_wide:
+	/* one arena: its sums above are exact; else the pool-wide peaks */
+	if (atomic_load(&pool->multi)) {
+		st->allocated_bytes.peak = atomic_load(&pool->peak_alloc);
+		st->active_bytes.peak = atomic_load(&pool->peak_active);
+	}
+	window_unlock(pool);
 	gstat_read(&pool->reserved, &st->reserved_bytes);
 	gstat_read(&pool->segments, &st->segments);
 	st->num_alloc_retries = atomic_load(&pool->retries);
@@ -2138,23 +2435,21 @@ pool_wide:
 
 void gm_pool_reset_peaks(struct gm_pool *pool)
 {
-	struct gstat *g[] = {&pool->allocated, &pool->active, &pool->reserved,
-			     &pool->segments};
+	struct gstat *g[] = {&pool->reserved, &pool->segments};
 
+	window_lock(pool);
 	for (unsigned i = 0; i < sizeof(g) / sizeof(g[0]); i++)
 		atomic_store(&g[i]->peak, atomic_load(&g[i]->cur));
-	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
-		struct arena *a = arena_at(pool, i);
+	for (unsigned i = 0; i < atomic_load(&pool->n_arenas); i++) {
+		struct arena *a = pool->list[i];
 
-		if (!a)
-			continue;
-		lk(&a->lock);
 		for (int k = 0; k < NSTAT; k++)
 			a->st[k].peak = a->st[k].cur;
 		a->st[S_ACTIVE_B].peak = active_cur(a, S_ACTIVE_B).cur;
 		a->st[S_ACTIVE].peak = active_cur(a, S_ACTIVE).cur;
-		ulk(&a->lock);
 	}
+	window_settle(pool, true);
+	window_unlock(pool);
 }
 
 uint64_t gm_pool_reserved(const struct gm_pool *pool)

@@ -33,7 +33,10 @@
  * Thread safety: all functions except gm_pool_create/gm_pool_destroy may
  * be called from many threads at once. The fast path takes one lock,
  * the stream's arena's (which also guards the arena's map of live
- * blocks); there is no pool-wide lock on it.
+ * blocks); there is no pool-wide lock on it, and with several streams
+ * the pool-wide count of allocated bytes is written only now and then
+ * (per-arena credit; an allocation that makes a new peak locks every
+ * arena once, so the peaks stay exact: pool.c, allocated_up).
  */
 #ifndef GM_POOL_H
 #define GM_POOL_H

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,100 @@ static struct gm_pool_stats stats(struct fx *f)
 
 	gm_pool_get_stats(f->pool, &st);
 	return st;
+}
+
+/*
+ * Exact peaks across threads on their own streams (pool.c
+ * allocated_up: arenas spend credit from their own frees and touch the
+ * pool-wide bound only now and then). Each round every thread frees
+ * and allocates small blocks (building credit), then holds a big block
+ * while all threads wait at a barrier: at that moment the sum of the
+ * big blocks is live, so the allocated peak must reach it in every
+ * round; it may pass it only by the small blocks in flight (and by at
+ * most 1 MiB a block handed out whole, PyTorch's should_split).
+ */
+#define PK_THREADS 4
+#define PK_ROUNDS 60
+
+struct pk_job {
+	struct gm_pool *pool;
+	pthread_barrier_t *bar;
+	uintptr_t stream;
+	uint64_t seed;
+	uint64_t big[PK_ROUNDS];
+	int err;
+};
+
+static uint64_t pk_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void *pk_work(void *arg)
+{
+	struct pk_job *j = arg;
+	uint64_t s = j->seed;
+
+	for (int r = 0; r < PK_ROUNDS; r++) {
+		uint64_t a, big;
+
+		for (int k = 0; k < 50; k++) {
+			j->err |= gm_pool_alloc(j->pool, 512 + pk_rand(&s) %
+						(4 * GM_MiB), j->stream, &a);
+			j->err |= gm_pool_free(j->pool, a);
+		}
+		j->err |= gm_pool_alloc(j->pool, j->big[r], j->stream, &big);
+		pthread_barrier_wait(j->bar); /* every big block live */
+		pthread_barrier_wait(j->bar);
+		j->err |= gm_pool_free(j->pool, big);
+		pthread_barrier_wait(j->bar); /* no round overlaps the next */
+	}
+	return NULL;
+}
+
+static void peaks_across_threads(void **state)
+{
+	struct pk_job jobs[PK_THREADS];
+	pthread_t th[PK_THREADS];
+	pthread_barrier_t bar;
+	struct gm_pool_stats st;
+	uint64_t s = 12345, want = 0;
+	struct fx f;
+
+	(void)state;
+	make(&f, 1024 * GM_GiB, false, NULL);
+	pthread_barrier_init(&bar, NULL, PK_THREADS);
+	for (int t = 0; t < PK_THREADS; t++)
+		jobs[t] = (struct pk_job){.pool = f.pool, .bar = &bar,
+					  .stream = (uintptr_t)t + 1,
+					  .seed = 777 + (uint64_t)t};
+	for (int r = 0; r < PK_ROUNDS; r++) {
+		uint64_t sum = 0;
+
+		for (int t = 0; t < PK_THREADS; t++) {
+			/* 20 .. 418 MiB, multiples of 2 MiB */
+			jobs[t].big[r] = (10 + pk_rand(&s) % 200) * 2 * GM_MiB;
+			sum += jobs[t].big[r];
+		}
+		if (sum > want)
+			want = sum;
+	}
+	for (int t = 0; t < PK_THREADS; t++)
+		pthread_create(&th[t], NULL, pk_work, &jobs[t]);
+	for (int t = 0; t < PK_THREADS; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(jobs[t].err, 0);
+	}
+	st = stats(&f);
+	assert_int_equal(st.allocated_bytes.current, 0);
+	assert_true(st.allocated_bytes.peak >= want);
+	assert_true(st.allocated_bytes.peak <= want + PK_THREADS * 6 * GM_MiB);
+	assert_int_equal(st.active_bytes.peak, st.allocated_bytes.peak);
+	pthread_barrier_destroy(&bar);
+	done(&f);
 }
 
 static void rounding_and_pools(void **state)
@@ -528,6 +623,7 @@ int main(void)
 		cmocka_unit_test(virtual_segments_interior_unmap),
 		cmocka_unit_test(no_cache_mode),
 		cmocka_unit_test(lookup_and_snapshot),
+		cmocka_unit_test(peaks_across_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
