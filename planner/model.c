@@ -83,6 +83,9 @@ struct ctx {
 	struct gm_state_bytes sb;   /* per parameter, sharded */
 	struct gm_state_bytes full; /* per parameter, unsharded */
 	double t, d;
+	double tv;                  /* the vocabulary's TP divisor: t, or 1
+				     * when tensor_parallel_vocab is
+				     * replicated */
 	unsigned p, r;              /* stages, this stage */
 	uint64_t layers, ga;
 	bool first, last;
@@ -91,6 +94,16 @@ struct ctx {
 				     * the card less context and NCCL */
 };
 
+/* The TP divisor of pt: t for a tensor split over the ranks, 1 for a
+ * replicated one (the embedding and head under tensor_parallel_vocab:
+ * replicated). */
+static double tdiv(const struct ctx *c, const struct gm_ptensor *pt)
+{
+	if (!(pt->flags & GM_PT_TP))
+		return 1;
+	return pt->flags & (GM_PT_EMBED | GM_PT_HEAD) ? c->tv : c->t;
+}
+
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -98,8 +111,7 @@ static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 	double n = (double)pt->rows * (double)pt->cols;
 
 	*count = 1;
-	if (pt->flags & GM_PT_TP)
-		n /= c->t;
+	n /= tdiv(c, pt);
 	if (pt->flags & GM_PT_LAYER) {
 		*count = (double)c->layers;
 		return n * *count;
@@ -128,7 +140,8 @@ static double adafactor_elems(const struct ctx *c)
 		if (!n)
 			continue;
 		if (pt->rows > 1 && pt->cols > 1)
-			e += ((double)pt->rows / c->t + (double)pt->cols) * cnt;
+			e += ((double)pt->rows / tdiv(c, pt) +
+			      (double)pt->cols) * cnt;
 		else
 			e += n;
 	}
@@ -207,7 +220,7 @@ static double matmul_elems(const struct ctx *c)
 			/* a tied lm_head casts the embedding weight */
 			if (c->pl->t[i].flags & GM_PT_TIED && c->last)
 				n = (double)c->pl->t[i].rows *
-				    c->pl->t[i].cols / c->t;
+				    c->pl->t[i].cols / c->tv;
 			e += n;
 		}
 	return e;
@@ -219,7 +232,9 @@ static double largest_unit(const struct ctx *c)
 	double root = (double)(c->pl->embed + c->pl->head);
 	double blk = (double)c->pl->per_layer;
 
-	return (root > blk ? root : blk) / c->t;
+	root /= c->tv;
+	blk /= c->t;
+	return root > blk ? root : blk;
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
@@ -245,8 +260,8 @@ static double logits_per_token(const struct ctx *c)
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size)
 		return 0;
 	if (m->architecture == GM_ARCH_BERT)
-		return (double)m->vocab_size * (2 * L + C) / c->t;
-	return (double)m->vocab_size * 12 / c->t;
+		return (double)m->vocab_size * (2 * L + C) / c->tv;
+	return (double)m->vocab_size * 12 / c->tv;
 }
 
 static void lop(struct gm_step *st, bool alloc, int id, double bytes)
@@ -281,7 +296,7 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
 			 double tok)
 {
 	const struct gm_spec_model *m = &c->spec->model;
-	double n = tok * (double)m->vocab_size / c->t, C = c->full.compute;
+	double n = tok * (double)m->vocab_size / c->tv, C = c->full.compute;
 
 	st->n_loss = 0;
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size || !c->last)
@@ -359,7 +374,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		const struct gm_ptensor *pt = &c->pl->t[i];
 		struct gm_step_param *q = &st->p[st->n_param];
 		double cnt, n = stage_elems(c, pt, &cnt), per = n / cnt;
-		double whole = (double)pt->rows * (double)pt->cols / c->t;
+		double whole = (double)pt->rows * (double)pt->cols /
+			       tdiv(c, pt);
 		bool tied_head = (pt->flags & GM_PT_TIED) && c->last;
 
 		if (!n && !tied_head)
@@ -387,7 +403,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		if (sp->task == GM_TASK_TRAIN && ada && n) {
 			double b = c->full.weights / (zero >= 1 ? c->d : 1);
 			if (pt->rows > 1 && pt->cols > 1) {
-				q->state[0] = (double)pt->rows / c->t * b;
+				q->state[0] = (double)pt->rows /
+					      tdiv(c, pt) * b;
 				q->state[1] = (double)pt->cols * b;
 				q->n_state = 2;
 			} else {
@@ -528,7 +545,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	 * first */
 	lg_last = lg > 0 && (sp->model.architecture == GM_ARCH_BERT ||
 			     c->full.compute >= 4) ?
-		  tok * (double)sp->model.vocab_size / c->t *
+		  tok * (double)sp->model.vocab_size / c->tv *
 		  c->full.compute : 0;
 	held = 0;
 	T->logits = lg;
@@ -584,7 +601,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			    !(pt->flags & GM_PT_MATMUL))
 				continue;
 			if (!n && (pt->flags & GM_PT_TIED))
-				n = (double)pt->rows * pt->cols / c->t;
+				n = (double)pt->rows * pt->cols /
+				    tdiv(c, pt);
 			grads_fb += n * c->sb.gradients;
 		}
 	}
@@ -780,7 +798,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->q = (double)m->hidden_size / c->t;
 	in->kv = hd * (double)m->kv_heads / c->t;
 	in->ffn = (double)m->ffn_hidden_size / c->t;
-	in->vocab = (double)m->vocab_size / c->t;
+	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
 	in->c = c->full.compute;
 	in->kvb = kv_bytes(si->kv_cache_dtype);
@@ -896,6 +914,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.o = opts;
 	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;
 	c.d = par->data_parallel ? (double)par->data_parallel : 1;
+	c.tv = par->tp_vocab == GM_TPV_REPLICATED ? 1 : c.t;
 	c.p = par->pipeline_parallel ? (unsigned)par->pipeline_parallel : 1;
 	if (c.p > GM_STAGES_MAX || c.p > pl.layers)
 		return gm_diag_set(diag, GM_EINVAL,

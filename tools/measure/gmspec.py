@@ -70,6 +70,7 @@ SCHEMA = {
         "pipeline_parallel": (int, 1),
         "sequence_parallel": (bool, False),
         "zero_stage": (int, 0),
+        "tensor_parallel_vocab": (("sharded", "replicated"), "sharded"),
     },
     "hardware": {
         "gpu": (str, None),
