@@ -436,6 +436,21 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 	st->n_comm = 0;
 	if (!(comm > 0))
 		return;
+	if (zero <= 1 && c->spec->task == GM_TASK_TRAIN) {
+		/* DDP (ZeRO-1 = DDP + ZeroRedundancyOptimizer): its buffers
+		 * from the parameter list (step.c) */
+		st->ddp = true;
+		st->ddp_bcast_cap = 250.0 * GM_MiB;
+		st->ddp_first_cap = 1.0 * GM_MiB;
+		st->ddp_cap = bucket;
+		return;
+	}
+	if (zero == 3 && c->spec->task == GM_TASK_TRAIN) {
+		/* FSDP2: its buffers from the parameter list (step.c) */
+		st->fsdp = true;
+		st->fsdp_d = c->d;
+		return;
+	}
 	if (zero <= 1 && bucket > 0) {
 		double n = floor(comm / bucket);
 		st->comm[0].bytes = bucket;
@@ -455,6 +470,35 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		st->comm[0].count = 1;
 		st->n_comm = 1;
 	}
+}
+
+/*
+ * FSDP2's unsharded units, prefetch and collective buffers (step.c) make
+ * the live bytes move unit by unit: peak_allocated and what is live then
+ * are the sequence's (gm_step_peak), not a closed form. Keeps the
+ * analytic figures when host memory runs out.
+ */
+static void fsdp_peak(const struct gm_step *st, struct gm_terms *T)
+{
+	struct gm_step_peak pk;
+	const double *k = pk.kind;
+
+	if (gm_step_peak(st, GM_STEP_ALL, &pk))
+		return;
+	T->peak_allocated = pk.peak;
+	T->peak_phase = k[GM_SK_OPT_TMP] > 0 ? GM_PHASE_OPTIMIZER :
+			GM_PHASE_FWD_BWD;
+	T->phase_allocated[T->peak_phase == GM_PHASE_OPTIMIZER] = pk.peak;
+	T->at_peak = (struct gm_parts){
+		.weights = k[GM_SK_WEIGHT],
+		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
+		.optimizer_states = k[GM_SK_STATE],
+		.activations = k[GM_SK_ACT],
+		.logits = k[GM_SK_LOGITS],
+		.temporary = k[GM_SK_CACHE] + k[GM_SK_TRANSIENT] +
+			     k[GM_SK_OPT_TMP],
+		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
+		.workspace = k[GM_SK_WORKSPACE]};
 }
 
 /* Replay st (step.h) into T: peak_reserved from the allocator core. */
@@ -553,9 +597,11 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	/* The autocast weight cache: a 16-bit copy of every matmul weight,
 	 * saved by the linears until their backward (torch.autocast
 	 * cache_enabled; planners.md 7.11). */
+	/* Under FSDP2 too: autocast casts the unsharded parameters, which
+	 * are leaves, so each cast is cached until the backward (the 2x
+	 * H200 traces: every block's 16-bit casts, full size, freed in
+	 * backward). */
 	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
-	if (zero >= 3)
-		cache /= c->d; /* only the gathered unit is cast */
 
 	/* Data-parallel buffers: DDP keeps bucket copies of all gradients
 	 * (gradient_as_bucket_view=False, the default); ZeRO-2 reduces one
@@ -625,8 +671,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			if (pt->flags & GM_PT_MATMUL)
 				lcache += n / cnt;
 		}
-		lcache = c->full.autocast ? lcache * c->full.compute /
-			 (zero >= 3 ? c->d : 1) : 0;
+		lcache = c->full.autocast ? lcache * c->full.compute : 0;
 		tail_grads = grads_fb + (double)(c->layers - 1) * lg_elems *
 			     c->sb.gradients;
 		tail = emb + layer_saved + lcache + trans + tail_grads;
@@ -662,8 +707,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 					T->in_flight, true);
 	gm_blocks_add(&fb, emb + head_saved, T->in_flight, true);
 	if (cache > 0)
-		add_param_blocks(c, &fb, c->full.compute / (zero >= 3 ?
-			c->d : 1), 1, true, true);
+		add_param_blocks(c, &fb, c->full.compute, 1, true, true);
 	if (lg > trans + held)
 		gm_blocks_add(&fb, lg / 4, 4, true);
 	else
@@ -742,8 +786,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			.logits_piece = (lg - held) / 3,
 			.opt_tmp_per_tensor = sp->training.optimizer ==
 					      GM_OPT_ADAFACTOR};
-		step_params(c, &st, c->full.autocast ? c->full.compute /
-			    (zero >= 3 ? c->d : 1) : 0,
+		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
 			    opt_tmp > 0 ? c->full.weights /
 			    (zero >= 1 ? c->d : 1) : 0);
 		if (sp->training.activation_checkpointing == GM_CKPT_FULL)
@@ -759,6 +802,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
 		step_replay(c, &st, T);
+		if (st.fsdp)
+			fsdp_peak(&st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;
