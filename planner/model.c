@@ -386,6 +386,15 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			   GM_STEP_HEAD;
 		q->weight = per * c->sb.weights;
 		q->grad = per * c->sb.gradients;
+		/* parallelism.built_whole: the model built whole on each
+		 * rank, then sharded by FSDP2 and tensor parallel's
+		 * parallelize_module (as tools/measure/measure_multi.py
+		 * does) */
+		if (sp->task == GM_TASK_TRAIN &&
+		    sp->parallelism.built_whole) {
+			double f = (zero >= 3 ? c->d : 1) * tdiv(c, pt);
+			q->built = f > 1 ? q->weight * f : 0;
+		}
 		/* the head's matmul gradient appears at the loss; a tied
 		 * lm_head's is the embedding's, which then has none of its
 		 * own on this stage */
@@ -474,11 +483,13 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 
 /*
  * FSDP2's unsharded units, prefetch and collective buffers (step.c) make
- * the live bytes move unit by unit: peak_allocated and what is live then
- * are the sequence's (gm_step_peak), not a closed form. Keeps the
- * analytic figures when host memory runs out.
+ * the live bytes move unit by unit, and a model built whole before
+ * FSDP2 or tensor parallel shard it can peak at construction:
+ * peak_allocated and what is live then are the sequence's
+ * (gm_step_peak), not a closed form. Keeps the analytic figures when
+ * host memory runs out.
  */
-static void fsdp_peak(const struct gm_step *st, struct gm_terms *T)
+static void seq_peak(const struct gm_step *st, struct gm_terms *T)
 {
 	struct gm_step_peak pk;
 	const double *k = pk.kind;
@@ -802,8 +813,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
 		step_replay(c, &st, T);
-		if (st.fsdp)
-			fsdp_peak(&st, T);
+		if (st.fsdp || c->t > 1)
+			seq_peak(&st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;

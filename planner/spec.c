@@ -192,6 +192,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	    0, 3),
 	ENUM(GM_K_TP_VOCAB, "tensor_parallel_vocab", GM_K_PARALLELISM,
 	     parallelism.tp_vocab, tpv_names),
+	BOOL(GM_K_BUILT_WHOLE, "built_whole", GM_K_PARALLELISM,
+	     parallelism.built_whole),
 	SEC(GM_K_HARDWARE, "hardware", -1),
 	STR(GM_K_GPU, "gpu", GM_K_HARDWARE, gpu),
 };

@@ -103,6 +103,10 @@ struct gm_spec_parallel {
 	bool sequence_parallel;
 	unsigned zero_stage;        /* 0..3; FSDP full shard = 3 */
 	enum gm_tp_vocab tp_vocab;  /* tensor_parallel_vocab */
+	bool built_whole;           /* the model is built whole on every
+				     * rank, then FSDP / tensor parallel
+				     * shard it (false: built sharded, as
+				     * from a meta-device init) */
 };
 
 /*

@@ -329,20 +329,32 @@ static void fsdp_post_backward(struct em *e, uint64_t u)
 	}
 }
 
-/* Model construction: each unit's shards replace its full weights. */
-static void fsdp_setup(struct em *e)
+/* The bytes of parameter p as the model was built (step.h). */
+static double built_bytes(const struct gm_step_param *p)
 {
+	return p->built > 0 ? p->built : p->weight;
+}
+
+/*
+ * Model construction, then the parallel wrappers: unit by unit (each
+ * block, then the rest: fully_shard per block then on the root;
+ * parallelize_module per block), the unit's shards are allocated and
+ * the tensors as built freed (the 2x H200 traces: _init_sharded_param,
+ * distribute_tensor).
+ */
+static void shard_setup(struct em *e)
+{
+	uint32_t sh[GM_PARAMS_MAX];
+
 	for (uint64_t u = 0; u <= e->L; u++) {
-		uint32_t *sh = &e->ug[pix(e, u, 0)];
 		for (int i = 0; i < e->np; i++)
-			if (in_unit(e, u, i))
-				sh[i] = ealloc(e, e->st->p[i].weight,
-					       GM_SK_WEIGHT);
+			sh[i] = in_unit(e, u, i) && e->st->p[i].built > 0 ?
+				ealloc(e, e->st->p[i].weight, GM_SK_WEIGHT) :
+				NONE;
 		for (int i = 0; i < e->np; i++)
-			if (in_unit(e, u, i)) {
+			if (sh[i] != NONE) {
 				efree(e, &e->w[pix(e, u, i)]);
 				e->w[pix(e, u, i)] = sh[i];
-				sh[i] = NONE;
 			}
 	}
 }
@@ -1085,7 +1097,6 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ag = NONE,
 		       .rsin = NONE};
 	size_t n, na;
-	double wf;
 	int rc;
 
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
@@ -1129,25 +1140,23 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		rc = GM_ENOMEM;
 		goto out;
 	}
-	/* FSDP: the model is built whole, then sharded (fsdp_setup) */
-	wf = st->fsdp && st->training ? st->fsdp_d : 1;
+	/* the model as built; parallel wrappers shard it (shard_setup) */
 	for (int i = 0; i < e.np; i++) /* embeddings first, head last */
 		if (st->p[i].where == GM_STEP_EMBED)
 			e.w[pix(&e, e.L, i)] = ealloc(
-				&e, st->p[i].weight * wf, GM_SK_WEIGHT);
+				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (uint64_t l = 0; l < e.L; l++)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, st->p[i].weight * wf, GM_SK_WEIGHT);
+					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (int i = 0; i < e.np; i++)
 		if (st->p[i].where == GM_STEP_HEAD)
 			e.w[pix(&e, e.L, i)] = ealloc(
-				&e, st->p[i].weight * wf, GM_SK_WEIGHT);
+				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+	shard_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);
-	if (st->fsdp && st->training)
-		fsdp_setup(&e);
 	e.ws = ealloc(&e, st->workspace, GM_SK_WORKSPACE);
 	for (int k = 0, j = 0; k < st->n_comm; k++)
 		for (uint64_t i = 0; i < st->comm[k].count; i++)

@@ -70,6 +70,10 @@ struct gm_step_param {
 	bool grad_shared;    /* its gradient is another tensor's (the input
 			      * embedding tied to lm_head on one stage) */
 	double weight, grad, cache, opt_tmp; /* bytes of each (0: none) */
+	double built;        /* bytes as the model was built, before a
+			      * parallel wrapper sharded it (FSDP2's
+			      * fully_shard, tensor parallel's
+			      * parallelize_module); 0: built as it is */
 	double state[GM_STEP_STATES];        /* optimizer state tensors */
 	int n_state;
 };

@@ -71,6 +71,7 @@ SCHEMA = {
         "sequence_parallel": (bool, False),
         "zero_stage": (int, 0),
         "tensor_parallel_vocab": (("sharded", "replicated"), "sharded"),
+        "built_whole": (bool, False),
     },
     "hardware": {
         "gpu": (str, None),

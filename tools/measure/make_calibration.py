@@ -233,6 +233,9 @@ def spec_yaml(name, shape, head, task, par=(1, 1, 0)):
     if par[1] > 1:
         # measure_multi.py replicates the embedding and lm_head
         out.append("  tensor_parallel_vocab: replicated")
+    if par[1] > 1 or par[2] == 3:
+        # and builds the model whole before sharding it
+        out.append("  built_whole: true")
     out += ["hardware:",
             f"  gpu: {GPU}", ""]
     return "\n".join(out)

@@ -76,6 +76,9 @@ def parallel_factory(torch, world):
                 raise Unsupported("parallelism.tensor_parallel_vocab: "
                                   "the embedding and lm_head are "
                                   "replicated here (replicated)")
+        if (tp > 1 or zero == 3) and not par["built_whole"]:
+            raise Unsupported("parallelism.built_whole: the model is "
+                              "built whole, then sharded (true)")
             return tensor_parallel(torch, world), None
         if zero == 3:
             return fsdp_wrap(torch), None
@@ -345,6 +348,10 @@ def check(configs):
                     par["tensor_parallel_vocab"] != "replicated":
                 raise Unsupported("tensor_parallel_vocab must be "
                                   "replicated")
+            if (par["tensor_parallel"] > 1 or par["zero_stage"] == 3) \
+                    and not par["built_whole"]:
+                raise Unsupported("built_whole must be true (the "
+                                  "model is built whole, then sharded)")
             print(f"ok      {c['name']} ({n} GPUs)")
         except (gmspec.SpecError, Unsupported) as e:
             bad += 1

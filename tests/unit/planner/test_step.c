@@ -692,6 +692,31 @@ static void ddp_buckets_exact(void **state)
 }
 
 /*
+ * Tensor parallel over 2 ranks: only the blocks' first tensor is split;
+ * the model is built whole (its 1600-byte copies), then each block's
+ * shard (800) replaces it; the others are allocated once.
+ */
+static void tp_built_whole(void **state)
+{
+	struct gm_step st = small_step(1);
+	static const uint64_t w0[] = {400, 1600, 16, 1600, 16, 1600, 16,
+				      400, 800, 800, 800};
+	uint64_t got[64];
+	struct rec *r;
+
+	(void)state;
+	st.p[1].built = 1600;
+	r = record(&st);
+	assert_int_equal(of_kind(r, GM_SK_WEIGHT, 0, got), 11);
+	for (int i = 0; i < 11; i++)
+		assert_int_equal(got[i], w0[i]);
+	for (int i = 0; i < r->n; i++)
+		if (r->kind[i] == GM_SK_WEIGHT && r->bytes[i] == 1600)
+			assert_true(r->freed[i] && r->step[i] == 0);
+	free(r);
+}
+
+/*
  * FSDP2 over 2 ranks (step.c): the full weights built, then each unit's
  * shards; per step 7 all-gathers (the root's 2 x (400 + 400), then each
  * block's 2 x 816 in forward and again in backward, the prefetch
@@ -712,6 +737,8 @@ static void fsdp_sequence_exact(void **state)
 	st.n_comm = 0;
 	st.fsdp = true;
 	st.fsdp_d = 2;
+	for (int i = 0; i < st.n_param; i++) /* built whole (model.c) */
+		st.p[i].built = 2 * st.p[i].weight;
 	r = record(&st);
 	assert_int_equal(of_kind(r, GM_SK_WEIGHT, 0, got), 16);
 	for (int i = 0; i < 16; i++)
@@ -756,6 +783,7 @@ int main(void)
 		cmocka_unit_test(loss_program_bad),
 		cmocka_unit_test(ddp_buckets_exact),
 		cmocka_unit_test(fsdp_sequence_exact),
+		cmocka_unit_test(tp_built_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
