@@ -452,6 +452,8 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		st->ddp_bcast_cap = 250.0 * GM_MiB;
 		st->ddp_first_cap = 1.0 * GM_MiB;
 		st->ddp_cap = bucket;
+		if (zero == 1)
+			st->zero1_d = (unsigned)c->d;
 		return;
 	}
 	if (zero == 3 && c->spec->task == GM_TASK_TRAIN) {
@@ -813,7 +815,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
 		step_replay(c, &st, T);
-		if (st.fsdp || c->t > 1)
+		if (st.fsdp || st.zero1_d || c->t > 1)
 			seq_peak(&st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)

@@ -160,6 +160,13 @@ struct gm_step {
 	 */
 	bool fsdp;
 	double fsdp_d;
+	/*
+	 * ZeroRedundancyOptimizer over zero1_d ranks (2 .. 256; else the
+	 * even split of p[].state): p[].state and opt_tmp are the even
+	 * shares; step.c gives the most loaded rank's whole tensors
+	 * instead (see "ZeRO-1" there).
+	 */
+	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
 };
 
