@@ -83,6 +83,9 @@ struct ctx {
 	struct gm_state_bytes sb;   /* per parameter, sharded */
 	struct gm_state_bytes full; /* per parameter, unsharded */
 	double t, d;
+	double tv;                  /* the vocabulary's TP divisor: t, or 1
+				     * when tensor_parallel_vocab is
+				     * replicated */
 	unsigned p, r;              /* stages, this stage */
 	uint64_t layers, ga;
 	bool first, last;
@@ -91,6 +94,16 @@ struct ctx {
 				     * the card less context and NCCL */
 };
 
+/* The TP divisor of pt: t for a tensor split over the ranks, 1 for a
+ * replicated one (the embedding and head under tensor_parallel_vocab:
+ * replicated). */
+static double tdiv(const struct ctx *c, const struct gm_ptensor *pt)
+{
+	if (!(pt->flags & GM_PT_TP))
+		return 1;
+	return pt->flags & (GM_PT_EMBED | GM_PT_HEAD) ? c->tv : c->t;
+}
+
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -98,8 +111,7 @@ static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 	double n = (double)pt->rows * (double)pt->cols;
 
 	*count = 1;
-	if (pt->flags & GM_PT_TP)
-		n /= c->t;
+	n /= tdiv(c, pt);
 	if (pt->flags & GM_PT_LAYER) {
 		*count = (double)c->layers;
 		return n * *count;
@@ -128,7 +140,8 @@ static double adafactor_elems(const struct ctx *c)
 		if (!n)
 			continue;
 		if (pt->rows > 1 && pt->cols > 1)
-			e += ((double)pt->rows / c->t + (double)pt->cols) * cnt;
+			e += ((double)pt->rows / tdiv(c, pt) +
+			      (double)pt->cols) * cnt;
 		else
 			e += n;
 	}
@@ -207,7 +220,7 @@ static double matmul_elems(const struct ctx *c)
 			/* a tied lm_head casts the embedding weight */
 			if (c->pl->t[i].flags & GM_PT_TIED && c->last)
 				n = (double)c->pl->t[i].rows *
-				    c->pl->t[i].cols / c->t;
+				    c->pl->t[i].cols / c->tv;
 			e += n;
 		}
 	return e;
@@ -219,7 +232,9 @@ static double largest_unit(const struct ctx *c)
 	double root = (double)(c->pl->embed + c->pl->head);
 	double blk = (double)c->pl->per_layer;
 
-	return (root > blk ? root : blk) / c->t;
+	root /= c->tv;
+	blk /= c->t;
+	return root > blk ? root : blk;
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
@@ -245,8 +260,8 @@ static double logits_per_token(const struct ctx *c)
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size)
 		return 0;
 	if (m->architecture == GM_ARCH_BERT)
-		return (double)m->vocab_size * (2 * L + C) / c->t;
-	return (double)m->vocab_size * 12 / c->t;
+		return (double)m->vocab_size * (2 * L + C) / c->tv;
+	return (double)m->vocab_size * 12 / c->tv;
 }
 
 static void lop(struct gm_step *st, bool alloc, int id, double bytes)
@@ -281,7 +296,7 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
 			 double tok)
 {
 	const struct gm_spec_model *m = &c->spec->model;
-	double n = tok * (double)m->vocab_size / c->t, C = c->full.compute;
+	double n = tok * (double)m->vocab_size / c->tv, C = c->full.compute;
 
 	st->n_loss = 0;
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size || !c->last)
@@ -359,7 +374,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		const struct gm_ptensor *pt = &c->pl->t[i];
 		struct gm_step_param *q = &st->p[st->n_param];
 		double cnt, n = stage_elems(c, pt, &cnt), per = n / cnt;
-		double whole = (double)pt->rows * (double)pt->cols / c->t;
+		double whole = (double)pt->rows * (double)pt->cols /
+			       tdiv(c, pt);
 		bool tied_head = (pt->flags & GM_PT_TIED) && c->last;
 
 		if (!n && !tied_head)
@@ -370,6 +386,15 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			   GM_STEP_HEAD;
 		q->weight = per * c->sb.weights;
 		q->grad = per * c->sb.gradients;
+		/* parallelism.built_whole: the model built whole on each
+		 * rank, then sharded by FSDP2 and tensor parallel's
+		 * parallelize_module (as tools/measure/measure_multi.py
+		 * does) */
+		if (sp->task == GM_TASK_TRAIN &&
+		    sp->parallelism.built_whole) {
+			double f = (zero >= 3 ? c->d : 1) * tdiv(c, pt);
+			q->built = f > 1 ? q->weight * f : 0;
+		}
 		/* the head's matmul gradient appears at the loss; a tied
 		 * lm_head's is the embedding's, which then has none of its
 		 * own on this stage */
@@ -387,7 +412,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		if (sp->task == GM_TASK_TRAIN && ada && n) {
 			double b = c->full.weights / (zero >= 1 ? c->d : 1);
 			if (pt->rows > 1 && pt->cols > 1) {
-				q->state[0] = (double)pt->rows / c->t * b;
+				q->state[0] = (double)pt->rows /
+					      tdiv(c, pt) * b;
 				q->state[1] = (double)pt->cols * b;
 				q->n_state = 2;
 			} else {
@@ -419,6 +445,23 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 	st->n_comm = 0;
 	if (!(comm > 0))
 		return;
+	if (zero <= 1 && c->spec->task == GM_TASK_TRAIN) {
+		/* DDP (ZeRO-1 = DDP + ZeroRedundancyOptimizer): its buffers
+		 * from the parameter list (step.c) */
+		st->ddp = true;
+		st->ddp_bcast_cap = 250.0 * GM_MiB;
+		st->ddp_first_cap = 1.0 * GM_MiB;
+		st->ddp_cap = bucket;
+		if (zero == 1)
+			st->zero1_d = (unsigned)c->d;
+		return;
+	}
+	if (zero == 3 && c->spec->task == GM_TASK_TRAIN) {
+		/* FSDP2: its buffers from the parameter list (step.c) */
+		st->fsdp = true;
+		st->fsdp_d = c->d;
+		return;
+	}
 	if (zero <= 1 && bucket > 0) {
 		double n = floor(comm / bucket);
 		st->comm[0].bytes = bucket;
@@ -438,6 +481,37 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		st->comm[0].count = 1;
 		st->n_comm = 1;
 	}
+}
+
+/*
+ * FSDP2's unsharded units, prefetch and collective buffers (step.c) make
+ * the live bytes move unit by unit, and a model built whole before
+ * FSDP2 or tensor parallel shard it can peak at construction:
+ * peak_allocated and what is live then are the sequence's
+ * (gm_step_peak), not a closed form. Keeps the analytic figures when
+ * host memory runs out.
+ */
+static void seq_peak(const struct gm_step *st, struct gm_terms *T)
+{
+	struct gm_step_peak pk;
+	const double *k = pk.kind;
+
+	if (gm_step_peak(st, GM_STEP_ALL, &pk))
+		return;
+	T->peak_allocated = pk.peak;
+	T->peak_phase = k[GM_SK_OPT_TMP] > 0 ? GM_PHASE_OPTIMIZER :
+			GM_PHASE_FWD_BWD;
+	T->phase_allocated[T->peak_phase == GM_PHASE_OPTIMIZER] = pk.peak;
+	T->at_peak = (struct gm_parts){
+		.weights = k[GM_SK_WEIGHT],
+		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
+		.optimizer_states = k[GM_SK_STATE],
+		.activations = k[GM_SK_ACT],
+		.logits = k[GM_SK_LOGITS],
+		.temporary = k[GM_SK_CACHE] + k[GM_SK_TRANSIENT] +
+			     k[GM_SK_OPT_TMP],
+		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
+		.workspace = k[GM_SK_WORKSPACE]};
 }
 
 /* Replay st (step.h) into T: peak_reserved from the allocator core. */
@@ -528,7 +602,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	 * first */
 	lg_last = lg > 0 && (sp->model.architecture == GM_ARCH_BERT ||
 			     c->full.compute >= 4) ?
-		  tok * (double)sp->model.vocab_size / c->t *
+		  tok * (double)sp->model.vocab_size / c->tv *
 		  c->full.compute : 0;
 	held = 0;
 	T->logits = lg;
@@ -536,9 +610,11 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	/* The autocast weight cache: a 16-bit copy of every matmul weight,
 	 * saved by the linears until their backward (torch.autocast
 	 * cache_enabled; planners.md 7.11). */
+	/* Under FSDP2 too: autocast casts the unsharded parameters, which
+	 * are leaves, so each cast is cached until the backward (the 2x
+	 * H200 traces: every block's 16-bit casts, full size, freed in
+	 * backward). */
 	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
-	if (zero >= 3)
-		cache /= c->d; /* only the gathered unit is cast */
 
 	/* Data-parallel buffers: DDP keeps bucket copies of all gradients
 	 * (gradient_as_bucket_view=False, the default); ZeRO-2 reduces one
@@ -584,7 +660,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			    !(pt->flags & GM_PT_MATMUL))
 				continue;
 			if (!n && (pt->flags & GM_PT_TIED))
-				n = (double)pt->rows * pt->cols / c->t;
+				n = (double)pt->rows * pt->cols /
+				    tdiv(c, pt);
 			grads_fb += n * c->sb.gradients;
 		}
 	}
@@ -607,8 +684,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			if (pt->flags & GM_PT_MATMUL)
 				lcache += n / cnt;
 		}
-		lcache = c->full.autocast ? lcache * c->full.compute /
-			 (zero >= 3 ? c->d : 1) : 0;
+		lcache = c->full.autocast ? lcache * c->full.compute : 0;
 		tail_grads = grads_fb + (double)(c->layers - 1) * lg_elems *
 			     c->sb.gradients;
 		tail = emb + layer_saved + lcache + trans + tail_grads;
@@ -644,8 +720,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 					T->in_flight, true);
 	gm_blocks_add(&fb, emb + head_saved, T->in_flight, true);
 	if (cache > 0)
-		add_param_blocks(c, &fb, c->full.compute / (zero >= 3 ?
-			c->d : 1), 1, true, true);
+		add_param_blocks(c, &fb, c->full.compute, 1, true, true);
 	if (lg > trans + held)
 		gm_blocks_add(&fb, lg / 4, 4, true);
 	else
@@ -724,8 +799,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			.logits_piece = (lg - held) / 3,
 			.opt_tmp_per_tensor = sp->training.optimizer ==
 					      GM_OPT_ADAFACTOR};
-		step_params(c, &st, c->full.autocast ? c->full.compute /
-			    (zero >= 3 ? c->d : 1) : 0,
+		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
 			    opt_tmp > 0 ? c->full.weights /
 			    (zero >= 1 ? c->d : 1) : 0);
 		if (sp->training.activation_checkpointing == GM_CKPT_FULL)
@@ -741,6 +815,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
 		step_replay(c, &st, T);
+		if (st.fsdp || st.zero1_d || c->t > 1)
+			seq_peak(&st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;
@@ -780,7 +856,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->q = (double)m->hidden_size / c->t;
 	in->kv = hd * (double)m->kv_heads / c->t;
 	in->ffn = (double)m->ffn_hidden_size / c->t;
-	in->vocab = (double)m->vocab_size / c->t;
+	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
 	in->c = c->full.compute;
 	in->kvb = kv_bytes(si->kv_cache_dtype);
@@ -896,6 +972,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.o = opts;
 	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;
 	c.d = par->data_parallel ? (double)par->data_parallel : 1;
+	c.tv = par->tp_vocab == GM_TPV_REPLICATED ? 1 : c.t;
 	c.p = par->pipeline_parallel ? (unsigned)par->pipeline_parallel : 1;
 	if (c.p > GM_STAGES_MAX || c.p > pl.layers)
 		return gm_diag_set(diag, GM_EINVAL,

@@ -47,6 +47,7 @@ static const char *const opt_names[] = {"adamw", "adam", "sgd",
 					"adafactor"};
 static const char *const ckpt_names[] = {"none", "full", "selective"};
 static const char *const attn_names[] = {"flash", "sdpa", "eager"};
+static const char *const tpv_names[] = {"sharded", "replicated"};
 static const char *const kv_names[] = {"fp32", "fp16", "bf16", "fp8",
 				       "int8"};
 
@@ -189,6 +190,10 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	     parallelism.sequence_parallel),
 	U32(GM_K_ZERO, "zero_stage", GM_K_PARALLELISM, parallelism.zero_stage,
 	    0, 3),
+	ENUM(GM_K_TP_VOCAB, "tensor_parallel_vocab", GM_K_PARALLELISM,
+	     parallelism.tp_vocab, tpv_names),
+	BOOL(GM_K_BUILT_WHOLE, "built_whole", GM_K_PARALLELISM,
+	     parallelism.built_whole),
 	SEC(GM_K_HARDWARE, "hardware", -1),
 	STR(GM_K_GPU, "gpu", GM_K_HARDWARE, gpu),
 };

@@ -89,12 +89,24 @@ struct gm_spec_inference {
 	enum gm_kv_dtype kv_cache_dtype;
 };
 
+/* Under tensor parallelism, the embedding and the lm_head: split over
+ * the vocabulary (Megatron's VocabParallelEmbedding and vocab-parallel
+ * cross-entropy: each rank holds vocab/t rows and logits) or replicated
+ * on every rank (torch.distributed.tensor.parallel with only the blocks'
+ * linears parallelized: full weights and full logits per rank). */
+enum gm_tp_vocab { GM_TPV_SHARDED, GM_TPV_REPLICATED };
+
 struct gm_spec_parallel {
 	uint64_t data_parallel;     /* all default to 1 */
 	uint64_t tensor_parallel;
 	uint64_t pipeline_parallel;
 	bool sequence_parallel;
 	unsigned zero_stage;        /* 0..3; FSDP full shard = 3 */
+	enum gm_tp_vocab tp_vocab;  /* tensor_parallel_vocab */
+	bool built_whole;           /* the model is built whole on every
+				     * rank, then FSDP / tensor parallel
+				     * shard it (false: built sharded, as
+				     * from a meta-device init) */
 };
 
 /*

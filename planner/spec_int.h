@@ -54,6 +54,8 @@ enum gm__spec_key {
 	GM_K_PP,
 	GM_K_SP,
 	GM_K_ZERO,
+	GM_K_TP_VOCAB,
+	GM_K_BUILT_WHOLE,
 	GM_K_HARDWARE,
 	GM_K_GPU,
 	GM_K_COUNT

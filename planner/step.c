@@ -65,7 +65,8 @@ const char *gm_step_kind_name(enum gm_step_kind k)
 {
 	static const char *const n[GM_SK_N] = {
 		"weight", "workspace", "comm", "state", "grad", "act",
-		"cache", "transient", "logits", "opt_tmp", "kv"};
+		"cache", "transient", "logits", "opt_tmp", "kv", "gather",
+		"reduce"};
 
 	return (unsigned)k < GM_SK_N ? n[k] : "?";
 }
@@ -104,6 +105,15 @@ struct em {
 	uint32_t loss[GM_STEP_LOSS_IDS];
 	uint32_t *comm;          /* every data-parallel buffer */
 	size_t ncomm;
+	uint32_t *bk;            /* DDP: its buckets ((L + 1) x np) */
+	size_t nbk;
+	uint32_t *up, *ug;       /* FSDP: unsharded parameters and their
+				  * gradients ((L + 1) x np) */
+	bool *gathered;          /* FSDP: unit unsharded (L + 1) */
+	unsigned char *own;      /* ZeRO-1: this rank's tensors ((L + 1) x
+				  * np) */
+	uint32_t ag, rsin;       /* FSDP: the last all-gather output and
+				  * reduce-scatter input */
 	bool have_states;
 };
 
@@ -194,13 +204,160 @@ static void cache_unref(struct em *e, uint64_t l)
 static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
 		     bool at_loss)
 {
+	bool fsdp = e->st->fsdp;
+
 	for (int i = 0; i < e->np; i++) {
 		const struct gm_step_param *p = &e->st->p[i];
-		uint32_t *id = &e->g[pix(e, row_of(e, i, l), i)];
+		/* FSDP: autograd's gradients of the unsharded parameters */
+		uint32_t *id = &(fsdp ? e->ug : e->g)[pix(e, row_of(e, i, l),
+							  i)];
 		if (p->where != wh || p->grad_at_loss != at_loss ||
 		    p->grad_shared || *id != NONE)
 			continue;
-		*id = ealloc(e, p->grad, GM_SK_GRAD);
+		*id = ealloc(e, fsdp ? p->grad * e->st->fsdp_d : p->grad,
+			     GM_SK_GRAD);
+	}
+}
+
+/*
+ * FSDP2 (gm_step.fsdp), as torch 2.11's torch/distributed/fsdp/
+ * _fully_shard does it (_fsdp_param_group.py unshard / reshard /
+ * post_backward, _fsdp_collectives.py foreach_all_gather /
+ * foreach_reduce) and the 2x H200 traces show it
+ * (tests/data/calibration/traces/multi/llama-*-fsdp2.*): a unit is a
+ * block, or the root (embedding, final norm, head). unshard: the
+ * all-gather output, one flat buffer of the unit's full parameters on
+ * the all-gather stream, then each unsharded parameter on the default
+ * stream (init_all_gather_outputs / alloc_storage); in forward the flat
+ * buffer is freed once copied out, in backward when the next all-gather
+ * replaces it. reshard_after_forward frees a block's unsharded
+ * parameters after its forward; the root stays unsharded until its
+ * post-backward. Backward prefetches the next block (the one before in
+ * the model) in each block's pre-backward. post_backward: reshard, the
+ * reduce-scatter input (the unit's full gradients flattened, replacing
+ * the previous one), the unsharded gradients freed, the reduce-scatter
+ * output on the reduce-scatter stream: the unit's sharded gradients,
+ * alive until zero_grad (with accumulation a later output is added to
+ * them and freed). Model construction allocates the full weights; each
+ * fully_shard allocates its unit's shards and frees the full ones.
+ */
+
+/* Whether parameter i belongs to unit u (u == L: the root). */
+static bool in_unit(const struct em *e, uint64_t u, int i)
+{
+	return (u < e->L) == (e->st->p[i].where == GM_STEP_LAYER);
+}
+
+/* Unit u's full parameters (grads false) or gradients, bytes. */
+static double unit_bytes(const struct em *e, uint64_t u, bool grads)
+{
+	double b = 0;
+
+	for (int i = 0; i < e->np; i++) {
+		const struct gm_step_param *p = &e->st->p[i];
+		if (!in_unit(e, u, i))
+			continue;
+		b += grads ? (p->grad_shared ? 0 : p->grad) : p->weight;
+	}
+	return b * e->st->fsdp_d;
+}
+
+static void fsdp_unshard(struct em *e, uint64_t u)
+{
+	if (!e->st->fsdp || e->gathered[u])
+		return;
+	efree(e, &e->ag);
+	e->ag = ealloc(e, unit_bytes(e, u, false), GM_SK_GATHER);
+	for (int i = 0; i < e->np; i++)
+		if (in_unit(e, u, i))
+			e->up[pix(e, u, i)] = ealloc(e, e->st->p[i].weight *
+						     e->st->fsdp_d,
+						     GM_SK_WEIGHT);
+	e->gathered[u] = true;
+}
+
+static void fsdp_reshard(struct em *e, uint64_t u)
+{
+	if (!e->st->fsdp)
+		return;
+	for (int i = 0; i < e->np; i++)
+		if (in_unit(e, u, i))
+			efree(e, &e->up[pix(e, u, i)]);
+	e->gathered[u] = false;
+}
+
+/* Forward of unit u: unshard; the flat buffer is copied out. */
+static void fsdp_forward(struct em *e, uint64_t u)
+{
+	if (!e->st->fsdp)
+		return;
+	fsdp_unshard(e, u);
+	efree(e, &e->ag);
+}
+
+/* Pre-backward of block l: unshard it, prefetch block l - 1. */
+static void fsdp_pre_backward(struct em *e, uint64_t l)
+{
+	fsdp_unshard(e, l);
+	if (l > 0)
+		fsdp_unshard(e, l - 1);
+}
+
+static void fsdp_post_backward(struct em *e, uint64_t u)
+{
+	uint32_t *g = NULL, id;
+	double full;
+
+	if (!e->st->fsdp)
+		return;
+	fsdp_reshard(e, u);
+	full = unit_bytes(e, u, true);
+	efree(e, &e->rsin);
+	e->rsin = ealloc(e, full, GM_SK_COMM);
+	for (int i = 0; i < e->np; i++)
+		if (in_unit(e, u, i)) {
+			efree(e, &e->ug[pix(e, u < e->L ? u : e->L, i)]);
+			if (!g)
+				g = &e->g[pix(e, u, i)];
+		}
+	id = ealloc(e, full / e->st->fsdp_d, GM_SK_REDUCE);
+	if (g && *g == NONE)
+		*g = id;
+	else
+		efree(e, &id);
+	if (u == e->L) { /* the root's is the last: the queue drains */
+		efree(e, &e->ag);
+		efree(e, &e->rsin);
+	}
+}
+
+/* The bytes of parameter p as the model was built (step.h). */
+static double built_bytes(const struct gm_step_param *p)
+{
+	return p->built > 0 ? p->built : p->weight;
+}
+
+/*
+ * Model construction, then the parallel wrappers: unit by unit (each
+ * block, then the rest: fully_shard per block then on the root;
+ * parallelize_module per block), the unit's shards are allocated and
+ * the tensors as built freed (the 2x H200 traces: _init_sharded_param,
+ * distribute_tensor).
+ */
+static void shard_setup(struct em *e)
+{
+	uint32_t sh[GM_PARAMS_MAX];
+
+	for (uint64_t u = 0; u <= e->L; u++) {
+		for (int i = 0; i < e->np; i++)
+			sh[i] = in_unit(e, u, i) && e->st->p[i].built > 0 ?
+				ealloc(e, e->st->p[i].weight, GM_SK_WEIGHT) :
+				NONE;
+		for (int i = 0; i < e->np; i++)
+			if (sh[i] != NONE) {
+				efree(e, &e->w[pix(e, u, i)]);
+				e->w[pix(e, u, i)] = sh[i];
+			}
 	}
 }
 
@@ -230,13 +387,16 @@ static void forward(struct em *e, uint64_t slot)
 	const struct gm_step *st = e->st;
 
 	phase(e->sk, GM_SP_FORWARD);
+	fsdp_forward(e, e->L);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
+		fsdp_forward(e, l);
 		cache_ref(e, l, false);
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
 		transient(e);
+		fsdp_reshard(e, l);
 	}
 	cache_ref(e, e->L, true);
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
@@ -271,6 +431,7 @@ static void backward(struct em *e, uint64_t slot)
 		efree(e, &e->loss[k]);
 	for (uint64_t l = e->L; l-- > 0;) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
+		fsdp_pre_backward(e, l);
 		transient(e);
 		if (l == e->L - 1) {
 			efree(e, &e->held);
@@ -281,10 +442,83 @@ static void backward(struct em *e, uint64_t slot)
 			efree(e, &a[k]);
 		cache_unref(e, l);
 		grads_of(e, l, GM_STEP_LAYER, false);
+		fsdp_post_backward(e, l);
 	}
 	efree(e, &e->emb[slot]);
 	grads_of(e, 0, GM_STEP_HEAD, false);
 	grads_of(e, 0, GM_STEP_EMBED, false);
+	fsdp_post_backward(e, e->L);
+}
+
+/*
+ * ZeRO-1 (gm_step.zero1_d): torch/distributed/optim/
+ * zero_redundancy_optimizer.py _partition_parameters gives whole
+ * parameters to ranks: sorted by numel, largest first (a stable sort),
+ * each to the rank with the fewest elements so far (the lowest on a
+ * tie); each rank's optimizer keeps the states of its own. The rank
+ * emitted is the most loaded one (the lowest on a tie). The traces of
+ * llama-1.1b-zero1-dp2 show whole 250 / 44 / 16 / 2 MiB states per rank.
+ */
+static const struct em *sort_em;
+
+static int by_size(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	double wx = sort_em->st->p[x % sort_em->np].weight;
+	double wy = sort_em->st->p[y % sort_em->np].weight;
+
+	if (wx != wy)
+		return wx < wy ? 1 : -1;
+	return x < y ? -1 : x > y;
+}
+
+static int zero1_partition(struct em *e)
+{
+	size_t n = (size_t)(e->L + 1) * (size_t)e->np, m = 0;
+	unsigned d = e->st->zero1_d, top = 0;
+	size_t *ix = malloc(n * sizeof(*ix));
+	unsigned *rank = malloc(n * sizeof(*rank));
+	double load[256] = {0};
+
+	e->own = calloc(n, 1);
+	if (!ix || !rank || !e->own) {
+		free(ix);
+		free(rank);
+		return GM_ENOMEM;
+	}
+	for (size_t j = 0; j < n; j++) {
+		const struct gm_step_param *p = &e->st->p[j % e->np];
+		if ((j / e->np < e->L) == (p->where == GM_STEP_LAYER) &&
+		    p->weight > 0)
+			ix[m++] = j;
+	}
+	sort_em = e; /* qsort has no context argument in C11 */
+	qsort(ix, m, sizeof(*ix), by_size);
+	for (size_t k = 0; k < m; k++) {
+		unsigned r = 0;
+		for (unsigned q = 1; q < d; q++)
+			if (load[q] < load[r])
+				r = q;
+		rank[k] = r;
+		load[r] += e->st->p[ix[k] % e->np].weight;
+	}
+	for (unsigned q = 1; q < d; q++)
+		if (load[q] > load[top])
+			top = q;
+	for (size_t k = 0; k < m; k++)
+		e->own[ix[k]] = rank[k] == top;
+	free(ix);
+	free(rank);
+	return 0;
+}
+
+/* The factor on parameter slot j's optimizer bytes: d for this rank's
+ * own under ZeRO-1, 0 for another rank's, else 1. */
+static double zero1_f(const struct em *e, size_t j)
+{
+	if (!e->own)
+		return 1;
+	return e->own[j] ? (double)e->st->zero1_d : 0;
 }
 
 static void optimizer(struct em *e)
@@ -301,7 +535,8 @@ static void optimizer(struct em *e)
 				continue;
 			for (int k = 0; k < p->n_state; k++)
 				e->s[j * GM_STEP_STATES + k] =
-					ealloc(e, p->state[k], GM_SK_STATE);
+					ealloc(e, p->state[k] * zero1_f(e, j),
+					       GM_SK_STATE);
 		}
 		e->have_states = true;
 	}
@@ -322,7 +557,8 @@ static void optimizer(struct em *e)
 			for (int k = 0; k < 3; k++)
 				efree(e, &t3[k]);
 		} else {
-			tmp[j] = ealloc(e, p->opt_tmp, GM_SK_OPT_TMP);
+			tmp[j] = ealloc(e, p->opt_tmp * zero1_f(e, j),
+					GM_SK_OPT_TMP);
 		}
 	}
 	for (size_t j = 0; j < n; j++)
@@ -330,6 +566,112 @@ static void optimizer(struct em *e)
 	free(tmp);
 	for (size_t j = 0; j < n; j++) /* zero_grad(set_to_none=True) */
 		efree(e, &e->g[j]);
+}
+
+/*
+ * DistributedDataParallel (gm_step.ddp), as torch 2.11 does it:
+ * torch/nn/parallel/distributed.py (__init__: _sync_module_states with
+ * a 250 MiB broadcast_bucket_size, then _ddp_init_helper: one bucket of
+ * every parameter when find_unused_parameters is False) and
+ * torch/csrc/distributed/c10d/reducer.cpp (initialize_buckets: one flat
+ * tensor per bucket in the parameters' dtype, the gradients' copies as
+ * gradient_as_bucket_view is False; compute_bucket_assignment_by_size: a
+ * bucket closes once its bytes reach the current limit, the first limit
+ * for the first bucket only; rebuild_buckets from the forward of the
+ * second iteration, in the order the gradients became ready). The 2x
+ * H200 traces (tests/data/calibration/traces/multi/) show each: the
+ * coalesced broadcasts, two alive at a time; one allocation of all
+ * gradients in _ddp_init_helper; the rebuilt buckets in _pre_forward of
+ * step 2. Simplifications: a broadcast buffer closes at the cap like a
+ * bucket (PyTorch's take_tensors groups slightly differently: 256-294
+ * MiB buffers there); the gradients become ready in the reverse of the
+ * module order (the head first, the blocks last first, each block's
+ * tensors in reverse), which moves a few KiB of norm weights between
+ * neighbouring buckets. The single bucket is freed when rebuild drops
+ * the last reference; the traces show that Python's cyclic collector
+ * sometimes keeps it until later in the step (tools/measure/README.md),
+ * which no model predicts.
+ */
+
+/* Bytes parameter i adds to DDP's buckets (a tied weight once). */
+static double ddp_bytes(const struct em *e, int i)
+{
+	const struct gm_step_param *p = &e->st->p[i];
+
+	return p->grad_shared ? 0 : p->grad;
+}
+
+/* Close a broadcast buffer of acc bytes: the previous one is freed once
+ * this one is allocated (two in flight). */
+static void ddp_bcast(struct em *e, double *acc, uint32_t *prev)
+{
+	uint32_t cur;
+
+	if (!(*acc > 0))
+		return;
+	cur = ealloc(e, *acc, GM_SK_COMM);
+	efree(e, prev);
+	*prev = cur;
+	*acc = 0;
+}
+
+/* Construction: the weights' broadcast, then the single bucket. */
+static void ddp_setup(struct em *e)
+{
+	static const enum gm_step_where order[3] = {
+		GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD};
+	const struct gm_step *st = e->st;
+	double acc = 0, total = 0;
+	uint32_t prev = NONE;
+
+	for (int w = 0; w < 3; w++) {
+		uint64_t rows = order[w] == GM_STEP_LAYER ? e->L : 1;
+		for (uint64_t l = 0; l < rows; l++)
+			for (int i = 0; i < e->np; i++) {
+				if (st->p[i].where != order[w])
+					continue;
+				acc += st->p[i].weight;
+				total += ddp_bytes(e, i);
+				if (acc >= st->ddp_bcast_cap)
+					ddp_bcast(e, &acc, &prev);
+			}
+	}
+	ddp_bcast(e, &acc, &prev);
+	efree(e, &prev);
+	e->bk[0] = ealloc(e, total, GM_SK_COMM);
+	e->nbk = 1;
+}
+
+/* The second iteration's forward: the buckets rebuilt in the order the
+ * gradients become ready, then the single one freed. */
+static void ddp_rebuild(struct em *e)
+{
+	static const enum gm_step_where order[3] = {
+		GM_STEP_HEAD, GM_STEP_LAYER, GM_STEP_EMBED};
+	const struct gm_step *st = e->st;
+	double acc = 0, lim = st->ddp_first_cap;
+	size_t n = 1;
+
+	phase(e->sk, GM_SP_FORWARD);
+	for (int w = 0; w < 3; w++) {
+		uint64_t rows = order[w] == GM_STEP_LAYER ? e->L : 1;
+		for (uint64_t l = rows; l-- > 0;)
+			for (int i = e->np; i-- > 0;) {
+				if (st->p[i].where != order[w])
+					continue;
+				acc += ddp_bytes(e, i);
+				if (acc > 0 && acc >= lim) {
+					e->bk[n++] = ealloc(e, acc,
+							    GM_SK_COMM);
+					acc = 0;
+					lim = st->ddp_cap;
+				}
+			}
+	}
+	if (acc > 0)
+		e->bk[n++] = ealloc(e, acc, GM_SK_COMM);
+	efree(e, &e->bk[0]);
+	e->nbk = n;
 }
 
 /* One training step: micro-batches in 1F1B order, then the optimizer. */
@@ -801,6 +1143,14 @@ static void em_free_all(struct em *e)
 	}
 	for (size_t k = 0; k < e->ncomm; k++)
 		efree(e, &e->comm[k]);
+	for (size_t k = 0; k < e->nbk; k++)
+		efree(e, &e->bk[k]);
+	for (size_t j = 0; e->up && j < n; j++) {
+		efree(e, &e->up[j]);
+		efree(e, &e->ug[j]);
+	}
+	efree(e, &e->ag);
+	efree(e, &e->rsin);
 	efree(e, &e->ws);
 	for (size_t j = 0; j < n; j++)
 		efree(e, &e->w[j]);
@@ -819,7 +1169,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 {
 	struct em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
 		       .head_saved = NONE, .held = NONE,
-		       .lp = {NONE, NONE, NONE}, .ws = NONE};
+		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ag = NONE,
+		       .rsin = NONE};
 	size_t n, na;
 	int rc;
 
@@ -852,24 +1203,40 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	e.emb = ids(st->in_flight);
 	e.cref = calloc(e.L + 1, sizeof(*e.cref));
 	e.comm = ids(e.ncomm);
-	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm) {
+	e.bk = ids(st->ddp ? n + 2 : 0);
+	if (st->training && st->zero1_d >= 2 && st->zero1_d <= 256 &&
+	    !st->opt_tmp_per_tensor && zero1_partition(&e)) {
 		rc = GM_ENOMEM;
 		goto out;
 	}
+	if (st->fsdp && st->training) {
+		e.up = ids(n);
+		e.ug = ids(n);
+		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
+	}
+	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
+	    !e.comm || !e.bk || (st->fsdp && st->training &&
+	    (!e.up || !e.ug || !e.gathered))) {
+		rc = GM_ENOMEM;
+		goto out;
+	}
+	/* the model as built; parallel wrappers shard it (shard_setup) */
 	for (int i = 0; i < e.np; i++) /* embeddings first, head last */
 		if (st->p[i].where == GM_STEP_EMBED)
-			e.w[pix(&e, e.L, i)] = ealloc(&e, st->p[i].weight,
-						      GM_SK_WEIGHT);
+			e.w[pix(&e, e.L, i)] = ealloc(
+				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (uint64_t l = 0; l < e.L; l++)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, st->p[i].weight, GM_SK_WEIGHT);
+					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (int i = 0; i < e.np; i++)
 		if (st->p[i].where == GM_STEP_HEAD)
-			e.w[pix(&e, e.L, i)] = ealloc(&e, st->p[i].weight,
-						      GM_SK_WEIGHT);
+			e.w[pix(&e, e.L, i)] = ealloc(
+				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+	shard_setup(&e);
+	if (st->ddp && st->training)
+		ddp_setup(&e);
 	e.ws = ealloc(&e, st->workspace, GM_SK_WORKSPACE);
 	for (int k = 0, j = 0; k < st->n_comm; k++)
 		for (uint64_t i = 0; i < st->comm[k].count; i++)
@@ -878,6 +1245,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	for (unsigned s = 1; s <= st->steps && !e.err; s++) {
 		if (sink->step)
 			sink->step(sink->ctx, s);
+		if (st->ddp && st->training && s == 2)
+			ddp_rebuild(&e);
 		if (st->training)
 			train_step(&e);
 		else
@@ -897,6 +1266,11 @@ out:
 	free(e.emb);
 	free(e.cref);
 	free(e.comm);
+	free(e.bk);
+	free(e.up);
+	free(e.ug);
+	free(e.gathered);
+	free(e.own);
 	free(e.freelist);
 	return rc;
 }
@@ -1083,7 +1457,9 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		p->kind = z;
 		p->cap = n;
 	}
-	rc = gm_pool_alloc(p->pool, bytes, 0, &a);
+	/* FSDP's collectives allocate on their own streams (step.h) */
+	rc = gm_pool_alloc(p->pool, bytes, kind == GM_SK_GATHER ? 1 :
+			   kind == GM_SK_REDUCE ? 2 : 0, &a);
 	if (rc)
 		return rc;
 	p->kind[id] = (unsigned char)kind;
@@ -1148,6 +1524,8 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 {
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
+	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
+	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
@@ -1162,7 +1540,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	rc = gm_sim_backend_create(&be, &so);
 	if (rc)
 		return rc;
-	rc = gm_pool_create(&p.pool, be, NULL, NULL);
+	rc = gm_pool_create(&p.pool, be, &po, NULL);
 	if (rc)
 		goto out;
 	rc = gm_step_emit(st, &sk);

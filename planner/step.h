@@ -26,11 +26,15 @@
 #include "activations.h"
 #include "params.h"
 
-/* What an allocation holds (for tests and reports). */
+/* What an allocation holds (for tests and reports). GATHER: FSDP's
+ * all-gather output, REDUCE: its reduce-scatter output (the sharded
+ * gradient); each is allocated on its own CUDA stream, as FSDP2 does
+ * (all_gather_stream, reduce_scatter_stream), so the caching allocator
+ * reuses their blocks only for that stream. */
 enum gm_step_kind {
 	GM_SK_WEIGHT, GM_SK_WORKSPACE, GM_SK_COMM, GM_SK_STATE, GM_SK_GRAD,
 	GM_SK_ACT, GM_SK_CACHE, GM_SK_TRANSIENT, GM_SK_LOGITS, GM_SK_OPT_TMP,
-	GM_SK_KV, GM_SK_N
+	GM_SK_KV, GM_SK_GATHER, GM_SK_REDUCE, GM_SK_N
 };
 
 /* Which part of a step an allocation belongs to (for traces). */
@@ -66,6 +70,10 @@ struct gm_step_param {
 	bool grad_shared;    /* its gradient is another tensor's (the input
 			      * embedding tied to lm_head on one stage) */
 	double weight, grad, cache, opt_tmp; /* bytes of each (0: none) */
+	double built;        /* bytes as the model was built, before a
+			      * parallel wrapper sharded it (FSDP2's
+			      * fully_shard, tensor parallel's
+			      * parallelize_module); 0: built as it is */
 	double state[GM_STEP_STATES];        /* optimizer state tensors */
 	int n_state;
 };
@@ -129,6 +137,36 @@ struct gm_step {
 	} comm[3];              /* data-parallel buffers (persistent):
 				 * count alike of bytes each */
 	double workspace;       /* cuBLAS workspace */
+	/*
+	 * DistributedDataParallel (torch/nn/parallel/distributed.py with
+	 * find_unused_parameters=False, gradient_as_bucket_view=False;
+	 * then n_comm is 0): at construction _sync_module_states
+	 * broadcasts the weights through coalesced buffers of about
+	 * ddp_bcast_cap bytes, and _ddp_init_helper builds ONE bucket of
+	 * every gradient (bucket_size_limits = [sys.maxsize]: the order
+	 * is not known yet); the forward of the second step rebuilds the
+	 * buckets in the order the gradients became ready, the first of
+	 * ddp_first_cap bytes (dist._DEFAULT_FIRST_BUCKET_BYTES), the
+	 * others of ddp_cap (bucket_cap_mb), and frees the single one.
+	 */
+	bool ddp;
+	double ddp_bcast_cap, ddp_first_cap, ddp_cap;
+	/*
+	 * FSDP2 fully_shard per block, then on the root (the embedding,
+	 * final norm and head), reshard_after_forward (ZeRO-3) over
+	 * fsdp_d ranks: p[].weight / grad / state are the shards; step.c
+	 * emits the unsharded parameters and gradients, the all-gather
+	 * and reduce-scatter buffers (see "FSDP2" there).
+	 */
+	bool fsdp;
+	double fsdp_d;
+	/*
+	 * ZeroRedundancyOptimizer over zero1_d ranks (2 .. 256; else the
+	 * even split of p[].state): p[].state and opt_tmp are the even
+	 * shares; step.c gives the most loaded rank's whole tensors
+	 * instead (see "ZeRO-1" there).
+	 */
+	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
 };
 

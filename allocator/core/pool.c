@@ -2066,7 +2066,7 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 			}
 			ulk(&a->lock);
 		} else {
-			if (!p->opt.no_cache)
+			if (!p->opt.no_cache && !p->opt.no_cross_stream)
 				s = steal(p, a, pool, rounded);
 			if (!s)
 				*err = seg_new(p, a, pool, rounded, &s);

@@ -74,6 +74,11 @@ struct gm_pool_options {
 	/* PyTorch's roundup_power2_divisions for sizes > 1 MiB (0, or a
 	 * power of 2 such as 4 or 8); 0 = round to 512 B only. */
 	unsigned roundup_power2_divisions;
+
+	/* Never move a free segment to another stream's arena (PyTorch:
+	 * a stream's cached blocks serve only that stream until they are
+	 * released, allocators.md 1.11); for replays of PyTorch. */
+	bool no_cross_stream;
 };
 
 /* One statistic, as PyTorch's memory_stats: current, peak, and the

@@ -122,10 +122,13 @@ static int trace_write(const char *path, const struct trace_buf *t,
 		   "Reserved\n", f.fp) >= 0;
 	for (size_t i = 0; ok && i < t->n; i++) {
 		const struct trace_ev *e = &t->ev[i];
-		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x0,"
+		/* FSDP's collectives on their own streams (step.h) */
+		unsigned s = e->info.kind == GM_SK_GATHER ? 1 :
+			     e->info.kind == GM_SK_REDUCE ? 2 : 0;
+		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x%x,"
 			     "%u,%s/%s,%" PRIu64 "\n", i,
 			     e->alloc ? "allocate" : "free", e->addr,
-			     e->bytes, e->info.step,
+			     e->bytes, s, e->info.step,
 			     gm_step_phase_name(e->info.phase),
 			     gm_step_kind_name(e->info.kind),
 			     e->info.reserved) > 0;

@@ -54,6 +54,10 @@ static void help(void)
 	       " on the H200\n"
 	       "                        (driver, default) or ascending "
 	       "addresses (rising)\n"
+	       "  --no-cross-stream     never move a free segment to another "
+	       "stream (PyTorch's\n"
+	       "                        policy; gpumem plan --trace needs it "
+	       "for FSDP)\n"
 	       "  --help                this text\n");
 }
 
@@ -113,6 +117,7 @@ int gm_cmd_replay(int argc, char **argv)
 		{"segments", no_argument, NULL, 'g'},
 		{"no-segment-hints", no_argument, NULL, 'n'},
 		{"placement", required_argument, NULL, 'p'},
+		{"no-cross-stream", no_argument, NULL, 'x'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -179,6 +184,9 @@ int gm_cmd_replay(int argc, char **argv)
 				return gm_cmd_usage_error("replay",
 					"--placement: '%s' is not rising or "
 					"driver", optarg);
+			break;
+		case 'x':
+			po.no_cross_stream = true;
 			break;
 		case 'r': {
 			unsigned long n = strtoul(optarg, &end, 10);

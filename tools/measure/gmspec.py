@@ -70,6 +70,8 @@ SCHEMA = {
         "pipeline_parallel": (int, 1),
         "sequence_parallel": (bool, False),
         "zero_stage": (int, 0),
+        "tensor_parallel_vocab": (("sharded", "replicated"), "sharded"),
+        "built_whole": (bool, False),
     },
     "hardware": {
         "gpu": (str, None),

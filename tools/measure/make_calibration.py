@@ -229,8 +229,14 @@ def spec_yaml(name, shape, head, task, par=(1, 1, 0)):
             f"  tensor_parallel: {par[1]}",
             "  pipeline_parallel: 1",
             "  sequence_parallel: false",
-            f"  zero_stage: {par[2]}",
-            "hardware:",
+            f"  zero_stage: {par[2]}"]
+    if par[1] > 1:
+        # measure_multi.py replicates the embedding and lm_head
+        out.append("  tensor_parallel_vocab: replicated")
+    if par[1] > 1 or par[2] == 3:
+        # and builds the model whole before sharding it
+        out.append("  built_whole: true")
+    out += ["hardware:",
             f"  gpu: {GPU}", ""]
     return "\n".join(out)
 

@@ -29,7 +29,9 @@ The spec's parallelism maps onto PyTorch as:
                                   list of DTensors, as the planner
                                   assumes (one state-sized temporary
                                   list per rank); plain tensors next to
-                                  DTensor shards make foreach fail
+                                  DTensor shards make foreach fail;
+                                  the spec must say so with
+                                  tensor_parallel_vocab: replicated
 zero_stage 2, pipeline and sequence parallel are refused. Each rank
 records its own peaks and device used memory (which holds NCCL's buffers);
 rank 0 writes all of them, and for each configuration the figures of the
@@ -70,6 +72,13 @@ def parallel_factory(torch, world):
             if m["attention_heads"] % tp or m["kv_heads"] % tp:
                 raise Unsupported("parallelism.tensor_parallel: must "
                                   "divide attention_heads and kv_heads")
+            if par["tensor_parallel_vocab"] != "replicated":
+                raise Unsupported("parallelism.tensor_parallel_vocab: "
+                                  "the embedding and lm_head are "
+                                  "replicated here (replicated)")
+        if (tp > 1 or zero == 3) and not par["built_whole"]:
+            raise Unsupported("parallelism.built_whole: the model is "
+                              "built whole, then sharded (true)")
             return tensor_parallel(torch, world), None
         if zero == 3:
             return fsdp_wrap(torch), None
@@ -335,6 +344,14 @@ def check(configs):
                     spec["model"]["attention_heads"] % n or
                     spec["model"]["kv_heads"] % n):
                 raise Unsupported("tensor_parallel must divide the heads")
+            if par["tensor_parallel"] > 1 and \
+                    par["tensor_parallel_vocab"] != "replicated":
+                raise Unsupported("tensor_parallel_vocab must be "
+                                  "replicated")
+            if (par["tensor_parallel"] > 1 or par["zero_stage"] == 3) \
+                    and not par["built_whole"]:
+                raise Unsupported("built_whole must be true (the "
+                                  "model is built whole, then sharded)")
             print(f"ok      {c['name']} ({n} GPUs)")
         except (gmspec.SpecError, Unsupported) as e:
             bad += 1

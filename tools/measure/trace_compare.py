@@ -3,9 +3,13 @@
 
     trace_compare.py NAME [--gpumem build/tools/gpumem/gpumem]
                           [--big MiB] [--step N] [--sequence]
+                          [--trace-file PATH] [--spec PATH]
 
 NAME is a calibration configuration (tests/data/calibration/specs/NAME.yaml
-and traces/NAME.trace.jsonl.gz, see tracefile.py). The planner's sequence
+and traces/NAME.trace.jsonl.gz, see tracefile.py); a multi-GPU
+configuration's rank trace is named with --trace-file (e.g.
+traces/multi/NAME.rank1.trace.jsonl.gz) and its spec found under
+multi/specs/ (or named with --spec). The planner's sequence
 comes from `gpumem plan SPEC --trace` (its Step and Tag columns). Both are
 cut into phases per step: setup (the weights), forward, loss, backward
 (recomputation under checkpointing included), optimizer. The measured
@@ -170,11 +174,15 @@ def main():
     ap.add_argument("--big", type=float, default=1.0)
     ap.add_argument("--step", type=int, default=2)
     ap.add_argument("--sequence", action="store_true")
+    ap.add_argument("--trace-file", metavar="PATH")
+    ap.add_argument("--spec", metavar="PATH")
     a = ap.parse_args()
     big = int(a.big * MiB)
-    spec = os.path.join(CAL, "specs", a.name + ".yaml")
-    real = real_events(os.path.join(CAL, "traces",
-                                    a.name + ".trace.jsonl.gz"))
+    spec = a.spec or os.path.join(CAL, "specs", a.name + ".yaml")
+    if not a.spec and not os.path.exists(spec):
+        spec = os.path.join(CAL, "multi", "specs", a.name + ".yaml")
+    real = real_events(a.trace_file or os.path.join(
+        CAL, "traces", a.name + ".trace.jsonl.gz"))
     plan = plan_events(a.gpumem, spec)
     rs, ps = phase_stats(real, big), phase_stats(plan, big)
     print(f"{a.name}: GiB; n = allocations, big = those >= {a.big:g} MiB;"

@@ -184,8 +184,11 @@ static void fits_and_fit_search(void **state)
 	s.training.micro_batch_size = f.max_micro_batch + 1;
 	assert_false(plan(s, &h200).fits);
 	assert_true(plan(s, &h200).headroom_bytes < 0);
-	/* 40 GB: 7B with AdamW needs ZeRO over several GPUs */
+	/* 40 GB: 7B with AdamW needs ZeRO over several GPUs (bf16-true:
+	 * under autocast FSDP2's 16-bit casts of every block's unsharded
+	 * weights are kept for the backward, 13.5 GB whatever the ranks) */
 	s = l7b();
+	s.training.precision = GM_PREC_BF16_TRUE;
 	s.parallelism.zero_stage = 3;
 	assert_int_equal(gm_fit(&s, &a100, NULL, 0, &f, &d), 0);
 	assert_true(f.min_gpus > 1);
@@ -255,6 +258,37 @@ static void largest_shapes_do_not_wrap(void **state)
 }
 
 /*
+ * tensor_parallel_vocab: replicated keeps the embedding and lm_head whole
+ * on every TP rank (torch.distributed.tensor.parallel with only the
+ * blocks' linears parallelized): the weights grow by exactly the two
+ * vocab x hidden tensors' other (t - 1)/t, the logits are the full
+ * vocabulary's.
+ */
+static void tp_vocab_replicated(void **state)
+{
+	struct gm_spec s = l7b(), r;
+	struct gm_plan a, b;
+	double vh = 32000.0 * 4096;
+
+	(void)state;
+	s.parallelism.tensor_parallel = 2;
+	r = s;
+	r.parallelism.tp_vocab = GM_TPV_REPLICATED;
+	a = plan(s, &h200);
+	b = plan(r, &h200);
+	/* bf16-mixed: fp32 weights, 4 B per element */
+	assert_true(b.per_gpu.weights - a.per_gpu.weights == 2 * vh / 2 * 4);
+	assert_true(b.per_gpu.parameters - a.per_gpu.parameters ==
+		    (uint64_t)vh);
+	assert_true(b.per_gpu.logits == 2 * a.per_gpu.logits);
+	/* without TP the key changes nothing */
+	s.parallelism.tensor_parallel = 1;
+	r.parallelism.tensor_parallel = 1;
+	assert_true(plan(s, &h200).per_gpu.peak_reserved ==
+		    plan(r, &h200).per_gpu.peak_reserved);
+}
+
+/*
  * fit's SVG: a long GPU name is wrapped into short lines and the verdict
  * and the GiB figure are separate lines, so labels 150 px apart do not
  * overlap (findings-newuser 27).
@@ -294,6 +328,7 @@ int main(void)
 		cmocka_unit_test(largest_shapes_do_not_wrap),
 		cmocka_unit_test(fit_pairs_are_exact),
 		cmocka_unit_test(svg_labels_wrap),
+		cmocka_unit_test(tp_vocab_replicated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -589,6 +589,183 @@ static void loss_program_bad(void **state)
 	assert_int_equal(gm_step_replay(&st, 0, &r), 0);
 }
 
+/* A recording sink: every allocation's bytes, kind and step in order. */
+struct rec {
+	uint64_t bytes[4096];
+	int kind[4096];
+	unsigned step[4096];
+	uint32_t id[4096];
+	bool freed[4096];
+	int n;
+	unsigned cur;
+};
+
+static int r_alloc(void *ctx, uint32_t id, uint64_t bytes,
+		   enum gm_step_kind k)
+{
+	struct rec *r = ctx;
+
+	if (r->n >= 4096)
+		return GM_ENOMEM;
+	r->bytes[r->n] = bytes;
+	r->kind[r->n] = k;
+	r->step[r->n] = r->cur;
+	r->id[r->n] = id;
+	r->freed[r->n++] = false;
+	return 0;
+}
+
+static int r_free(void *ctx, uint32_t id)
+{
+	struct rec *r = ctx;
+
+	for (int i = r->n; i-- > 0;)
+		if (r->id[i] == id && !r->freed[i]) {
+			r->freed[i] = true;
+			return 0;
+		}
+	return GM_ENOTFOUND;
+}
+
+static void r_step(void *ctx, unsigned s)
+{
+	((struct rec *)ctx)->cur = s;
+}
+
+static struct rec *record(const struct gm_step *st)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+	struct gm_step_sink sk = {r, r_alloc, r_free, r_step, NULL};
+
+	assert_non_null(r);
+	assert_int_equal(gm_step_emit(st, &sk), 0);
+	return r;
+}
+
+/* The allocations of kind k in step s, bytes in order, into out. */
+static int of_kind(const struct rec *r, int k, unsigned s, uint64_t *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->n; i++)
+		if (r->kind[i] == k && r->step[i] == s)
+			out[n++] = r->bytes[i];
+	return n;
+}
+
+/*
+ * DDP (step.c): the weights' broadcast in buffers closed at the cap, in
+ * module order (embedding 400; block 0: 800 -> 1200; 16 + 800 + 16 +
+ * 800 -> 1632; 16 + head 400 -> 416), the single bucket of every
+ * gradient (400 + 3 x 816 + 400 = 3248), and in step 2 the rebuilt
+ * buckets in the order the gradients become ready: the head's 400
+ * reaches the first cap (300), then 16 + 800 + 16 + 800 = 1632 and
+ * 16 + 800 + 400 = 1216 reach 1000.
+ */
+static void ddp_buckets_exact(void **state)
+{
+	struct gm_step st = small_step(1);
+	static const uint64_t setup[] = {1200, 1632, 416, 3248};
+	static const uint64_t rebuilt[] = {400, 1632, 1216};
+	uint64_t got[64];
+	struct rec *r;
+
+	(void)state;
+	st.n_comm = 0;
+	st.ddp = true;
+	st.ddp_bcast_cap = 1000;
+	st.ddp_first_cap = 300;
+	st.ddp_cap = 1000;
+	r = record(&st);
+	assert_int_equal(of_kind(r, GM_SK_COMM, 0, got), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(got[i], setup[i]);
+	assert_int_equal(of_kind(r, GM_SK_COMM, 1, got), 0);
+	assert_int_equal(of_kind(r, GM_SK_COMM, 2, got), 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(got[i], rebuilt[i]);
+	/* the broadcasts and the single bucket are gone by step 2 */
+	for (int i = 0; i < r->n; i++)
+		if (r->kind[i] == GM_SK_COMM && r->step[i] == 0)
+			assert_true(r->freed[i]);
+	free(r);
+}
+
+/*
+ * Tensor parallel over 2 ranks: only the blocks' first tensor is split;
+ * the model is built whole (its 1600-byte copies), then each block's
+ * shard (800) replaces it; the others are allocated once.
+ */
+static void tp_built_whole(void **state)
+{
+	struct gm_step st = small_step(1);
+	static const uint64_t w0[] = {400, 1600, 16, 1600, 16, 1600, 16,
+				      400, 800, 800, 800};
+	uint64_t got[64];
+	struct rec *r;
+
+	(void)state;
+	st.p[1].built = 1600;
+	r = record(&st);
+	assert_int_equal(of_kind(r, GM_SK_WEIGHT, 0, got), 11);
+	for (int i = 0; i < 11; i++)
+		assert_int_equal(got[i], w0[i]);
+	for (int i = 0; i < r->n; i++)
+		if (r->kind[i] == GM_SK_WEIGHT && r->bytes[i] == 1600)
+			assert_true(r->freed[i] && r->step[i] == 0);
+	free(r);
+}
+
+/*
+ * FSDP2 over 2 ranks (step.c): the full weights built, then each unit's
+ * shards; per step 7 all-gathers (the root's 2 x (400 + 400), then each
+ * block's 2 x 816 in forward and again in backward, the prefetch
+ * included) and 4 reduce-scatter outputs (each block's 816, the root's
+ * 800); autograd's gradients of the unsharded parameters at full size.
+ */
+static void fsdp_sequence_exact(void **state)
+{
+	struct gm_step st = small_step(1);
+	static const uint64_t w0[] = {800, 1600, 32, 1600, 32, 1600, 32,
+				      800, 800, 16, 800, 16, 800, 16, 400,
+				      400};
+	uint64_t got[256];
+	struct rec *r;
+	int n;
+
+	(void)state;
+	st.n_comm = 0;
+	st.fsdp = true;
+	st.fsdp_d = 2;
+	for (int i = 0; i < st.n_param; i++) /* built whole (model.c) */
+		st.p[i].built = 2 * st.p[i].weight;
+	r = record(&st);
+	assert_int_equal(of_kind(r, GM_SK_WEIGHT, 0, got), 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(got[i], w0[i]);
+	for (unsigned s = 1; s <= 2; s++) {
+		n = of_kind(r, GM_SK_GATHER, s, got);
+		assert_int_equal(n, 7);
+		assert_int_equal(got[0], 1600);
+		for (int i = 1; i < 7; i++)
+			assert_int_equal(got[i], 1632);
+		n = of_kind(r, GM_SK_REDUCE, s, got);
+		assert_int_equal(n, 4);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(got[i], 816);
+		assert_int_equal(got[3], 800);
+		n = of_kind(r, GM_SK_GRAD, s, got);
+		assert_int_equal(n, 8); /* head, 3 x 2 blocks', embedding */
+		assert_int_equal(got[0], 800);
+		assert_int_equal(got[1], 1600);
+		assert_int_equal(got[2], 32);
+		assert_int_equal(got[7], 800);
+	}
+	for (int i = 0; i < r->n; i++)
+		assert_true(r->freed[i]);
+	free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -604,6 +781,9 @@ int main(void)
 		cmocka_unit_test(analytic_option),
 		cmocka_unit_test(loss_program_sizes),
 		cmocka_unit_test(loss_program_bad),
+		cmocka_unit_test(ddp_buckets_exact),
+		cmocka_unit_test(fsdp_sequence_exact),
+		cmocka_unit_test(tp_built_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
