@@ -29,8 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GPUMEM_TEST_VERBOSE=1: each check's line on stderr before it runs
+ * (where a hang is, on a machine without a debugger). */
+static int verbose;
+#define STEP() (verbose ? fprintf(stderr, "at line %d\n", __LINE__) : 0)
 #define CHECK(c)                                                             \
 	do {                                                                 \
+		STEP();                                                      \
 		if (!(c)) {                                                  \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
 				__LINE__, #c);                               \
@@ -51,19 +56,28 @@ static void fill(uint64_t addr, uint64_t bytes, unsigned tag,
 			       NULL) == 0);
 }
 
-/* All words of [addr, addr + bytes) equal tag (samples up to 1M words). */
+/* All words of [addr, addr + bytes) equal tag: copied to the host in
+ * 64 MiB chunks and every word compared (one 4-byte copy per sampled
+ * word took ~1M driver calls a check: minutes on a busy host). */
 static int check_words(uint64_t addr, uint64_t bytes, unsigned tag)
 {
-	uint64_t n = bytes / 4, step = n > (1 << 20) ? n / (1 << 20) : 1;
-	unsigned w;
+	const uint64_t chunk = 64 * GM_MiB;
+	unsigned *h = malloc(chunk);
+	int ok = 1;
 
-	for (uint64_t i = 0; i < n; i += step) {
-		CHECK(cu.memcpy_dtoh(&w, addr + i * 4, 4) == 0);
-		if (w != tag)
-			return 0;
+	CHECK(h);
+	for (uint64_t off = 0; off < bytes && ok; off += chunk) {
+		uint64_t len = bytes - off < chunk ? bytes - off : chunk;
+
+		CHECK(cu.memcpy_dtoh(h, addr + off, len) == 0);
+		for (uint64_t i = 0; i < len / 4; i++)
+			if (h[i] != tag) {
+				ok = 0;
+				break;
+			}
 	}
-	CHECK(cu.memcpy_dtoh(&w, addr + (n - 1) * 4, 4) == 0);
-	return w == tag;
+	free(h);
+	return ok;
 }
 
 static void plain_segments(struct gm_backend *be)
@@ -95,6 +109,7 @@ static void plain_segments(struct gm_backend *be)
 		CHECK(gm_pool_free(p, addr[i]) == 0);
 	CHECK(gm_pool_release_cached(p) == 0);
 	CHECK(gm_pool_reserved(p) == 0);
+	STEP();
 	gm_pool_destroy(p);
 }
 
@@ -125,6 +140,7 @@ static void virtual_segments(struct gm_backend *be)
 	CHECK(gm_pool_release_cached(p) == 0);
 	CHECK(gm_pool_reserved(p) == 6 * GM_MiB);
 	CHECK(check_words(a, 6 * GM_MiB, 0xa));
+	STEP();
 	gm_pool_destroy(p);
 }
 
@@ -194,6 +210,7 @@ static void virtual_interior(struct gm_backend *be)
 	CHECK(check_words(x, 2 * GM_GiB, 0xf1));
 	CHECK(check_words(a, 64 * GM_MiB, 0xa1));
 	CHECK(check_words(c, 64 * GM_MiB, 0xc1));
+	STEP();
 	gm_pool_destroy(p);
 }
 
@@ -239,6 +256,7 @@ static void stream_safety(struct gm_backend *be)
 		       (unsigned long long)st.num_cross_stream_reuse);
 		CHECK(st.reserved_bytes.current == 2 * bytes);
 	}
+	STEP();
 	gm_pool_destroy(p);
 	cu.stream_destroy(s1);
 	cu.stream_destroy(s2);
@@ -255,6 +273,7 @@ int main(int argc, char **argv)
 	long len;
 	char *img;
 
+	verbose = getenv("GPUMEM_TEST_VERBOSE") != NULL;
 	if (gm_cu_open(&cu, NULL, &d) || cu.init(0) ||
 	    cu.device_count(&n) || n == 0) {
 		printf("no CUDA device: skipped\n");
