@@ -375,6 +375,11 @@ static int attention(struct bb *b, int q, int k, int v)
 	double S = T * sh->heads * sh->seq; /* b x a x s x s */
 	int qc = q, kc = k, vc = v, o;
 
+	/* under selective checkpointing torch.utils.checkpoint keeps the
+	 * function's arguments to re-run it (non-reentrant: the recompute
+	 * closure holds them) until the attention's backward */
+	if (sh->ckpt == GM_STEP_CKPT_SELECTIVE)
+		node(b, NULL, NULL, (int[]){q, k, v, END});
 	b->core = true;
 	if (sh->autocast && b->t[q].eb != C)
 		qc = cast(b, q, C);
@@ -389,7 +394,11 @@ static int attention(struct bb *b, int q, int k, int v)
 		lse = tnew(b, T * sh->heads, 4);
 		d = node(b, (int[]){qc, kc, vc, END}, (int[]){o, END},
 			 (int[]){qc, kc, vc, o, lse, END});
-		d->tmp = T * Q * 4 + T * sh->heads * 4;
+		/* flash backward (flash-attn 2 mha_bwd): an fp32 dq
+		 * accumulator, the fp32 row sums (softmax_d), and with GQA
+		 * dk, dv at all heads before their sum over the group */
+		d->tmp = T * Q * 4 + T * sh->heads * 4 +
+			 (sh->kv < Q ? 2 * T * Q * b->t[qc].eb : 0);
 		d->tmp_after = true;
 		drop(b, lse);
 	} else {
