@@ -438,6 +438,11 @@ static int attention(struct bb *b, int q, int k, int v)
 			drop(b, s2);
 		p = op(b, S, sh->net == GM_NET_LLAMA || sh->autocast ? 4 :
 		       b->t[s3].eb, (int[]){s3, END}, (int[]){OUTP, END});
+		/* its backward allocates a second score-sized tensor after
+		 * the input gradient, freed at once (the H200 trace of
+		 * llama-134m-eager-seq1024) */
+		b->n[b->nn - 1].tmp = S * b->t[p].eb;
+		b->n[b->nn - 1].tmp_after = true;
 		drop(b, s3);
 		/* Llama: .to(query.dtype); GPT-2: .type(value.dtype) */
 		pq = p;
@@ -736,6 +741,11 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 	b.nt = GM_BLK_FIRST;
 	tinit(&b, GM_BLK_IN, sh->tok * sh->hidden, sh->r);
 	out->in_bytes = sh->tok * sh->hidden * sh->r;
+	/* eager attention of a causal model adds a materialised mask,
+	 * (b, 1, s, s) in the model's dtype (masking_utils.eager_mask);
+	 * sdpa gets none (is_causal), BERT none (no padding) */
+	if (sh->eager && sh->net != GM_NET_BERT)
+		out->mask_bytes = sh->tok * sh->seq * sh->r;
 	out->ckpt = sh->ckpt;
 	switch (sh->net) {
 	case GM_NET_GPT2:

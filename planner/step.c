@@ -352,6 +352,7 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
+	uint32_t mask = NONE;
 
 	phase(e->sk, GM_SP_FORWARD);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
@@ -359,7 +360,12 @@ static void forward(struct em *e, uint64_t slot)
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		cache_ref(e, l, false);
 		if (st->blk.n > 0) {
+			if (l == 0)
+				mask = ealloc(e, st->blk.mask_bytes,
+					      GM_SK_TRANSIENT);
 			blk_forward(e, slot, l);
+			if (l + 1 == e->L)
+				efree(e, &mask);
 			continue;
 		}
 		for (int k = 0; k < st->n_act; k++)

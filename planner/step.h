@@ -139,6 +139,9 @@ struct gm_step_block {
 	double in_bytes;        /* the first block's input (the embedding
 				 * output), allocated by the forward */
 	double gout_bytes;      /* the last block's output gradient */
+	double mask_bytes;      /* the model's attention mask, allocated
+				 * before the first block's forward and
+				 * freed after the last one's */
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
