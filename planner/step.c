@@ -11,8 +11,15 @@
  *    data-parallel buffers (DDP allocates its buckets at construction);
  *  - forward of each block: the autocast copies of its matmul weights
  *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
- *    batches in flight: one autocast region per step), its saved tensors
- *    in order, then its largest transient, allocated and freed at once;
+ *    batches in flight: one autocast region per step), then its program
+ *    (gm_step.blk, planner/block.c: every op's output with its exact
+ *    size, freed where Python drops it unless autograd saved it; full
+ *    checkpointing frees the saved ones too and keeps the block input;
+ *    selective those of the attention function); the first block's
+ *    input is the embedding output; eager attention's mask lives over
+ *    the blocks. Without a program (the paper's block, sequence
+ *    parallelism): its saved tensors in order, then its largest
+ *    transient, allocated and freed at once;
  *  - the loss: with a loss program (gm_step.loss, model.c's
  *    loss_program(): each logits-sized tensor as the H200 traces show
  *    it, allocated and freed in PyTorch's order) its forward part, and
@@ -21,8 +28,14 @@
  *    log_softmax's output; the copy is freed; in backward nll_loss's and
  *    log_softmax's fp32 gradients, then the head's weight gradient; the
  *    three fp32 tensors are freed;
- *  - backward of each block, last first: its transient (for
- *    checkpointing, the recomputed forward is part of it), then its saved
+ *  - backward of each block, last first: with a program, the final
+ *    norm's gradient enters the last block, full checkpointing re-runs
+ *    the forward up to its last saved tensor (non-reentrant checkpoint
+ *    stops there), then the program's backward (the gradients autograd
+ *    allocates node by node, selective checkpointing's recompute of the
+ *    attention function where its backward begins) hands the input's
+ *    gradient to the block before; without one, its transient (for
+ *    checkpointing, the recomputed forward is part of it); then its saved
  *    tensors and autocast copies are freed and its gradients allocated
  *    (with zero_grad(set_to_none=True) they do not exist before the first
  *    backward of a step; later micro-batches accumulate in place). The
