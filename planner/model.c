@@ -6,6 +6,7 @@
 #include "model.h"
 
 #include "activations.h"
+#include "block.h"
 #include "error.h"
 #include "reserve.h"
 #include "units.h"
@@ -343,6 +344,44 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
 	}
 }
 
+/*
+ * The block's allocation program (block.h) from the spec's shapes, per
+ * tensor-parallel rank. Returns 0, or GM_ERANGE when it does not fit
+ * (the aggregates are used then).
+ */
+static int block_program(const struct ctx *c, struct gm_step_block *blk,
+			 double s, double b)
+{
+	const struct gm_spec *sp = c->spec;
+	const struct gm_spec_model *m = &sp->model;
+	double hd = (double)m->hidden_size / (double)m->attention_heads;
+	enum gm_ckpt ck = sp->training.activation_checkpointing;
+	struct gm_step_shape sh = {
+		.net = m->architecture == GM_ARCH_GPT2 ? GM_NET_GPT2 :
+		       m->architecture == GM_ARCH_BERT ? GM_NET_BERT :
+		       GM_NET_LLAMA,
+		.eager = sp->training.attention == GM_ATTN_EAGER,
+		.autocast = c->full.autocast,
+		/* HF defaults: GPT-2 resid/attn_pdrop 0.1, BERT hidden/
+		 * attention_probs_dropout_prob 0.1, Llama 0 (hfbuild.py
+		 * keeps them) */
+		.dropout = m->architecture == GM_ARCH_GPT2 ||
+			   m->architecture == GM_ARCH_BERT,
+		.ckpt = ck == GM_CKPT_FULL ? GM_STEP_CKPT_FULL :
+			ck == GM_CKPT_SELECTIVE ? GM_STEP_CKPT_SELECTIVE :
+			GM_STEP_CKPT_NONE,
+		.tok = s * b, .seq = s,
+		.hidden = (double)m->hidden_size,
+		.q = (double)m->hidden_size / c->t,
+		.kv = hd * (double)m->kv_heads / c->t,
+		.ffn = (double)m->ffn_hidden_size / c->t,
+		.heads = (double)m->attention_heads / c->t,
+		.head_dim = hd,
+		.c = c->full.compute, .r = c->full.residual};
+
+	return gm_block_build(&sh, blk);
+}
+
 /* Gradient accumulation: micro-batches emitted per step in the replay
  * (step.h): the in-flight ones, then two more that repeat the steady
  * state. */
@@ -483,37 +522,6 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 	}
 }
 
-/*
- * FSDP2's unsharded units, prefetch and collective buffers (step.c) make
- * the live bytes move unit by unit, and a model built whole before
- * FSDP2 or tensor parallel shard it can peak at construction:
- * peak_allocated and what is live then are the sequence's
- * (gm_step_peak), not a closed form. Keeps the analytic figures when
- * host memory runs out.
- */
-static void seq_peak(const struct gm_step *st, struct gm_terms *T)
-{
-	struct gm_step_peak pk;
-	const double *k = pk.kind;
-
-	if (gm_step_peak(st, GM_STEP_ALL, &pk))
-		return;
-	T->peak_allocated = pk.peak;
-	T->peak_phase = k[GM_SK_OPT_TMP] > 0 ? GM_PHASE_OPTIMIZER :
-			GM_PHASE_FWD_BWD;
-	T->phase_allocated[T->peak_phase == GM_PHASE_OPTIMIZER] = pk.peak;
-	T->at_peak = (struct gm_parts){
-		.weights = k[GM_SK_WEIGHT],
-		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
-		.optimizer_states = k[GM_SK_STATE],
-		.activations = k[GM_SK_ACT],
-		.logits = k[GM_SK_LOGITS],
-		.temporary = k[GM_SK_CACHE] + k[GM_SK_TRANSIENT] +
-			     k[GM_SK_OPT_TMP],
-		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
-		.workspace = k[GM_SK_WORKSPACE]};
-}
-
 /* Replay st (step.h) into T: peak_reserved from the allocator core. */
 static void step_replay(const struct ctx *c, struct gm_step *st,
 			struct gm_terms *T)
@@ -529,6 +537,44 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 		return;
 	}
 	T->peak_reserved = T->sim.peak_reserved;
+}
+
+/*
+ * With a block program (block.h) and the simulated reserve model, the
+ * step's peak of live bytes is the sequence's, as for inference:
+ * peak_allocated, each phase's figure and the terms at the peak are read
+ * off gm_step_peak() (the terms above stay the per-term maxima the
+ * report lists). The analytic reserve model keeps the closed-form peak
+ * above (the aggregated block of activations.c).
+ */
+static void sequence_peak(const struct ctx *c, struct gm_step *st,
+			  struct gm_terms *T)
+{
+	struct gm_step_peak pk;
+	const double *k = pk.kind;
+
+	st->workspace = c->ws;
+	st->layers = c->layers;
+	st->steps = 2;
+	if (gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, &pk))
+		return; /* host memory ran out: the analytic figures stay */
+	T->phase_allocated[0] = 0;
+	for (int ph = GM_SP_SETUP; ph <= GM_SP_BACKWARD; ph++)
+		if (pk.phase_peak[ph] > T->phase_allocated[0])
+			T->phase_allocated[0] = pk.phase_peak[ph];
+	T->phase_allocated[1] = pk.phase_peak[GM_SP_OPTIMIZER];
+	T->peak_allocated = pk.peak;
+	T->peak_phase = pk.phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
+			GM_PHASE_FWD_BWD;
+	T->at_peak = (struct gm_parts){
+		.weights = k[GM_SK_WEIGHT],
+		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
+		.optimizer_states = k[GM_SK_STATE],
+		.activations = k[GM_SK_ACT], .logits = k[GM_SK_LOGITS],
+		.temporary = k[GM_SK_TRANSIENT] + k[GM_SK_CACHE] +
+			     k[GM_SK_OPT_TMP],
+		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
+		.workspace = k[GM_SK_WORKSPACE]};
 }
 
 static void train_stage(const struct ctx *c, struct gm_terms *T)
@@ -785,11 +831,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		T->at_peak.gradients = T->gradients;
 		T->at_peak.temporary = opt_tmp;
 	}
-	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
-		double r0 = gm_reserved_from_allocated(&fb);
-		double r1 = gm_reserved_from_allocated(&op);
-		T->peak_reserved = r0 > r1 ? r0 : r1;
-	} else {
+	{
 		struct gm_step st = {
 			.training = true, .ga = c->ga,
 			.in_flight = T->in_flight,
@@ -799,10 +841,19 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			.logits_piece = (lg - held) / 3,
 			.opt_tmp_per_tensor = sp->training.optimizer ==
 					      GM_OPT_ADAFACTOR};
+		/* sequence parallelism (Megatron's; no Hugging Face
+		 * counterpart to read the op order from) keeps the
+		 * aggregated block */
+		bool prog = !c->o->paper && !d.sp &&
+			    !block_program(c, &st.blk, s, b);
+
 		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
 			    opt_tmp > 0 ? c->full.weights /
 			    (zero >= 1 ? c->d : 1) : 0);
-		if (sp->training.activation_checkpointing == GM_CKPT_FULL)
+		if (prog)
+			st.trans = 0;
+		else if (sp->training.activation_checkpointing ==
+			 GM_CKPT_FULL)
 			st.act[st.n_act++] = layer_saved;
 		else
 			for (int i = 0; i < l.n; i++)
@@ -814,9 +865,21 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 								    &d);
 		loss_program(c, &st, tok);
 		step_comm(c, &st, comm);
-		step_replay(c, &st, T);
-		if (st.fsdp || st.zero1_d || c->t > 1)
-			seq_peak(&st, T);
+		/* the analytic reserve model (gm_fit()'s searches) keeps
+		 * the closed-form peak: microseconds, not the sequence's
+		 * milliseconds; with the replay, block programs and the
+		 * distributed sequences (FSDP units, ZeRO-1 partition, TP)
+		 * give the peak of live bytes */
+		if (c->o->reserve == GM_RESERVE_SIMULATED &&
+		    (prog || st.fsdp || st.zero1_d || c->t > 1))
+			sequence_peak(c, &st, T);
+		if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+			double r0 = gm_reserved_from_allocated(&fb);
+			double r1 = gm_reserved_from_allocated(&op);
+			T->peak_reserved = r0 > r1 ? r0 : r1;
+		} else {
+			step_replay(c, &st, T);
+		}
 	}
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;

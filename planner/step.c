@@ -11,8 +11,15 @@
  *    data-parallel buffers (DDP allocates its buckets at construction);
  *  - forward of each block: the autocast copies of its matmul weights
  *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
- *    batches in flight: one autocast region per step), its saved tensors
- *    in order, then its largest transient, allocated and freed at once;
+ *    batches in flight: one autocast region per step), then its program
+ *    (gm_step.blk, planner/block.c: every op's output with its exact
+ *    size, freed where Python drops it unless autograd saved it; full
+ *    checkpointing frees the saved ones too and keeps the block input;
+ *    selective those of the attention function); the first block's
+ *    input is the embedding output; eager attention's mask lives over
+ *    the blocks. Without a program (the paper's block, sequence
+ *    parallelism): its saved tensors in order, then its largest
+ *    transient, allocated and freed at once;
  *  - the loss: with a loss program (gm_step.loss, model.c's
  *    loss_program(): each logits-sized tensor as the H200 traces show
  *    it, allocated and freed in PyTorch's order) its forward part, and
@@ -21,8 +28,14 @@
  *    log_softmax's output; the copy is freed; in backward nll_loss's and
  *    log_softmax's fp32 gradients, then the head's weight gradient; the
  *    three fp32 tensors are freed;
- *  - backward of each block, last first: its transient (for
- *    checkpointing, the recomputed forward is part of it), then its saved
+ *  - backward of each block, last first: with a program, the final
+ *    norm's gradient enters the last block, full checkpointing re-runs
+ *    the forward up to its last saved tensor (non-reentrant checkpoint
+ *    stops there), then the program's backward (the gradients autograd
+ *    allocates node by node, selective checkpointing's recompute of the
+ *    attention function where its backward begins) hands the input's
+ *    gradient to the block before; without one, its transient (for
+ *    checkpointing, the recomputed forward is part of it); then its saved
  *    tensors and autocast copies are freed and its gradients allocated
  *    (with zero_grad(set_to_none=True) they do not exist before the first
  *    backward of a step; later micro-batches accumulate in place). The
@@ -103,6 +116,12 @@ struct em {
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint32_t head_saved, held, lp[3], ws;
 	uint32_t loss[GM_STEP_LOSS_IDS];
+	uint32_t *bid;            /* block programs: in_flight x L x n_ids */
+	uint32_t rec[GM_STEP_BLOCK_IDS]; /* recomputed copies */
+	unsigned char reckind[GM_STEP_BLOCK_IDS];
+	uint32_t gcarry;          /* the gradient flowing to the block
+				   * before */
+	size_t nbid;
 	uint32_t *comm;          /* every data-parallel buffer */
 	size_t ncomm;
 	uint32_t *bk;            /* DDP: its buckets ((L + 1) x np) */
@@ -382,9 +401,128 @@ static void loss_ops(struct em *e, int from, int to)
 	}
 }
 
+
+/* Block program (gm_step.blk): the ids of micro-batch slot, block l. */
+static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
+{
+	return &e->bid[(slot * e->L + l) * (size_t)e->st->blk.n_ids];
+}
+
+/* Forward of block l (step.h, struct gm_step_block). Under full
+ * checkpointing the block input is kept by torch.utils.checkpoint
+ * whatever the ops do with it. */
+static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
+{
+	const struct gm_step_block *p = &e->st->blk;
+	uint32_t *B = blk_ids(e, slot, l);
+
+	if (l == 0)
+		B[GM_BLK_IN] = ealloc(e, p->in_bytes, GM_SK_ACT);
+	else {
+		uint32_t *A = blk_ids(e, slot, l - 1);
+		B[GM_BLK_IN] = A[GM_BLK_OUT];
+		A[GM_BLK_OUT] = NONE;
+	}
+	for (int i = 0; i < p->n_fwd && !e->err; i++) {
+		const struct gm_step_blockop *o = &p->op[i];
+		switch (o->op) {
+		case GM_BOP_ALLOC:
+			B[o->id] = ealloc(e, o->bytes, o->kind);
+			break;
+		case GM_BOP_DROP:
+			if (o->id == GM_BLK_IN && p->ckpt == GM_STEP_CKPT_FULL)
+				break;
+			if (p->ckpt == GM_STEP_CKPT_FULL ||
+			    (p->ckpt == GM_STEP_CKPT_SELECTIVE && o->core))
+				efree(e, &B[o->id]);
+			break;
+		case GM_BOP_FREE:
+			if (o->id == GM_BLK_IN && p->ckpt == GM_STEP_CKPT_FULL)
+				break;
+			efree(e, &B[o->id]);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* Re-run the forward (all of it, or the attention core) into the
+ * recompute slots, up to the last saved tensor (non-reentrant
+ * checkpoint stops early there: torch.utils.checkpoint
+ * _StopRecomputationError); what is not saved is then freed. */
+static void blk_recompute(struct em *e, bool all)
+{
+	const struct gm_step_block *p = &e->st->blk;
+	int last = -1;
+
+	for (int i = 0; i < p->n_fwd; i++)
+		if (p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
+		    p->op[i].kind == GM_SK_ACT && p->op[i].id != GM_BLK_OUT)
+			last = i;
+	for (int i = 0; i <= last && !e->err; i++) {
+		const struct gm_step_blockop *o = &p->op[i];
+		if (!all && !o->core)
+			continue;
+		if (o->op == GM_BOP_ALLOC) {
+			efree(e, &e->rec[o->id]);
+			e->rec[o->id] = ealloc(e, o->bytes, o->kind);
+			e->reckind[o->id] = o->kind;
+		} else if (o->op == GM_BOP_FREE) {
+			efree(e, &e->rec[o->id]);
+		}
+	}
+	for (int id = 0; id < p->n_ids; id++)
+		if (e->rec[id] != NONE && (e->reckind[id] != GM_SK_ACT ||
+					   id == GM_BLK_OUT))
+			efree(e, &e->rec[id]);
+}
+
+/* Backward of block l: the incoming gradient is e->gcarry (the last
+ * block: a new one, the final norm's); leaves the input's in it. */
+static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
+{
+	const struct gm_step_block *p = &e->st->blk;
+	uint32_t *B = blk_ids(e, slot, l);
+
+	if (l == e->L - 1) {
+		e->gcarry = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
+		efree(e, &B[GM_BLK_OUT]); /* saved by the final norm */
+	}
+	B[GM_BLK_GOUT] = e->gcarry;
+	e->gcarry = NONE;
+	if (p->ckpt == GM_STEP_CKPT_FULL)
+		blk_recompute(e, true);
+	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
+		const struct gm_step_blockop *o = &p->op[i];
+		switch (o->op) {
+		case GM_BOP_ALLOC:
+			B[o->id] = ealloc(e, o->bytes, o->kind);
+			break;
+		case GM_BOP_FREE:
+			efree(e, &B[o->id]);
+			efree(e, &e->rec[o->id]);
+			break;
+		case GM_BOP_RECOMPUTE:
+			if (p->ckpt == GM_STEP_CKPT_SELECTIVE)
+				blk_recompute(e, false);
+			break;
+		default:
+			break;
+		}
+	}
+	e->gcarry = B[p->gin_id];
+	B[p->gin_id] = NONE;
+	for (int id = 0; id < p->n_ids; id++) {
+		efree(e, &B[id]);
+		efree(e, &e->rec[id]);
+	}
+}
+
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
+	uint32_t mask = NONE;
 
 	phase(e->sk, GM_SP_FORWARD);
 	fsdp_forward(e, e->L);
@@ -393,6 +531,16 @@ static void forward(struct em *e, uint64_t slot)
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		fsdp_forward(e, l);
 		cache_ref(e, l, false);
+		if (st->blk.n > 0) {
+			if (l == 0)
+				mask = ealloc(e, st->blk.mask_bytes,
+					      GM_SK_TRANSIENT);
+			blk_forward(e, slot, l);
+			if (l + 1 == e->L)
+				efree(e, &mask);
+			fsdp_reshard(e, l);
+			continue;
+		}
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
 		transient(e);
@@ -432,6 +580,18 @@ static void backward(struct em *e, uint64_t slot)
 	for (uint64_t l = e->L; l-- > 0;) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		fsdp_pre_backward(e, l);
+		if (st->blk.n > 0) {
+			if (l == e->L - 1) {
+				efree(e, &e->held);
+				efree(e, &e->head_saved);
+				cache_unref(e, e->L);
+			}
+			blk_backward(e, slot, l);
+			cache_unref(e, l);
+			grads_of(e, l, GM_STEP_LAYER, false);
+			fsdp_post_backward(e, l);
+			continue;
+		}
 		transient(e);
 		if (l == e->L - 1) {
 			efree(e, &e->held);
@@ -444,6 +604,7 @@ static void backward(struct em *e, uint64_t slot)
 		grads_of(e, l, GM_STEP_LAYER, false);
 		fsdp_post_backward(e, l);
 	}
+	efree(e, &e->gcarry);   /* the embedding's backward */
 	efree(e, &e->emb[slot]);
 	grads_of(e, 0, GM_STEP_HEAD, false);
 	grads_of(e, 0, GM_STEP_EMBED, false);
@@ -1127,6 +1288,11 @@ static void em_free_all(struct em *e)
 
 	for (size_t j = 0; j < e->na; j++)
 		efree(e, &e->a[j]);
+	for (size_t j = 0; j < e->nbid; j++)
+		efree(e, &e->bid[j]);
+	for (int j = 0; j < GM_STEP_BLOCK_IDS; j++)
+		efree(e, &e->rec[j]);
+	efree(e, &e->gcarry);
 	for (uint64_t j = 0; j < e->st->in_flight; j++)
 		efree(e, &e->emb[j]);
 	efree(e, &e->held);
@@ -1170,12 +1336,25 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	struct em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
 		       .head_saved = NONE, .held = NONE,
 		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ag = NONE,
-		       .rsin = NONE};
+		       .rsin = NONE, .gcarry = NONE};
 	size_t n, na;
 	int rc;
 
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
 		e.loss[k] = NONE;
+	for (int k = 0; k < GM_STEP_BLOCK_IDS; k++)
+		e.rec[k] = NONE;
+	if (st->blk.n < 0 || st->blk.n > GM_STEP_BLOCK_OPS ||
+	    st->blk.n_fwd < 0 || st->blk.n_fwd > st->blk.n ||
+	    (st->blk.n > 0 && (st->blk.n_ids <= GM_BLK_FIRST ||
+			       st->blk.n_ids > GM_STEP_BLOCK_IDS ||
+			       st->blk.gin_id < 0 ||
+			       st->blk.gin_id >= st->blk.n_ids)))
+		return GM_EINVAL;
+	for (int i = 0; i < st->blk.n; i++)
+		if (st->blk.op[i].id >= st->blk.n_ids ||
+		    st->blk.op[i].kind >= GM_SK_N)
+			return GM_EINVAL;
 	if (st->n_loss < 0 || st->n_loss > GM_STEP_LOSS_OPS ||
 	    st->n_loss_fwd < 0 || st->n_loss_fwd > st->n_loss)
 		return GM_EINVAL;
@@ -1204,6 +1383,9 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	e.cref = calloc(e.L + 1, sizeof(*e.cref));
 	e.comm = ids(e.ncomm);
 	e.bk = ids(st->ddp ? n + 2 : 0);
+	e.nbid = st->training && st->blk.n > 0 ? (size_t)st->in_flight *
+		 e.L * (size_t)st->blk.n_ids : 0;
+	e.bid = ids(e.nbid);
 	if (st->training && st->zero1_d >= 2 && st->zero1_d <= 256 &&
 	    !st->opt_tmp_per_tensor && zero1_partition(&e)) {
 		rc = GM_ENOMEM;
@@ -1215,7 +1397,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || (st->fsdp && st->training &&
+	    !e.comm || !e.bk || !e.bid || (st->fsdp && st->training &&
 	    (!e.up || !e.ug || !e.gathered))) {
 		rc = GM_ENOMEM;
 		goto out;
@@ -1271,6 +1453,7 @@ out:
 	free(e.ug);
 	free(e.gathered);
 	free(e.own);
+	free(e.bid);
 	free(e.freelist);
 	return rc;
 }
@@ -1283,6 +1466,7 @@ struct pk {
 	uint32_t cap;
 	double live, kind_live[GM_SK_N];
 	unsigned mask;          /* kinds whose live bytes make the peak */
+	enum gm_step_phase phase;
 	uint64_t events, peak_event, stop_at;
 	struct gm_step_peak *r;
 };
@@ -1319,8 +1503,11 @@ static int pk_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	p->kind_live[kind] += (double)bytes;
 	if (++p->events == p->stop_at)
 		return PK_STOP;
+	if (p->live > p->r->phase_peak[p->phase])
+		p->r->phase_peak[p->phase] = p->live;
 	if (p->live > p->r->peak) {
 		p->r->peak = p->live;
+		p->r->phase = p->phase;
 		memcpy(p->r->kind, p->kind_live, sizeof(p->r->kind));
 		p->peak_event = p->events;
 	}
@@ -1336,6 +1523,11 @@ static int pk_free(void *ctx, uint32_t id)
 	p->kind_live[p->kind[id]] -= p->bytes[id];
 	p->bytes[id] = -1;
 	return 0;
+}
+
+static void pk_phase(void *ctx, enum gm_step_phase ph)
+{
+	((struct pk *)ctx)->phase = ph;
 }
 
 static int group_cmp(const void *a, const void *b)
@@ -1392,17 +1584,18 @@ static int pk_group(const struct pk *p, struct gm_step_peak *r)
 int gm_step_peak(const struct gm_step *st, unsigned kinds,
 		 struct gm_step_peak *out)
 {
-	struct pk p = {.r = out, .mask = kinds};
-	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, NULL};
+	struct pk p = {.r = out, .mask = kinds & ~GM_STEP_NOGROUP};
+	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, pk_phase};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	rc = gm_step_emit(st, &sk);
-	if (rc)
+	if (rc || (kinds & GM_STEP_NOGROUP))
 		goto out;
 	free(p.bytes);
 	free(p.kind);
-	p = (struct pk){.r = out, .mask = kinds, .stop_at = p.peak_event};
+	p = (struct pk){.r = out, .mask = kinds & ~GM_STEP_NOGROUP,
+			.stop_at = p.peak_event};
 	{
 		struct gm_step_peak keep = *out;
 		rc = gm_step_emit(st, &sk);

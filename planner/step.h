@@ -102,6 +102,73 @@ struct gm_step_infer {
 	double kvb;             /* bytes per KV-cache element */
 };
 
+/*
+ * Training: one block's allocation program (planner/block.c builds it
+ * from the shapes with a small autograd tape; step.c runs it for every
+ * block and micro-batch). ops[0 .. n_fwd) are the forward, ops[n_fwd ..
+ * n) the backward. Ids are the block's own (GM_BLK_*: its input, its
+ * output, their gradients; the rest local); each (micro-batch, block)
+ * has its own set.
+ *  ALLOC id bytes: a tensor; FREE id: released (in backward: the saved
+ *  tensor's original and its recomputed copy);
+ *  DROP id: the last Python reference of a tensor autograd saved: freed
+ *  here when the block does not keep it (full checkpointing: every DROP;
+ *  selective: those with core set), else it lives until its FREE in the
+ *  backward;
+ *  RECOMPUTE: selective checkpointing re-runs the forward's core ops
+ *  (the attention function) here; full checkpointing re-runs the whole
+ *  forward at the start of the backward instead.
+ * core marks the ops of the attention function (tools/measure/
+ * selective.py wraps exactly that function in torch.utils.checkpoint).
+ */
+enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE };
+
+enum { GM_BLK_IN, GM_BLK_OUT, GM_BLK_GOUT, GM_BLK_GIN, GM_BLK_FIRST };
+
+struct gm_step_blockop {
+	unsigned char op;       /* enum gm_step_bop */
+	unsigned char kind;     /* enum gm_step_kind of an ALLOC */
+	unsigned char core;
+	unsigned short id;
+	double bytes;
+};
+
+#define GM_STEP_BLOCK_OPS 640
+#define GM_STEP_BLOCK_IDS 384
+
+enum gm_step_ckpt { GM_STEP_CKPT_NONE, GM_STEP_CKPT_FULL,
+		    GM_STEP_CKPT_SELECTIVE };
+
+struct gm_step_block {
+	int n, n_fwd;           /* 0: no program (the aggregates act[],
+				 * trans are used) */
+	int n_ids;              /* ids used, <= GM_STEP_BLOCK_IDS */
+	enum gm_step_ckpt ckpt;
+	double in_bytes;        /* the first block's input (the embedding
+				 * output), allocated by the forward */
+	double gout_bytes;      /* the last block's output gradient */
+	double mask_bytes;      /* the model's attention mask, allocated
+				 * before the first block's forward and
+				 * freed after the last one's */
+	int gin_id;             /* the id of the input's gradient at the
+				 * end of the backward (GM_BLK_GOUT of the
+				 * block before) */
+	struct gm_step_blockop op[GM_STEP_BLOCK_OPS];
+};
+
+/* The shapes planner/block.c builds a block program from, per tensor-
+ * parallel rank (q, kv, ffn, heads divided by the degree). */
+struct gm_step_shape {
+	enum gm_step_net net;
+	bool eager;             /* eager attention (else sdpa / flash) */
+	bool autocast;          /* torch.autocast: casts before matmuls */
+	bool dropout;           /* training dropout p > 0 (GPT-2, BERT) */
+	enum gm_step_ckpt ckpt;
+	double tok, seq;        /* tokens of the micro-batch, sequence */
+	double hidden, q, kv, ffn, heads, head_dim;
+	double c, r;            /* compute, residual bytes per element */
+};
+
 struct gm_step {
 	bool training;
 	unsigned steps;         /* steps (or passes) to emit, >= 1 */
@@ -117,6 +184,8 @@ struct gm_step {
 	double emb_saved;       /* input ids, labels, embedding saves */
 	double head_saved;      /* final norm and lm_head inputs */
 	double trans;           /* one block's transient (fwd and bwd) */
+	struct gm_step_block blk; /* when blk.n > 0: the block's program
+				   * instead of act[] and trans */
 	double logits_held;     /* training: logits in the compute dtype */
 	double logits_piece;    /* training: each of the 3 fp32 tensors of
 				 * the loss (copy, log_softmax, gradients) */
@@ -195,6 +264,8 @@ struct gm_step_peak {
 	double peak;            /* live bytes as requested (of the kinds
 				 * asked for), at most */
 	double kind[GM_SK_N];   /* of which each kind */
+	enum gm_step_phase phase; /* the phase it is reached in */
+	double phase_peak[GM_SP_N]; /* the peak inside each phase */
 	int n_group;            /* the live allocations then, grouped by
 				 * size and kind (the largest groups first
 				 * when there are more than GM_STEP_GROUPS) */
@@ -211,6 +282,8 @@ struct gm_step_peak {
  * GM_EINVAL or GM_ENOMEM.
  */
 #define GM_STEP_ALL ((1u << GM_SK_N) - 1)
+/* or'ed into kinds: skip the grouping (one emission instead of two) */
+#define GM_STEP_NOGROUP (1u << 31)
 
 int gm_step_peak(const struct gm_step *st, unsigned kinds,
 		 struct gm_step_peak *out);

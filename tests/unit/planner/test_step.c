@@ -490,7 +490,11 @@ static void analytic_option(void **state)
 	assert_int_equal(gm_plan(&s, &h200, &o, &a, &d), 0);
 	o.reserve = GM_RESERVE_ANALYTIC;
 	assert_int_equal(gm_plan(&s, &h200, &o, &b, &d), 0);
-	assert_true(a.per_gpu.peak_allocated == b.per_gpu.peak_allocated);
+	/* the simulated model's peak is its op-by-op sequence's, the
+	 * analytic one's the closed form over aggregated blocks: the same
+	 * physics, a few percent apart */
+	assert_true(fabs(a.per_gpu.peak_allocated /
+			 b.per_gpu.peak_allocated - 1) < 0.05);
 	assert_true(a.per_gpu.sim.allocations > 0);
 	assert_true(b.per_gpu.sim.allocations == 0);
 	assert_true(b.per_gpu.peak_reserved >= b.per_gpu.peak_allocated);

@@ -1,0 +1,214 @@
+/*
+ * test_block.c - the training block programs (planner/block.h): the
+ * forward's allocations of a small shape per architecture, byte for
+ * byte in order, as transformers 5.x runs them (see block.c for the
+ * trace each follows), and the program's bookkeeping: every tensor is
+ * freed once, checkpointing frees the saved tensors in the forward.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "block.h"
+
+/* 4 tokens (batch 1, sequence 4), hidden 64, 4 heads of 16. */
+static struct gm_step_shape shape(enum gm_step_net net, bool autocast)
+{
+	struct gm_step_shape s = {
+		.net = net, .autocast = autocast,
+		.dropout = net != GM_NET_LLAMA, .tok = 4, .seq = 4,
+		.hidden = 64, .q = 64, .kv = 64,
+		.ffn = net == GM_NET_LLAMA ? 128 : 256, .heads = 4,
+		.head_dim = 16, .c = 2, .r = autocast ? 4 : 2};
+
+	return s;
+}
+
+/* The forward's ALLOC sizes in order, bytes per token. */
+static void expect_forward(const struct gm_step_block *p,
+			   const double *per_tok, int n)
+{
+	int k = 0;
+
+	for (int i = 0; i < p->n_fwd; i++) {
+		if (p->op[i].op != GM_BOP_ALLOC)
+			continue;
+		if (k >= n || p->op[i].bytes != per_tok[k] * 4) {
+			print_error("forward allocation %d: %g B, want %g\n",
+				    k, p->op[i].bytes,
+				    k < n ? per_tok[k] * 4 : -1.0);
+			fail();
+		}
+		k++;
+	}
+	assert_int_equal(k, n);
+}
+
+/* Run the program as step.c does (no checkpointing): every id freed
+ * at most once, nothing but the output and the input's gradient left. */
+static void balanced(const struct gm_step_block *p)
+{
+	int live[GM_STEP_BLOCK_IDS] = {0};
+
+	live[GM_BLK_IN] = 1;
+	for (int i = 0; i < p->n; i++) {
+		const struct gm_step_blockop *o = &p->op[i];
+		if (i == p->n_fwd) {
+			assert_int_equal(live[GM_BLK_OUT], 1);
+			live[GM_BLK_OUT] = 0; /* the next block's */
+			live[GM_BLK_GOUT] = 1;
+		}
+		if (o->op == GM_BOP_ALLOC) {
+			assert_int_equal(live[o->id], 0);
+			live[o->id] = 1;
+		} else if (o->op == GM_BOP_FREE) {
+			live[o->id] = 0;
+		}
+	}
+	for (int id = 0; id < p->n_ids; id++)
+		if (id != p->gin_id && live[id]) {
+			print_error("id %d still live\n", id);
+			fail();
+		}
+	assert_int_equal(live[p->gin_id], 1);
+}
+
+/* LlamaDecoderLayer, bf16 autocast, sdpa (modeling_llama.py; the trace
+ * of llama-134m-bf16mixed-adamw): RMSNorm's pow, x*rsqrt, weight*;
+ * each linear's input cast and output; RoPE per q and k (x*cos, -x2,
+ * cat, *sin, +); sdpa's casts of q and k, output and logsumexp;
+ * o_proj; the residual add; the MLP. */
+static void llama_mixed(void **state)
+{
+	static const double f[] = {
+		256, 256, 256,                     /* input_layernorm */
+		128, 128, 128, 128, 128, 128,      /* q, k, v: cast, out */
+		256, 64, 128, 256, 256,            /* rope q */
+		256, 64, 128, 256, 256,            /* rope k */
+		128, 128, 128, 16,                 /* sdpa */
+		128, 256,                          /* o_proj, + */
+		256, 256, 256,                     /* post_attention norm */
+		128, 256, 256, 128, 256, 256,      /* gate, silu, up, * */
+		128, 256};                         /* down_proj, + */
+	struct gm_step_shape s = shape(GM_NET_LLAMA, true);
+	struct gm_step_block p;
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+	/* the q_proj input cast is saved, the pow output is not */
+	assert_int_equal(p.op[0].kind, GM_SK_TRANSIENT);
+	assert_int_equal(p.gout_bytes, 4 * 64 * 4);
+}
+
+/* GPT2Block, autocast, sdpa with dropout: c_attn's fused output,
+ * dropout masks (1 B), gelu_new op by op in fp32 after pow's cast. */
+static void gpt2_mixed(void **state)
+{
+	static const double f[] = {
+		256,                               /* ln_1 */
+		128, 384,                          /* c_attn: cast, q|k|v */
+		128, 16,                           /* sdpa */
+		128, 64, 128, 256,                 /* c_proj, dropout, + */
+		256,                               /* ln_2 */
+		128, 512,                          /* c_fc */
+		512, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024,
+		512, 128, 64, 128, 256};           /* c_proj, dropout, + */
+	struct gm_step_shape s = shape(GM_NET_GPT2, true);
+	struct gm_step_block p;
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
+/* BertLayer, autocast, sdpa: three input casts, post-LayerNorm. */
+static void bert_mixed(void **state)
+{
+	static const double f[] = {
+		128, 128, 128, 128, 128, 128,      /* q, k, v */
+		128, 16,                           /* sdpa */
+		128, 64, 128, 256, 256,            /* dense, dropout, +, LN */
+		128, 512, 512,                     /* intermediate, gelu */
+		128, 64, 128, 256, 256};           /* output dense .. LN */
+	struct gm_step_shape s = shape(GM_NET_BERT, true);
+	struct gm_step_block p;
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
+/* Llama, bf16 without autocast, eager attention: no casts but
+ * RMSNorm's fp32 copy and its cast back; q k^T over 4 heads x 4 keys =
+ * 16 scores per token (32 B in bf16), softmax in fp32 and cast back. */
+static void llama_eager_true(void **state)
+{
+	static const double f[] = {
+		256, 256, 256, 128, 128,           /* norm: x32, pow, y, y16,
+						    * w* */
+		128, 128, 128,                     /* q, k, v */
+		128, 64, 128, 128, 128,            /* rope q */
+		128, 64, 128, 128, 128,            /* rope k */
+		128, 128, 32, 32, 32, 64, 32,      /* q, k copies, q k^T,
+						    * scale, + mask,
+						    * softmax, cast */
+		128, 128, 128,                     /* v copy, p v, contig */
+		128, 128,                          /* o_proj, + */
+		256, 256, 256, 128, 128,
+		256, 256, 256, 256, 128, 128};
+	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_block p;
+
+	(void)state;
+	s.eager = true;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
+/* Checkpointing: every saved tensor has a DROP (full frees them in the
+ * forward); selective marks only the attention's as core and places one
+ * RECOMPUTE in the backward. */
+static void checkpointing(void **state)
+{
+	struct gm_step_shape s = shape(GM_NET_LLAMA, true);
+	struct gm_step_block p;
+	int drops = 0, core = 0, rec = 0;
+
+	(void)state;
+	s.ckpt = GM_STEP_CKPT_SELECTIVE;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	for (int i = 0; i < p.n; i++) {
+		drops += p.op[i].op == GM_BOP_DROP;
+		core += p.op[i].op == GM_BOP_DROP && p.op[i].core;
+		rec += p.op[i].op == GM_BOP_RECOMPUTE;
+		if (p.op[i].op == GM_BOP_RECOMPUTE)
+			assert_true(i >= p.n_fwd);
+	}
+	assert_int_equal(rec, 1);
+	/* sdpa's casts of q and k and its logsumexp; not its output
+	 * (o_proj saves it) */
+	assert_int_equal(core, 3);
+	assert_true(drops > core);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(llama_mixed),
+		cmocka_unit_test(gpt2_mixed),
+		cmocka_unit_test(bert_mixed),
+		cmocka_unit_test(llama_eager_true),
+		cmocka_unit_test(checkpointing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
