@@ -342,7 +342,9 @@ static int rotary(struct bb *b, int x)
 	return o;
 }
 
-/* Dropout (p > 0 in training): a bool mask and the output. */
+/* Dropout (p > 0 in training): a bool mask and the output, which
+ * replaces x (the caller's reference to x is dropped: every model reads
+ * only the dropped-out tensor after it). Without dropout, x itself. */
 static int dropout(struct bb *b, int x)
 {
 	int m, o;
@@ -353,6 +355,7 @@ static int dropout(struct bb *b, int x)
 	o = tnew(b, nel(b, x), b->t[x].eb);
 	node(b, (int[]){x, END}, (int[]){o, END}, (int[]){m, END});
 	drop(b, m);
+	drop(b, x);
 	return o;
 }
 
@@ -455,8 +458,6 @@ static int attention(struct bb *b, int q, int k, int v)
 		if (pq != p)
 			drop(b, p);
 		pd = dropout(b, pq);
-		if (pd != pq)
-			drop(b, pq);
 		pm = sh->autocast && b->t[pd].eb != C ? cast(b, pd, C) : pd;
 		vm = op(b, T * Q, b->t[vc].eb, (int[]){vc, END}, NULL);
 		o1 = op(b, T * Q, b->t[pm].eb, (int[]){pm, vm, END},
@@ -549,8 +550,6 @@ static void gpt2(struct bb *b)
 	cp = linear(b, at, Q, h);
 	drop(b, at);
 	d1 = dropout(b, cp);
-	if (d1 != cp)
-		drop(b, cp);
 	r1 = add(b, d1, GM_BLK_IN);
 	drop(b, n1);
 	drop(b, GM_BLK_IN);
@@ -579,8 +578,6 @@ static void gpt2(struct bb *b)
 	fc2 = linear(b, g, F, h);
 	drop(b, g);
 	d2 = dropout(b, fc2);
-	if (d2 != fc2)
-		drop(b, fc2);
 	b->want_out = true;
 	add(b, r1, d2);
 	drop(b, n2);
@@ -606,8 +603,6 @@ static void bert(struct bb *b)
 	d = linear(b, at, Q, h);
 	drop(b, at);
 	dd = dropout(b, d);
-	if (dd != d)
-		drop(b, d);
 	s1 = add(b, dd, GM_BLK_IN);
 	drop(b, dd);
 	n1 = layer_norm(b, s1);
@@ -619,8 +614,6 @@ static void bert(struct bb *b)
 	o = linear(b, gl, F, h);
 	drop(b, gl);
 	od = dropout(b, o);
-	if (od != o)
-		drop(b, o);
 	s2 = add(b, od, n1);
 	drop(b, od);
 	b->want_out = true;
