@@ -522,13 +522,20 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 	}
 }
 
-/* Replay st (step.h) into T: peak_reserved from the allocator core. */
-static void step_replay(const struct ctx *c, struct gm_step *st,
-			struct gm_terms *T)
+/* What every emission of st shares: the stage's workspace and layers,
+ * two steps (or passes): the second holds the steady state. */
+static void step_frame(const struct ctx *c, struct gm_step *st)
 {
 	st->workspace = c->ws;
 	st->layers = c->layers;
 	st->steps = 2;
+}
+
+/* Replay st (step.h) into T: peak_reserved from the allocator core. */
+static void step_replay(const struct ctx *c, struct gm_step *st,
+			struct gm_terms *T)
+{
+	step_frame(c, st);
 	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
 				    &T->sim, c->r == c->o->trace_stage ?
 				    c->o->trace : NULL)) {
@@ -553,9 +560,7 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 	struct gm_step_peak pk;
 	const double *k = pk.kind;
 
-	st->workspace = c->ws;
-	st->layers = c->layers;
-	st->steps = 2;
+	step_frame(c, st);
 	if (gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, &pk))
 		return; /* host memory ran out: the analytic figures stay */
 	T->phase_allocated[0] = 0;
