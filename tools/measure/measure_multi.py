@@ -323,40 +323,33 @@ def gpus_of(cfg):
     return par["data_parallel"] * par["tensor_parallel"]
 
 
+def refuse_multi(spec):
+    """Raise Unsupported unless this harness runs spec on data_parallel x
+    tensor_parallel GPUs; the note for check_only's "ok" line."""
+    par = spec["parallelism"]
+    n = par["data_parallel"] * par["tensor_parallel"]
+    hfbuild.refuse_unrunnable(spec, n)
+    if spec["task"] != "train" or par["zero_stage"] == 2:
+        raise Unsupported("not measured (see measure_multi.py)")
+    if par["tensor_parallel"] > 1 and (
+            spec["model"]["attention_heads"] % n or
+            spec["model"]["kv_heads"] % n):
+        raise Unsupported("tensor_parallel must divide the heads")
+    if par["tensor_parallel"] > 1 and \
+            par["tensor_parallel_vocab"] != "replicated":
+        raise Unsupported("tensor_parallel_vocab must be "
+                          "replicated")
+    if (par["tensor_parallel"] > 1 or par["zero_stage"] == 3) \
+            and not par["built_whole"]:
+        raise Unsupported("built_whole must be true (the "
+                          "model is built whole, then sharded)")
+    return f" ({n} GPUs)"
+
+
 def check(configs):
     """Validate without GPUs: every configuration parses and is runnable
     on data_parallel x tensor_parallel GPUs."""
-    try:
-        import yaml  # noqa: F401
-    except ImportError:
-        print("PyYAML (python3-yaml) is not installed (skipped)")
-        return 77
-    bad = 0
-    for c in configs:
-        try:
-            spec = gmspec.load(c["spec"], c["set"])
-            par = spec["parallelism"]
-            n = par["data_parallel"] * par["tensor_parallel"]
-            hfbuild.refuse_unrunnable(spec, n)
-            if spec["task"] != "train" or par["zero_stage"] == 2:
-                raise Unsupported("not measured (see measure_multi.py)")
-            if par["tensor_parallel"] > 1 and (
-                    spec["model"]["attention_heads"] % n or
-                    spec["model"]["kv_heads"] % n):
-                raise Unsupported("tensor_parallel must divide the heads")
-            if par["tensor_parallel"] > 1 and \
-                    par["tensor_parallel_vocab"] != "replicated":
-                raise Unsupported("tensor_parallel_vocab must be "
-                                  "replicated")
-            if (par["tensor_parallel"] > 1 or par["zero_stage"] == 3) \
-                    and not par["built_whole"]:
-                raise Unsupported("built_whole must be true (the "
-                                  "model is built whole, then sharded)")
-            print(f"ok      {c['name']} ({n} GPUs)")
-        except (gmspec.SpecError, Unsupported) as e:
-            bad += 1
-            print(f"REFUSED {c['name']}: {e}")
-    return 1 if bad else 0
+    return measure.check_only(configs, refuse_multi)
 
 
 if __name__ == "__main__":
