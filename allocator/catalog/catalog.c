@@ -258,3 +258,22 @@ uint64_t gm_gpu_min_total(const struct gm_gpu *gpu)
 			m = other[i];
 	return (uint64_t)((double)m * (1.0 - gpu->tolerance));
 }
+
+unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu)
+{
+	enum { ANY_MINOR = 100 };
+	static const struct {
+		unsigned major, minor, threads;
+	} table[] = {
+		{7, 0, 2048}, {7, 5, 1024}, {8, 0, 2048}, {8, 6, 1536},
+		{8, 7, 2048}, {8, 9, 1536}, {9, 0, 2048},
+		{10, ANY_MINOR, 2048}, {12, ANY_MINOR, 1536},
+	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (table[i].major == gpu->cc_major &&
+		    (table[i].minor == ANY_MINOR ||
+		     table[i].minor == gpu->cc_minor))
+			return table[i].threads;
+	return 0;
+}

@@ -73,6 +73,7 @@ struct gm_gpu {
 	/* "volta", "turing", "ampere", "ada", "hopper", "blackwell". */
 	const char *architecture;
 	unsigned cc_major, cc_minor; /* compute capability, e.g. 9.0 */
+	unsigned multiprocessors;    /* SMs; 0 when not known */
 	uint32_t pci_device_id;      /* e.g. 0x2335; 0 when not known */
 	const char *form_factor;     /* "SXM", "PCIe", ... */
 
@@ -142,6 +143,16 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
  * below it means an undersized card, a MIG/vGPU slice or a memory cap.
  */
 uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
+
+/*
+ * The most threads that can be resident on one SM of this GPU, from its
+ * compute capability: 2048 on 7.0, 8.0, 8.7, 9.0 and 10.x; 1024 on 7.5;
+ * 1536 on 8.6, 8.9 and 12.x (CUDA C++ Programming Guide, table
+ * "Technical Specifications per Compute Capability", row "Maximum number
+ * of resident threads per SM"). 0 when the capability is not in that
+ * list. Times multiprocessors, the threads the whole GPU keeps resident.
+ */
+unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu);
 
 /*
  * The catalog as an output tree (emit.h): an array with one object per

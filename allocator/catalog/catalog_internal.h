@@ -8,6 +8,7 @@
 
 #include "catalog.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Longest normalized name kept (longer names are cut). */
@@ -26,5 +27,14 @@ char *gm__catalog_normalize(char *out, size_t len, const char *name);
  * Returns 0 or GM_ENOMEM (then ptr is freed here).
  */
 int gm__catalog_keep(struct gm_catalog *cat, void *ptr);
+
+/*
+ * gm_catalog_load() with builtin true for the build-time generator: the
+ * built-in catalog must also give every GPU's 'multiprocessors' (a
+ * missing one is a "path:line:column" GM_EINVAL like any other fault),
+ * where a user's --catalog file may leave it out (0, not known).
+ */
+int gm__catalog_load(struct gm_catalog *cat, const char *path, bool builtin,
+		     struct gm_diag *diag);
 
 #endif

@@ -39,6 +39,8 @@ struct ctx {
 	struct gm_catalog *cat;
 	struct arch *archs;
 	size_t n_archs;
+	/* the built-in catalog: 'multiprocessors' is required */
+	bool builtin;
 	/* where each GPU was declared, for duplicate messages */
 	yaml_node_t **gpu_nodes;
 };
@@ -229,6 +231,8 @@ static const bool arch_required[A_N] = {true, true, true, false, true};
 
 /* Largest MiB figure accepted (1 PiB): catches typos in bytes. */
 #define MIB_MAX ((uint64_t)1 << 30)
+/* Most SMs accepted: 188 on the largest card listed; catches typos. */
+#define SMS_MAX 1024
 
 static int load_arch(struct ctx *c, yaml_node_t *n, struct arch *a)
 {
@@ -290,14 +294,15 @@ static int load_archs(struct ctx *c, yaml_node_t *seq)
 /* ==== gpus: ==== */
 
 enum {
-	G_NAME, G_ALIASES, G_ARCH, G_CC, G_PCI, G_FORM, G_MARKETED,
+	G_NAME, G_ALIASES, G_ARCH, G_CC, G_SMS, G_PCI, G_FORM, G_MARKETED,
 	G_TOTAL, G_OTHER_ECC, G_LEGACY, G_CUDA_TOTAL, G_TOTAL_EST, G_ECC,
 	G_MEMTYPE, G_BW, G_TFLOPS, G_FP16, G_CTX, G_INF, G_TOL, G_SOURCE,
 	G_NOTES, G_N
 };
 static const char *const gpu_keys[G_N] = {
 	"name", "aliases", "architecture", "compute_capability",
-	"pci_device_id", "form_factor", "marketed", "total_mib",
+	"multiprocessors", "pci_device_id", "form_factor", "marketed",
+	"total_mib",
 	"total_other_ecc_mib", "total_legacy_mib", "cuda_total_mib",
 	"total_estimate", "ecc_default_on", "memory_type", "bandwidth_gbps",
 	"bf16_tflops", "bf16_is_fp16", "cuda_context_mib",
@@ -345,6 +350,30 @@ static int get_cc(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
 	g->cc_major = maj;
 	g->cc_minor = min;
 	return 0;
+}
+
+/*
+ * 'multiprocessors': optional in a user's file (0 = not known), required
+ * in the built-in catalog; when given, 1 to SMS_MAX.
+ */
+static int get_sms(struct ctx *c, yaml_node_t *map, yaml_node_t *n,
+		   struct gm_gpu *g)
+{
+	uint64_t v = 0;
+	int rc;
+
+	g->multiprocessors = 0;
+	if (!n && c->builtin)
+		return fail(c, map, "GPU entry is missing 'multiprocessors' "
+			    "(required in the built-in catalog)");
+	if (!n)
+		return 0;
+	rc = get_uint(c, n, "multiprocessors", SMS_MAX, &v);
+	if (!rc && v == 0)
+		rc = fail(c, n, "'multiprocessors' must be more than 0 "
+			  "(leave it out when not known)");
+	g->multiprocessors = (unsigned)v;
+	return rc;
 }
 
 static int get_memtype(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
@@ -482,6 +511,8 @@ static int load_gpu(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
 		rc = get_arch(c, v[G_ARCH], g, &a);
 	if (!rc)
 		rc = get_cc(c, v[G_CC], g);
+	if (!rc)
+		rc = get_sms(c, n, v[G_SMS], g);
 	if (!rc && v[G_PCI])
 		rc = get_uint(c, v[G_PCI], "pci_device_id", 0xffff, &pci);
 	g->pci_device_id = (uint32_t)pci;
@@ -712,7 +743,14 @@ static int load_doc(struct ctx *c)
 int gm_catalog_load(struct gm_catalog *cat, const char *path,
 		    struct gm_diag *diag)
 {
-	struct ctx c = {.path = path, .diag = diag, .cat = cat};
+	return gm__catalog_load(cat, path, false, diag);
+}
+
+int gm__catalog_load(struct gm_catalog *cat, const char *path, bool builtin,
+		     struct gm_diag *diag)
+{
+	struct ctx c = {.path = path, .diag = diag, .cat = cat,
+			.builtin = builtin};
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	FILE *fp;

@@ -6,7 +6,8 @@
  *
  * Usage: gen_catalog INPUT.yaml OUTPUT.c
  * Exit 0, or 1 with "file:line:column: message" on stderr for a bad
- * catalog (the build stops there). The output is written atomically.
+ * catalog (the build stops there). Stricter than `--catalog FILE`: every
+ * GPU must give 'multiprocessors'. The output is written atomically.
  */
 #include "catalog_internal.h"
 
@@ -79,9 +80,11 @@ static void gen_gpu(FILE *out, const struct gm_gpu *g, size_t i)
 		g->bf16_is_fp16 ? "true" : "false");
 	c_str(out, g->architecture);
 	fprintf(out, ",\n\t\t.cc_major = %u,\n\t\t.cc_minor = %u,\n"
+		     "\t\t.multiprocessors = %u,\n"
 		     "\t\t.pci_device_id = 0x%04" PRIx32 ",\n"
 		     "\t\t.form_factor = ",
-		g->cc_major, g->cc_minor, g->pci_device_id);
+		g->cc_major, g->cc_minor, g->multiprocessors,
+		g->pci_device_id);
 	c_str(out, g->form_factor);
 	fprintf(out, ",\n\t\t.cuda_context_bytes = %" PRIu64 "u,\n"
 		     "\t\t.cuda_context_inference_bytes = %" PRIu64 "u,\n"
@@ -125,7 +128,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gen_catalog INPUT.yaml OUTPUT.c\n");
 		return 2;
 	}
-	rc = gm_catalog_load(&cat, argv[1], &diag);
+	rc = gm__catalog_load(&cat, argv[1], true, &diag);
 	if (rc) {
 		fprintf(stderr, "%s\n", diag.msg);
 		return 1;

@@ -155,6 +155,57 @@ static void device_probe_h200(void **state)
 	assert_true(find("NVIDIA A100-SXM4-80GB")->cuda_context_estimate);
 }
 
+/*
+ * SM counts: the A100 whitepaper's 108 SMs; H200 as the H100 SXM (132,
+ * also torch.cuda.get_device_properties on an H200 in a public log).
+ */
+static void multiprocessors(void **state)
+{
+	(void)state;
+	assert_int_equal(find("NVIDIA H200")->multiprocessors, 132);
+	assert_int_equal(find("NVIDIA A100-SXM4-80GB")->multiprocessors,
+			 108);
+	assert_int_equal(find("h100-pcie")->multiprocessors, 114);
+	assert_int_equal(find("l4")->multiprocessors, 58);
+}
+
+/* One GPU of this compute capability, for gm_gpu_threads_per_sm(). */
+static unsigned threads(unsigned major, unsigned minor)
+{
+	struct gm_gpu g = {.cc_major = major, .cc_minor = minor};
+
+	return gm_gpu_threads_per_sm(&g);
+}
+
+/*
+ * CUDA C++ Programming Guide, "Technical Specifications per Compute
+ * Capability": maximum resident threads per SM.
+ */
+static void threads_per_sm(void **state)
+{
+	(void)state;
+	assert_int_equal(threads(8, 0), 2048);
+	assert_int_equal(threads(8, 6), 1536);
+	assert_int_equal(threads(9, 0), 2048);
+	assert_int_equal(threads(7, 5), 1024);
+	assert_int_equal(threads(7, 0), 2048);
+	assert_int_equal(threads(8, 7), 2048);
+	assert_int_equal(threads(8, 9), 1536);
+	assert_int_equal(threads(10, 0), 2048);
+	assert_int_equal(threads(10, 3), 2048);
+	assert_int_equal(threads(12, 0), 1536);
+	assert_int_equal(threads(12, 1), 1536);
+	/* Not in the table: not known. */
+	assert_int_equal(threads(6, 0), 0);
+	assert_int_equal(threads(8, 1), 0);
+	assert_int_equal(threads(11, 0), 0);
+	assert_int_equal(threads(0, 0), 0);
+	/* The catalog's entries: H200 132 x 2048, RTX 4090 128 x 1536. */
+	assert_int_equal(gm_gpu_threads_per_sm(find("h200")), 2048);
+	assert_int_equal(gm_gpu_threads_per_sm(find("rtx-4090")), 1536);
+	assert_int_equal(gm_gpu_threads_per_sm(find("t4")), 1024);
+}
+
 static void min_total(void **state)
 {
 	const struct gm_gpu *h200 = find("h200");
@@ -199,6 +250,11 @@ static void entries_complete(void **state)
 		assert_true(g->bandwidth_gbps > 0);
 		assert_true(g->architecture[0] != '\0');
 		assert_true(g->cc_major >= 7);
+		/* SMs known for every built-in card (the generator requires
+		 * it), and the capability in the threads-per-SM table. */
+		assert_true(g->multiprocessors >= 40 &&
+			    g->multiprocessors <= 188);
+		assert_true(gm_gpu_threads_per_sm(g) > 0);
 		assert_true(g->cuda_context_bytes > 0);
 		assert_true(g->cuda_context_inference_bytes > 0);
 		assert_true(g->cuda_context_inference_bytes <=
@@ -268,6 +324,8 @@ int main(void)
 		cmocka_unit_test(pci),
 		cmocka_unit_test(suggestions),
 		cmocka_unit_test(device_probe_h200),
+		cmocka_unit_test(multiprocessors),
+		cmocka_unit_test(threads_per_sm),
 		cmocka_unit_test(min_total),
 		cmocka_unit_test(entries_complete),
 		cmocka_unit_test(names_unique),

@@ -1,7 +1,8 @@
 /*
  * Unit tests for catalog/catalog_yaml.c (gm_catalog_load): models/gpus.yaml
  * loads to exactly the built-in table, a small catalog file overrides it,
- * per-entry context overrides, and files that cannot be read. Malformed
+ * per-entry context overrides, 'multiprocessors' optional there but
+ * required in the built-in catalog, and files that cannot be read. Malformed
  * files with their messages are in suite badinput (check_bad.c).
  */
 #include <setjmp.h>
@@ -14,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "catalog.h"
+#include "catalog_internal.h"
 #include "error.h"
 #include "units.h"
 
@@ -43,6 +44,7 @@ static void same_gpu(const struct gm_gpu *a, const struct gm_gpu *b)
 	assert_string_equal(a->architecture, b->architecture);
 	assert_int_equal(a->cc_major, b->cc_major);
 	assert_int_equal(a->cc_minor, b->cc_minor);
+	assert_int_equal(a->multiprocessors, b->multiprocessors);
 	assert_int_equal(a->pci_device_id, b->pci_device_id);
 	assert_string_equal(a->form_factor, b->form_factor);
 	assert_int_equal(a->cuda_context_bytes, b->cuda_context_bytes);
@@ -114,6 +116,7 @@ static const char small[] =
 	"    aliases: []\n"
 	"    architecture: future\n"
 	"    compute_capability: \"11.2\"\n"
+	"    multiprocessors: 1024\n"
 	"    marketed: 50GiB\n"
 	"    total_mib: 51200\n"
 	"    ecc_default_on: true\n"
@@ -142,6 +145,10 @@ static void small_catalog(void **state)
 	assert_string_equal(g->name, "Example X1");
 	assert_int_equal(g->cc_major, 11);
 	assert_int_equal(g->cc_minor, 2);
+	/* 'multiprocessors' is optional in a user's file: 0, not known;
+	 * so is the threads per SM of a capability not in the table. */
+	assert_int_equal(g->multiprocessors, 0);
+	assert_int_equal(gm_gpu_threads_per_sm(g), 0);
 	assert_int_equal(g->marketed_bytes, 100 * GM_GB);
 	assert_int_equal(g->total_bytes, 95000 * GM_MiB);
 	assert_true(g->bandwidth_gbps == 1234.5);
@@ -158,12 +165,40 @@ static void small_catalog(void **state)
 	assert_non_null(g);
 	assert_int_equal(g->n_aliases, 0);
 	assert_null(g->aliases[0]);
+	assert_int_equal(g->multiprocessors, 1024); /* the most accepted */
 	assert_int_equal(g->marketed_bytes, 50 * GM_GiB);
 	assert_int_equal(g->cuda_context_bytes, 300 * GM_MiB);
 	assert_int_equal(g->cuda_context_inference_bytes, 200 * GM_MiB);
 	assert_true(g->cuda_context_estimate);
 	assert_string_equal(g->cuda_context_source, "a test");
 	gm_catalog_free(&cat);
+}
+
+/*
+ * The build-time generator loads models/gpus.yaml with builtin true: there
+ * every GPU must give 'multiprocessors' (X1 above does not).
+ */
+static void builtin_requires_sms(void **state)
+{
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+	char want[256];
+	const char *path = temp_file(small);
+
+	(void)state;
+	assert_int_equal(gm__catalog_load(&cat, path, true, &diag),
+			 GM_EINVAL);
+	snprintf(want, sizeof(want), "%s:8:5: GPU entry is missing "
+		 "'multiprocessors' (required in the built-in catalog)",
+		 path);
+	assert_string_equal(diag.msg, want);
+	assert_int_equal(cat.n, 0);
+	assert_int_equal(gm__catalog_load(&cat, GM_GPUS_YAML, true, &diag),
+			 0);
+	gm_catalog_free(&cat);
+	assert_int_equal(gm_catalog_load(&cat, path, &diag), 0);
+	gm_catalog_free(&cat);
+	unlink(path);
 }
 
 static void unreadable(void **state)
@@ -188,6 +223,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(builtin_matches_yaml),
 		cmocka_unit_test(small_catalog),
+		cmocka_unit_test(builtin_requires_sms),
 		cmocka_unit_test(unreadable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
