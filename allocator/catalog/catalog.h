@@ -159,8 +159,9 @@ unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu);
  * GPU, capacities as *_bytes keys, unknown values as null. brief keeps
  * only the columns a table has room for (name, capacities, memory type,
  * bandwidth, TFLOP/s, architecture, context); the full form adds
- * aliases (one string, comma-separated), PCI id, ECC and driver-era
- * totals, tolerance and sources.
+ * aliases (one string, comma-separated), compute capability, SM count
+ * (multiprocessors), PCI id, ECC and driver-era totals, tolerance and
+ * sources.
  * NULL when out of host memory. Free with gm_val_free().
  */
 struct gm_val;

@@ -49,6 +49,10 @@ static void set_identity(struct gm_val *o, const struct gm_gpu *g)
 	set_aliases(o, g);
 	snprintf(buf, sizeof(buf), "%u.%u", g->cc_major, g->cc_minor);
 	gm_obj_set_str(o, "compute_capability", buf);
+	if (g->multiprocessors)
+		gm_obj_set_uint(o, "multiprocessors", g->multiprocessors);
+	else
+		gm_obj_set(o, "multiprocessors", gm_val_null());
 	if (g->pci_device_id) {
 		snprintf(buf, sizeof(buf), "0x%04x",
 			 (unsigned)g->pci_device_id);
