@@ -36,6 +36,7 @@
 #include "block.h"
 
 #include "error.h"
+#include "reduce.h"
 
 #include <string.h>
 
@@ -58,6 +59,9 @@ struct nd {
 	int in[3], nin, out[3], nout, sv[6], nsv;
 	double tmp;        /* backward temporary, bytes */
 	bool tmp_after;    /* allocated after the input gradients */
+	double wtmp;       /* a parameter's gradient before its sum over
+			    * the tokens (after the input gradients) */
+	double red;        /* that sum's staging buffer (reduce.h) */
 	bool alias;        /* an add: its inputs' gradients are the
 			    * incoming one (a cast where dtypes differ) */
 	bool core;
@@ -237,8 +241,17 @@ static int cast(struct bb *b, int x, double eb)
 	return op(b, b->t[x].n, eb, (int[]){x, END}, NULL);
 }
 
-/* nn.Linear / GPT-2's Conv1D (addmm): x (tok x in) -> tok x out. */
-static int linear(struct bb *b, int x, double in, double out)
+/* The staging buffer of a sum over the tokens to n values (a bias or
+ * norm weight's gradient). */
+static double red(const struct bb *b, double n)
+{
+	return gm_reduce_staging_bytes(b->sh->tok, n, b->sh->sms,
+				       b->sh->sm_threads);
+}
+
+/* nn.Linear / GPT-2's Conv1D (addmm): x (tok x in) -> tok x out; with a
+ * bias, its gradient sums the output's over the tokens. */
+static int linear(struct bb *b, int x, double in, double out, bool bias)
 {
 	const struct gm_step_shape *sh = b->sh;
 	int xc = x, o;
@@ -250,6 +263,8 @@ static int linear(struct bb *b, int x, double in, double out)
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
 	if (sh->autocast) /* the 16-bit weight gradient */
 		d->tmp = in * out * sh->c;
+	if (bias)
+		d->red = red(b, out);
 	if (xc != x)
 		drop(b, xc);
 	return o;
@@ -314,9 +329,13 @@ static int rms_norm(struct bb *b, int x)
 	if (x32 != x)
 		drop(b, x32);
 	yc = R == 4 ? y : cast(b, y, R);
-	if (yc != y)
-		drop(b, y);
 	o = op(b, N, R, (int[]){yc, END}, (int[]){yc, END});
+	if (yc != y) /* the name hidden_states holds y until the return */
+		drop(b, y);
+	/* MulBackward0: the weight's gradient is grad * yc summed over the
+	 * tokens, after yc's */
+	b->n[b->nn - 1].wtmp = N * R;
+	b->n[b->nn - 1].red = red(b, sh->hidden);
 	drop(b, yc);
 	return o;
 }
@@ -491,15 +510,15 @@ static void llama(struct bb *b)
 	int n1, q, k, v, qe, ke, at, o, r1, n2, g, s, u, m, d;
 
 	n1 = rms_norm(b, GM_BLK_IN);
-	q = linear(b, n1, h, Q);
-	k = linear(b, n1, h, K);
-	v = linear(b, n1, h, K);
+	q = linear(b, n1, h, Q, sh->qkv_bias);
+	k = linear(b, n1, h, K, sh->qkv_bias);
+	v = linear(b, n1, h, K, sh->qkv_bias);
 	qe = rotary(b, q);
 	ke = rotary(b, k);
 	drop(b, q);
 	drop(b, k);
 	at = attention(b, qe, ke, v);
-	o = linear(b, at, Q, h);
+	o = linear(b, at, Q, h, false);
 	drop(b, at);
 	drop(b, qe);
 	drop(b, ke);
@@ -509,14 +528,14 @@ static void llama(struct bb *b)
 	drop(b, o);
 	drop(b, GM_BLK_IN);
 	n2 = rms_norm(b, r1);
-	g = linear(b, n2, h, F);
+	g = linear(b, n2, h, F, false);
 	s = ew(b, g, END, (int[]){g, END});
-	u = linear(b, n2, h, F);
+	u = linear(b, n2, h, F, false);
 	m = ew(b, s, u, (int[]){s, u, END});
 	drop(b, g);
 	drop(b, s);
 	drop(b, u);
-	d = linear(b, m, F, h);
+	d = linear(b, m, F, h, false);
 	drop(b, m);
 	drop(b, n2);
 	b->want_out = true;
@@ -535,7 +554,7 @@ static void gpt2(struct bb *b)
 	int th, p1, g, fc2, d2;
 
 	n1 = layer_norm(b, GM_BLK_IN);
-	qkv = linear(b, n1, h, Q + 2 * K);
+	qkv = linear(b, n1, h, Q + 2 * K, true);
 	q = tview(b, qkv, 0);
 	k = tview(b, qkv, 0);
 	v = tview(b, qkv, 0);
@@ -547,14 +566,14 @@ static void gpt2(struct bb *b)
 	drop(b, q);
 	drop(b, k);
 	drop(b, v);
-	cp = linear(b, at, Q, h);
+	cp = linear(b, at, Q, h, true);
 	drop(b, at);
 	d1 = dropout(b, cp);
 	r1 = add(b, d1, GM_BLK_IN);
 	drop(b, n1);
 	drop(b, GM_BLK_IN);
 	n2 = layer_norm(b, r1);
-	fc = linear(b, n2, h, F);
+	fc = linear(b, n2, h, F, true);
 	h0 = ew(b, fc, END, NULL);                       /* 0.5 * x */
 	xc = sh->autocast && b->t[fc].eb != 4 ? cast(b, fc, 4) : fc;
 	p3 = ew(b, xc, END, (int[]){xc, END});           /* x ** 3 */
@@ -575,7 +594,7 @@ static void gpt2(struct bb *b)
 	drop(b, h0);
 	drop(b, p1);
 	drop(b, fc);
-	fc2 = linear(b, g, F, h);
+	fc2 = linear(b, g, F, h, true);
 	drop(b, g);
 	d2 = dropout(b, fc2);
 	b->want_out = true;
@@ -593,14 +612,14 @@ static void bert(struct bb *b)
 	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
 	int q, k, v, at, d, dd, s1, n1, i, gl, o, od, s2;
 
-	q = linear(b, GM_BLK_IN, h, Q);
-	k = linear(b, GM_BLK_IN, h, K);
-	v = linear(b, GM_BLK_IN, h, K);
+	q = linear(b, GM_BLK_IN, h, Q, true);
+	k = linear(b, GM_BLK_IN, h, K, true);
+	v = linear(b, GM_BLK_IN, h, K, true);
 	at = attention(b, q, k, v);
 	drop(b, q);
 	drop(b, k);
 	drop(b, v);
-	d = linear(b, at, Q, h);
+	d = linear(b, at, Q, h, true);
 	drop(b, at);
 	dd = dropout(b, d);
 	s1 = add(b, dd, GM_BLK_IN);
@@ -608,10 +627,10 @@ static void bert(struct bb *b)
 	n1 = layer_norm(b, s1);
 	drop(b, s1);
 	drop(b, GM_BLK_IN);
-	i = linear(b, n1, h, F);
+	i = linear(b, n1, h, F, true);
 	gl = ew(b, i, END, (int[]){i, END});
 	drop(b, i);
-	o = linear(b, gl, F, h);
+	o = linear(b, gl, F, h, true);
 	drop(b, gl);
 	od = dropout(b, o);
 	s2 = add(b, od, n1);
@@ -662,11 +681,33 @@ static void gset(struct bb *b, int x, int g, bool fresh)
 	t->grad = s;
 }
 
-static void backward(struct bb *b)
+/* A parameter gradient's product (wtmp bytes, 0: none) and the staging
+ * buffer of its sum (red bytes), allocated and freed in turn. */
+static void transient(struct bb *b, double wtmp, double red)
+{
+	int w = -1, r;
+
+	if (wtmp > 0) {
+		w = tid(b);
+		tinit(b, w, 0, 1);
+		emit(b, GM_BOP_ALLOC, w, wtmp, false);
+	}
+	if (red > 0) {
+		r = tid(b);
+		tinit(b, r, 0, 1);
+		emit(b, GM_BOP_ALLOC, r, red, false);
+		emit(b, GM_BOP_FREE, r, 0, false);
+	}
+	if (w >= 0)
+		emit(b, GM_BOP_FREE, w, 0, false);
+}
+
+/* The tape's backward; out is the tensor that receives GM_BLK_GOUT. */
+static void backward(struct bb *b, int out)
 {
 	bool recomputed = false;
 
-	b->t[GM_BLK_OUT].grad = GM_BLK_GOUT;
+	b->t[out].grad = GM_BLK_GOUT;
 	b->gref[GM_BLK_GOUT] = 1;
 	for (int j = b->nn; j-- > 0;) {
 		struct nd *d = &b->n[j];
@@ -706,6 +747,8 @@ static void backward(struct bb *b)
 			emit(b, GM_BOP_FREE, tmp, 0, false);
 			tmp = -1;
 		}
+		if (any)
+			transient(b, d->wtmp, d->red);
 		for (int i = 0; i < d->nout; i++) {
 			struct tn *t = &b->t[d->out[i]];
 			grel(b, t->grad);
@@ -756,8 +799,51 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 	if (b.t[GM_BLK_OUT].alloc_op >= 0)
 		out->op[b.t[GM_BLK_OUT].alloc_op].kind = GM_SK_ACT;
 	out->n_fwd = out->n;
-	backward(&b);
+	backward(&b, GM_BLK_OUT);
 	out->n_ids = b.nt;
+	if (b.err) {
+		memset(out, 0, offsetof(struct gm_step_block, op));
+		return GM_ERANGE;
+	}
+	return 0;
+}
+
+int gm_block_head_build(const struct gm_step_shape *sh,
+			struct gm_step_block *out)
+{
+	static _Thread_local struct bb b;
+	int o, x;
+
+	memset(&b, 0, sizeof(b));
+	memset(out, 0, offsetof(struct gm_step_block, op));
+	if (sh->net == GM_NET_BERT)
+		return GM_EINVAL;
+	b.sh = sh;
+	b.p = out;
+	b.nt = GM_BLK_FIRST;
+	tinit(&b, GM_BLK_IN, sh->tok * sh->hidden, sh->r);
+	out->ckpt = GM_STEP_CKPT_NONE;
+	/* hidden_states = self.norm(hidden_states): the last block's
+	 * output keeps no name, only what the norm saved of it */
+	o = sh->net == GM_NET_LLAMA ? rms_norm(&b, GM_BLK_IN) :
+	    layer_norm(&b, GM_BLK_IN);
+	drop(&b, GM_BLK_IN);
+	x = o;
+	if (sh->autocast && b.t[o].eb != sh->c) { /* lm_head's input cast */
+		x = cast(&b, o, sh->c);
+		drop(&b, o);
+	}
+	/* lm_head saves x; step.c frees it where that backward ends */
+	out->gout_bytes = b.t[x].n * b.t[x].eb;
+	if (b.t[x].alloc_op >= 0)
+		out->op[b.t[x].alloc_op].kind = GM_SK_ACT;
+	out->n_fwd = out->n;
+	backward(&b, x);
+	out->n_ids = b.nt;
+	/* x is the program's output: GM_BLK_OUT for step.c */
+	for (int i = 0; i < out->n; i++)
+		if (out->op[i].id == x)
+			out->op[i].id = GM_BLK_OUT;
 	if (b.err) {
 		memset(out, 0, offsetof(struct gm_step_block, op));
 		return GM_ERANGE;

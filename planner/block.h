@@ -21,4 +21,15 @@
 
 int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out);
 
+/*
+ * The head's input as a program of the same form: the final norm
+ * (Llama's model.norm, GPT-2's ln_f) of the last block's output
+ * (GM_BLK_IN) and, under autocast, lm_head's cast of it; GM_BLK_OUT is
+ * the tensor lm_head takes (and saves), gout_bytes its gradient, gin_id
+ * the last block's output gradient. GM_EINVAL for BERT (post-norm
+ * blocks: no final norm), else as gm_block_build.
+ */
+int gm_block_head_build(const struct gm_step_shape *sh,
+			struct gm_step_block *out);
+
 #endif

@@ -20,6 +20,8 @@ void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
 			   e->cuda_context_inference_bytes :
 			   e->cuda_context_bytes;
 	g->sm_major = (int)e->cc_major;
+	g->multiprocessors = e->multiprocessors;
+	g->threads_per_sm = gm_gpu_threads_per_sm(e);
 	g->bandwidth_gbps = e->bandwidth_gbps;
 	g->bf16_tflops = e->bf16_tflops;
 }

@@ -91,6 +91,7 @@ struct ctx {
 	uint64_t layers, ga;
 	bool first, last;
 	double ws;                  /* cuBLAS workspace */
+	const struct gm_plan_gpu *gpu;
 	uint64_t alloc_cap;         /* what the caching allocator may take:
 				     * the card less context and NCCL */
 };
@@ -283,8 +284,8 @@ static void lop(struct gm_step *st, bool alloc, int id, double bytes)
  *    only the loss). Backward: nll_loss's fp32 gradient, log_softmax's
  *    fp32 input gradient; the first and the saved output are freed; with
  *    C < 4 the gradient cast back to C (the copy's backward) and the
- *    fp32 one freed, then that one too; the last (fp32) is freed after
- *    the head's gradients.
+ *    fp32 one freed; the last one is freed after the head's weight
+ *    gradient (and the backward's cuBLAS workspace: step.c).
  *  - BertForMaskedLM (CrossEntropyLoss on the logits): under autocast
  *    (L = 4, fp32 log_softmax) the forward also keeps a C-sized tensor
  *    for the backward (the autocast cast of cross_entropy's input); its
@@ -337,20 +338,20 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
 	lop(st, true, 4, n * 4);                /* log_softmax gradient */
 	lop(st, false, 3, 0);
 	lop(st, false, 2, 0);
-	if (C < 4) {
-		lop(st, true, 5, n * C);        /* cast back to the logits' */
-		lop(st, false, 4, 0);
-		lop(st, false, 5, 0);           /* before the head's grads */
+	if (C < 4) {                            /* cast back to the logits' */
+		lop(st, true, 5, n * C);        /* dtype, freed after the */
+		lop(st, false, 4, 0);           /* head's weight gradient */
 	}
 }
 
 /*
  * The block's allocation program (block.h) from the spec's shapes, per
- * tensor-parallel rank. Returns 0, or GM_ERANGE when it does not fit
- * (the aggregates are used then).
+ * tensor-parallel rank; with head, the final norm's instead. Returns 0,
+ * or GM_ERANGE when it does not fit, GM_EINVAL when the model has no
+ * final norm (the aggregates are used then).
  */
 static int block_program(const struct ctx *c, struct gm_step_block *blk,
-			 double s, double b)
+			 double s, double b, bool head)
 {
 	const struct gm_spec *sp = c->spec;
 	const struct gm_spec_model *m = &sp->model;
@@ -377,9 +378,12 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.ffn = (double)m->ffn_hidden_size / c->t,
 		.heads = (double)m->attention_heads / c->t,
 		.head_dim = hd,
-		.c = c->full.compute, .r = c->full.residual};
+		.c = c->full.compute, .r = c->full.residual,
+		.qkv_bias = m->qkv_bias,
+		.sms = c->gpu->multiprocessors,
+		.sm_threads = c->gpu->threads_per_sm};
 
-	return gm_block_build(&sh, blk);
+	return head ? gm_block_head_build(&sh, blk) : gm_block_build(&sh, blk);
 }
 
 /* Gradient accumulation: micro-batches emitted per step in the replay
@@ -679,7 +683,9 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		comm = largest_unit(c) * (2 * c->full.weights +
 					  c->full.gradients);
 	T->communication = comm;
-	ws = c->ws;
+	/* one cuBLAS workspace for the forward's thread, one for the
+	 * autograd engine's device thread (step.c) */
+	ws = 2 * c->ws;
 	T->workspace = ws;
 
 	/* Optimizer temporaries: foreach Adam(W) builds sqrt(exp_avg_sq)
@@ -754,7 +760,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			gm_blocks_add(bs, (double)c->o->ddp_bucket_bytes,
 				      ceil(comm / c->o->ddp_bucket_bytes),
 				      false);
-		gm_blocks_add(bs, ws, 1, false);
+		gm_blocks_add(bs, c->ws, 2, false);
 	}
 	if (grads_fb > 0)
 		gm_blocks_add(&fb, grads_fb / (double)(c->layers + 1),
@@ -850,7 +856,25 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		 * counterpart to read the op order from) keeps the
 		 * aggregated block */
 		bool prog = !c->o->paper && !d.sp &&
-			    !block_program(c, &st.blk, s, b);
+			    !block_program(c, &st.blk, s, b, false);
+
+		/* the final norm op by op where there is one */
+		if (prog && head_saved > 0 &&
+		    !block_program(c, &st.head, s, b, true))
+			st.head_saved = 0;
+		/* the embedding output: LlamaModel and GPT2Model keep the
+		 * name inputs_embeds until their forward returns
+		 * (modeling_llama.py, modeling_gpt2.py; the H200 traces
+		 * free it after the final norm); GPT-2's block input is
+		 * the dropout of inputs_embeds + position_embeds */
+		if (prog && c->first &&
+		    sp->model.architecture == GM_ARCH_GPT2) {
+			st.emb_named = tok * d.h * c->full.residual;
+			st.emb_sum = st.emb_named;
+		} else if (prog && c->first &&
+			   sp->model.architecture != GM_ARCH_BERT) {
+			st.emb_in_named = true;
+		}
 
 		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
 			    opt_tmp > 0 ? c->full.weights /
@@ -1055,6 +1079,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
 			      par->zero_stage : 0, (unsigned long)c.d);
 	c.ws = (double)gm_cublas_workspace_bytes(gpu->sm_major);
+	c.gpu = gpu;
 	c.ga = 1;
 	if (spec->task == GM_TASK_TRAIN && spec->training.global_batch_size) {
 		uint64_t per = spec->training.micro_batch_size * (uint64_t)c.d;

@@ -42,6 +42,8 @@ struct gm_plan_gpu {
 	uint64_t context_bytes;    /* CUDA context + libraries outside the
 				    * framework's allocator */
 	int sm_major;              /* compute capability major (9 = Hopper) */
+	unsigned multiprocessors;  /* SMs; 0 when not known */
+	unsigned threads_per_sm;   /* resident threads per SM; 0: not known */
 	double bandwidth_gbps;     /* GB/s, for reports */
 	double bf16_tflops;        /* dense, for reports */
 };

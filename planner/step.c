@@ -113,10 +113,16 @@ struct em {
 				   * L x K, V) */
 	size_t na;
 	uint32_t *emb;            /* in_flight */
+	uint32_t *embn;           /* in_flight: the embedding output the
+				   * model's forward keeps a name for */
+	uint32_t embsum;          /* GPT-2's embedding sum (transient) */
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint32_t head_saved, held, lp[3], ws;
+	uint32_t ws_bwd;        /* the autograd thread's cuBLAS workspace */
 	uint32_t loss[GM_STEP_LOSS_IDS];
 	uint32_t *bid;            /* block programs: in_flight x L x n_ids */
+	uint32_t *hid;            /* the head program: in_flight x n_ids */
+	size_t nhid;
 	uint32_t rec[GM_STEP_BLOCK_IDS]; /* recomputed copies */
 	unsigned char reckind[GM_STEP_BLOCK_IDS];
 	uint32_t gcarry;          /* the gradient flowing to the block
@@ -411,20 +417,51 @@ static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
 /* Forward of block l (step.h, struct gm_step_block). Under full
  * checkpointing the block input is kept by torch.utils.checkpoint
  * whatever the ops do with it. */
+static void prog_forward_in(struct em *e, const struct gm_step_block *p,
+			    uint32_t *B, uint32_t *named);
+
+static void prog_forward(struct em *e, const struct gm_step_block *p,
+			 uint32_t *B)
+{
+	prog_forward_in(e, p, B, NULL);
+}
+
 static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
 {
 	const struct gm_step_block *p = &e->st->blk;
 	uint32_t *B = blk_ids(e, slot, l);
 
-	if (l == 0)
+	if (l == 0) {
 		B[GM_BLK_IN] = ealloc(e, p->in_bytes, GM_SK_ACT);
-	else {
+		efree(e, &e->embsum);
+		if (e->st->emb_in_named) {
+			/* the model's forward keeps inputs_embeds (the
+			 * first block's input) named until it returns */
+			prog_forward_in(e, p, B, &e->embn[slot]);
+			return;
+		}
+	} else {
 		uint32_t *A = blk_ids(e, slot, l - 1);
 		B[GM_BLK_IN] = A[GM_BLK_OUT];
 		A[GM_BLK_OUT] = NONE;
 	}
+	prog_forward(e, p, B);
+}
+
+/* The forward ops of program p on the ids B. With named (not NULL),
+ * the input has a name outside the program: where the program frees it
+ * it moves to *named instead, for the caller to free. */
+static void prog_forward_in(struct em *e, const struct gm_step_block *p,
+			    uint32_t *B, uint32_t *named)
+{
 	for (int i = 0; i < p->n_fwd && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
+		if (named && o->id == GM_BLK_IN && o->op == GM_BOP_FREE &&
+		    p->ckpt != GM_STEP_CKPT_FULL) {
+			*named = B[GM_BLK_IN];
+			B[GM_BLK_IN] = NONE;
+			continue;
+		}
 		switch (o->op) {
 		case GM_BOP_ALLOC:
 			B[o->id] = ealloc(e, o->bytes, o->kind);
@@ -485,7 +522,7 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	const struct gm_step_block *p = &e->st->blk;
 	uint32_t *B = blk_ids(e, slot, l);
 
-	if (l == e->L - 1) {
+	if (l == e->L - 1 && e->st->head.n == 0) {
 		e->gcarry = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
 		efree(e, &B[GM_BLK_OUT]); /* saved by the final norm */
 	}
@@ -519,6 +556,45 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	}
 }
 
+/* The head's input program (gm_step.head): the ids of slot. */
+static uint32_t *head_ids(struct em *e, uint64_t slot)
+{
+	return &e->hid[slot * (size_t)e->st->head.n_ids];
+}
+
+/* Its forward: takes the last block's output. */
+static void head_forward(struct em *e, uint64_t slot)
+{
+	uint32_t *B = head_ids(e, slot);
+	uint32_t *A = blk_ids(e, slot, e->L - 1);
+
+	B[GM_BLK_IN] = A[GM_BLK_OUT];
+	A[GM_BLK_OUT] = NONE;
+	prog_forward(e, &e->st->head, B);
+}
+
+/* Its backward: lm_head's input gradient in, the last block's output
+ * gradient out (e->gcarry); lm_head's saved input is released first. */
+static void head_backward(struct em *e, uint64_t slot)
+{
+	const struct gm_step_block *p = &e->st->head;
+	uint32_t *B = head_ids(e, slot);
+
+	B[GM_BLK_GOUT] = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
+	efree(e, &B[GM_BLK_OUT]);
+	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
+		const struct gm_step_blockop *o = &p->op[i];
+		if (o->op == GM_BOP_ALLOC)
+			B[o->id] = ealloc(e, o->bytes, o->kind);
+		else if (o->op == GM_BOP_FREE)
+			efree(e, &B[o->id]);
+	}
+	e->gcarry = B[p->gin_id];
+	B[p->gin_id] = NONE;
+	for (int id = 0; id < p->n_ids; id++)
+		efree(e, &B[id]);
+}
+
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -526,6 +602,10 @@ static void forward(struct em *e, uint64_t slot)
 
 	phase(e->sk, GM_SP_FORWARD);
 	fsdp_forward(e, e->L);
+	if (st->emb_named > 0)
+		e->embn[slot] = ealloc(e, st->emb_named, GM_SK_ACT);
+	if (st->emb_sum > 0)
+		e->embsum = ealloc(e, st->emb_sum, GM_SK_TRANSIENT);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
@@ -547,6 +627,9 @@ static void forward(struct em *e, uint64_t slot)
 		fsdp_reshard(e, l);
 	}
 	cache_ref(e, e->L, true);
+	if (st->head.n > 0 && st->blk.n > 0)
+		head_forward(e, slot);
+	efree(e, &e->embn[slot]);   /* the base model's forward returns */
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
 	if (st->n_loss > 0) {
 		phase(e->sk, GM_SP_LOSS);
@@ -573,6 +656,13 @@ static void backward(struct em *e, uint64_t slot)
 		e->lp[2] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 	}
 	grads_of(e, 0, GM_STEP_HEAD, true);
+	/* the engine runs the backward on its own device thread, whose
+	 * cuBLAS handle gets a workspace of its own at its first matmul:
+	 * the head's weight gradient (one more 32 MiB segment in every H200
+	 * training trace of tests/data/calibration/traces, after that
+	 * gradient) */
+	if (e->ws_bwd == NONE)
+		e->ws_bwd = ealloc(e, st->workspace, GM_SK_WORKSPACE);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
@@ -584,6 +674,8 @@ static void backward(struct em *e, uint64_t slot)
 			if (l == e->L - 1) {
 				efree(e, &e->held);
 				efree(e, &e->head_saved);
+				if (st->head.n > 0)
+					head_backward(e, slot);
 				cache_unref(e, e->L);
 			}
 			blk_backward(e, slot, l);
@@ -1290,11 +1382,16 @@ static void em_free_all(struct em *e)
 		efree(e, &e->a[j]);
 	for (size_t j = 0; j < e->nbid; j++)
 		efree(e, &e->bid[j]);
+	for (size_t j = 0; j < e->nhid; j++)
+		efree(e, &e->hid[j]);
 	for (int j = 0; j < GM_STEP_BLOCK_IDS; j++)
 		efree(e, &e->rec[j]);
 	efree(e, &e->gcarry);
 	for (uint64_t j = 0; j < e->st->in_flight; j++)
 		efree(e, &e->emb[j]);
+	for (size_t j = 0; j < e->st->in_flight; j++)
+		efree(e, &e->embn[j]);
+	efree(e, &e->embsum);
 	efree(e, &e->held);
 	efree(e, &e->head_saved);
 	for (int k = 0; k < 3; k++)
@@ -1318,6 +1415,7 @@ static void em_free_all(struct em *e)
 	efree(e, &e->ag);
 	efree(e, &e->rsin);
 	efree(e, &e->ws);
+	efree(e, &e->ws_bwd);
 	for (size_t j = 0; j < n; j++)
 		efree(e, &e->w[j]);
 }
@@ -1335,7 +1433,9 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 {
 	struct em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
 		       .head_saved = NONE, .held = NONE,
-		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ag = NONE,
+		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ws_bwd = NONE,
+		       .embsum = NONE,
+		       .ag = NONE,
 		       .rsin = NONE, .gcarry = NONE};
 	size_t n, na;
 	int rc;
@@ -1380,12 +1480,16 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	e.na = na;
 	e.a = ids(na);
 	e.emb = ids(st->in_flight);
+	e.embn = ids(st->in_flight);
 	e.cref = calloc(e.L + 1, sizeof(*e.cref));
 	e.comm = ids(e.ncomm);
 	e.bk = ids(st->ddp ? n + 2 : 0);
 	e.nbid = st->training && st->blk.n > 0 ? (size_t)st->in_flight *
 		 e.L * (size_t)st->blk.n_ids : 0;
 	e.bid = ids(e.nbid);
+	e.nhid = e.nbid && st->head.n > 0 ? (size_t)st->in_flight *
+		 (size_t)st->head.n_ids : 0;
+	e.hid = ids(e.nhid);
 	if (st->training && st->zero1_d >= 2 && st->zero1_d <= 256 &&
 	    !st->opt_tmp_per_tensor && zero1_partition(&e)) {
 		rc = GM_ENOMEM;
@@ -1397,7 +1501,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || !e.bid || (st->fsdp && st->training &&
+	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || (st->fsdp && st->training &&
 	    (!e.up || !e.ug || !e.gathered))) {
 		rc = GM_ENOMEM;
 		goto out;
@@ -1446,6 +1550,7 @@ out:
 	free(e.s);
 	free(e.a);
 	free(e.emb);
+	free(e.embn);
 	free(e.cref);
 	free(e.comm);
 	free(e.bk);
@@ -1454,6 +1559,7 @@ out:
 	free(e.gathered);
 	free(e.own);
 	free(e.bid);
+	free(e.hid);
 	free(e.freelist);
 	return rc;
 }

@@ -163,10 +163,14 @@ struct gm_step_shape {
 	bool eager;             /* eager attention (else sdpa / flash) */
 	bool autocast;          /* torch.autocast: casts before matmuls */
 	bool dropout;           /* training dropout p > 0 (GPT-2, BERT) */
+	bool qkv_bias;          /* Llama-family q/k/v biases (Qwen2) */
 	enum gm_step_ckpt ckpt;
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;
 	double c, r;            /* compute, residual bytes per element */
+	unsigned sms, sm_threads; /* the GPU's multiprocessors, resident
+				   * threads per one (0: not known), for
+				   * reduction staging (reduce.h) */
 };
 
 struct gm_step {
@@ -182,10 +186,22 @@ struct gm_step {
 	int n_act;
 	double act[GM_ACT_MAX]; /* saved per block and micro-batch */
 	double emb_saved;       /* input ids, labels, embedding saves */
+	double emb_named;       /* an embedding output the base model's
+				 * forward names until it returns (GPT-2's
+				 * inputs_embeds), 0: none */
+	double emb_sum;         /* GPT-2: inputs_embeds + position_embeds,
+				 * freed once the first block's input (its
+				 * dropout) exists */
+	bool emb_in_named;      /* the first block's input is that named
+				 * output (Llama's inputs_embeds): it lives
+				 * to the forward's end */
 	double head_saved;      /* final norm and lm_head inputs */
 	double trans;           /* one block's transient (fwd and bwd) */
 	struct gm_step_block blk; /* when blk.n > 0: the block's program
 				   * instead of act[] and trans */
+	struct gm_step_block head; /* when head.n > 0 (and blk.n > 0): the
+				    * final norm's program (block.h) instead
+				    * of head_saved */
 	double logits_held;     /* training: logits in the compute dtype */
 	double logits_piece;    /* training: each of the 3 fp32 tensors of
 				 * the loss (copy, log_softmax, gradients) */

@@ -200,6 +200,70 @@ static void checkpointing(void **state)
 	assert_true(drops > core);
 }
 
+/* Backward ALLOCs of exactly bytes. */
+static int bwd_allocs(const struct gm_step_block *p, double bytes)
+{
+	int k = 0;
+
+	for (int i = p->n_fwd; i < p->n; i++)
+		k += p->op[i].op == GM_BOP_ALLOC && p->op[i].bytes == bytes;
+	return k;
+}
+
+/* GPT-2 124M at 8 x 1024 tokens on an H200: each Conv1D bias gradient
+ * sums over the tokens through a staging buffer (planner/reduce.h), the
+ * sizes of the traces of gpt2-124m-*-adamw; Llama has no biases. */
+static void bias_staging(void **state)
+{
+	struct gm_step_shape s = shape(GM_NET_GPT2, false);
+	struct gm_step_block p;
+
+	(void)state;
+	s.tok = 8192;
+	s.seq = 1024;
+	s.hidden = s.q = s.kv = 768;
+	s.ffn = 3072;
+	s.heads = 12;
+	s.head_dim = 64;
+	s.sms = 132;
+	s.sm_threads = 2048;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_int_equal(bwd_allocs(&p, 138412032), 1);  /* c_fc */
+	assert_int_equal(bwd_allocs(&p, 139198464), 1);  /* c_attn */
+	assert_true(bwd_allocs(&p, 50331648) >= 2);      /* both c_proj */
+	balanced(&p);
+	s.net = GM_NET_LLAMA;
+	s.dropout = false;
+	s.ffn = 2048;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_int_equal(bwd_allocs(&p, 138412032), 0);
+	/* two RMSNorm weights: 8192 x 768 -> 48 MiB each */
+	assert_true(bwd_allocs(&p, 50331648) >= 2);
+	balanced(&p);
+}
+
+/* The head's input program: Llama's final RMSNorm in bf16 (x.to(fp32),
+ * pow, x * rsqrt, .to(bf16), weight *), GPT-2's ln_f and, under
+ * autocast, lm_head's bf16 cast of its fp32 output; BERT has none. */
+static void head_program(void **state)
+{
+	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_block p;
+	const double llama[] = {256, 256, 256, 128, 128};
+	const double gpt2[] = {256, 128};
+
+	(void)state;
+	assert_int_equal(gm_block_head_build(&s, &p), 0);
+	expect_forward(&p, llama, 5);
+	assert_true(p.gout_bytes == 4 * 128);
+	s = shape(GM_NET_GPT2, true);
+	assert_int_equal(gm_block_head_build(&s, &p), 0);
+	expect_forward(&p, gpt2, 2);
+	assert_true(p.gout_bytes == 4 * 128);
+	s = shape(GM_NET_BERT, true);
+	assert_int_equal(gm_block_head_build(&s, &p) != 0, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -208,6 +272,8 @@ int main(void)
 		cmocka_unit_test(bert_mixed),
 		cmocka_unit_test(llama_eager_true),
 		cmocka_unit_test(checkpointing),
+		cmocka_unit_test(bias_staging),
+		cmocka_unit_test(head_program),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,9 +54,10 @@ static void at_peak_sums_to_peak(void **state)
 	/* 7B bf16-mixed AdamW: 4 + 4 + 8 bytes per parameter */
 	assert_true(p.per_gpu.weights == 4.0 * 6738415616ULL);
 	assert_true(p.per_gpu.optimizer_states == 8.0 * 6738415616ULL);
-	assert_true(p.per_gpu.workspace == 32.0 * GM_MiB);
+	/* training: the forward's and the autograd thread's workspace */
+	assert_true(p.per_gpu.workspace == 2 * 32.0 * GM_MiB);
 	assert_true(plan(l7b(), &a100).per_gpu.workspace ==
-		    8.0 * GM_MiB + 128 * GM_KiB);
+		    2 * (8.0 * GM_MiB + 128 * GM_KiB));
 }
 
 static void phases(void **state)
