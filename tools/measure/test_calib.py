@@ -68,10 +68,16 @@ def setup(tmp, predictions, measured):
     return fake
 
 
-def run(tmp, fake, files=("measured.json",)):
+def run(tmp, fake, files=("measured.json",), known=None):
+    opt = []
+    if known is not None:
+        opt = ["--known", os.path.join(tmp, "known.json")]
+        with open(opt[1], "w") as f:
+            json.dump({"known": [{"match": m, "why": "test"}
+                                 for m in known]}, f)
     return subprocess.run(
-        [sys.executable, os.path.join(HERE, "check_calibration.py"), fake,
-         os.path.join(tmp, "manifest.json")]
+        [sys.executable, os.path.join(HERE, "check_calibration.py")] + opt +
+        [fake, os.path.join(tmp, "manifest.json")]
         + [os.path.join(tmp, f) for f in files],
         capture_output=True, text=True)
 
@@ -97,12 +103,13 @@ def base_case(scale=1.0, oom_used=None):
     return pred, meas
 
 
-def expect(code, pred, meas, what, files=("measured.json",), why=None):
+def expect(code, pred, meas, what, files=("measured.json",), why=None,
+           known=None):
     """Run the check; its exit must be `code` and, when `why` is given,
     every FAIL line must contain `why` (it failed for that reason)."""
     with tempfile.TemporaryDirectory() as tmp:
         fake = setup(tmp, pred, meas)
-        r = run(tmp, fake, files)
+        r = run(tmp, fake, files, known)
         fails = [ln for ln in r.stdout.splitlines()
                  if ln.startswith("FAIL")]
         if r.returncode != code or (why and (
@@ -133,6 +140,14 @@ def main():
     pred, meas = base_case()
     pred["cfg-3"]["used"] = int(meas[3]["device_used_bytes"] * 0.96)
     bad += expect(0, pred, meas, "one config 4% off passes")
+    bad += expect(1, pred, meas, "a known miss that holds now fails",
+                  why="STALE", known=["cfg-3:"])
+    pred["cfg-3"]["used"] = int(meas[3]["device_used_bytes"] * 1.06)
+    bad += expect(0, pred, meas, "a known miss is not counted",
+                  known=["cfg-3:"])
+    pred["cfg-4"]["used"] = int(meas[4]["device_used_bytes"] * 1.06)
+    bad += expect(1, pred, meas, "a miss not on the list still fails",
+                  why="cfg-4:", known=["cfg-3:", "median"])
     pred, meas = base_case(oom_used=100 * GIB)
     bad += expect(1, pred, meas, "an OOM predicted to fit fails",
                   why="big: did not fit")
