@@ -681,23 +681,24 @@ static void gset(struct bb *b, int x, int g, bool fresh)
 	t->grad = s;
 }
 
+/* A backward temporary of the given bytes, allocated now; its id. */
+static int scratch(struct bb *b, double bytes)
+{
+	int t = tid(b);
+
+	tinit(b, t, 0, 1);
+	emit(b, GM_BOP_ALLOC, t, bytes, false);
+	return t;
+}
+
 /* A parameter gradient's product (wtmp bytes, 0: none) and the staging
  * buffer of its sum (red bytes), allocated and freed in turn. */
 static void transient(struct bb *b, double wtmp, double red)
 {
-	int w = -1, r;
+	int w = wtmp > 0 ? scratch(b, wtmp) : -1;
 
-	if (wtmp > 0) {
-		w = tid(b);
-		tinit(b, w, 0, 1);
-		emit(b, GM_BOP_ALLOC, w, wtmp, false);
-	}
-	if (red > 0) {
-		r = tid(b);
-		tinit(b, r, 0, 1);
-		emit(b, GM_BOP_ALLOC, r, red, false);
-		emit(b, GM_BOP_FREE, r, 0, false);
-	}
+	if (red > 0)
+		emit(b, GM_BOP_FREE, scratch(b, red), 0, false);
 	if (w >= 0)
 		emit(b, GM_BOP_FREE, w, 0, false);
 }
@@ -724,11 +725,8 @@ static void backward(struct bb *b, int out)
 			emit(b, GM_BOP_RECOMPUTE, 0, 0, false);
 			recomputed = true;
 		}
-		if (any && d->tmp > 0 && !d->tmp_after) {
-			tmp = tid(b);
-			tinit(b, tmp, 0, 1);
-			emit(b, GM_BOP_ALLOC, tmp, d->tmp, false);
-		}
+		if (any && d->tmp > 0 && !d->tmp_after)
+			tmp = scratch(b, d->tmp);
 		for (int i = 0; any && i < d->nin; i++) {
 			struct tn *x = &b->t[d->in[i]];
 			const struct tn *o = &b->t[d->out[0]];
@@ -740,13 +738,8 @@ static void backward(struct bb *b, int out)
 				gset(b, d->in[i], galloc(b, x->gbytes), true);
 			}
 		}
-		if (any && d->tmp > 0 && d->tmp_after) {
-			tmp = tid(b);
-			tinit(b, tmp, 0, 1);
-			emit(b, GM_BOP_ALLOC, tmp, d->tmp, false);
-			emit(b, GM_BOP_FREE, tmp, 0, false);
-			tmp = -1;
-		}
+		if (any && d->tmp > 0 && d->tmp_after)
+			emit(b, GM_BOP_FREE, scratch(b, d->tmp), 0, false);
 		if (any)
 			transient(b, d->wtmp, d->red);
 		for (int i = 0; i < d->nout; i++) {
@@ -766,7 +759,9 @@ static void backward(struct bb *b, int out)
 		       GM_BLK_GIN;
 }
 
-int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
+/* A program's tape, emptied, its input the block input (GM_BLK_IN). */
+static struct bb *begin(const struct gm_step_shape *sh,
+			struct gm_step_block *out)
 {
 	static _Thread_local struct bb b;
 
@@ -776,6 +771,36 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 	b.p = out;
 	b.nt = GM_BLK_FIRST;
 	tinit(&b, GM_BLK_IN, sh->tok * sh->hidden, sh->r);
+	return &b;
+}
+
+/* The forward is written and x is its output: mark x kept, derive the
+ * backward, and name x GM_BLK_OUT in the program (step.c's id for it).
+ * 0 or GM_ERANGE (the program is emptied). */
+static int finish(struct bb *b, int x)
+{
+	struct gm_step_block *out = b->p;
+
+	out->gout_bytes = b->t[x].n * b->t[x].eb;
+	if (b->t[x].alloc_op >= 0)
+		out->op[b->t[x].alloc_op].kind = GM_SK_ACT;
+	out->n_fwd = out->n;
+	backward(b, x);
+	out->n_ids = b->nt;
+	for (int i = 0; i < out->n; i++)
+		if (out->op[i].id == x)
+			out->op[i].id = GM_BLK_OUT;
+	if (b->err) {
+		memset(out, 0, offsetof(struct gm_step_block, op));
+		return GM_ERANGE;
+	}
+	return 0;
+}
+
+int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
+{
+	struct bb *b = begin(sh, out);
+
 	out->in_bytes = sh->tok * sh->hidden * sh->r;
 	/* eager attention of a causal model adds a materialised mask,
 	 * (b, 1, s, s) in the model's dtype (masking_utils.eager_mask);
@@ -785,68 +810,41 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 	out->ckpt = sh->ckpt;
 	switch (sh->net) {
 	case GM_NET_GPT2:
-		gpt2(&b);
+		gpt2(b);
 		break;
 	case GM_NET_BERT:
-		bert(&b);
+		bert(b);
 		break;
 	default:
-		llama(&b);
+		llama(b);
 		break;
 	}
 	/* the output: the residual dtype (LayerNorm: fp32 under autocast) */
-	out->gout_bytes = b.t[GM_BLK_OUT].n * b.t[GM_BLK_OUT].eb;
-	if (b.t[GM_BLK_OUT].alloc_op >= 0)
-		out->op[b.t[GM_BLK_OUT].alloc_op].kind = GM_SK_ACT;
-	out->n_fwd = out->n;
-	backward(&b, GM_BLK_OUT);
-	out->n_ids = b.nt;
-	if (b.err) {
-		memset(out, 0, offsetof(struct gm_step_block, op));
-		return GM_ERANGE;
-	}
-	return 0;
+	return finish(b, GM_BLK_OUT);
 }
 
 int gm_block_head_build(const struct gm_step_shape *sh,
 			struct gm_step_block *out)
 {
-	static _Thread_local struct bb b;
+	struct bb *b;
 	int o, x;
 
-	memset(&b, 0, sizeof(b));
-	memset(out, 0, offsetof(struct gm_step_block, op));
-	if (sh->net == GM_NET_BERT)
+	if (sh->net == GM_NET_BERT) {
+		memset(out, 0, offsetof(struct gm_step_block, op));
 		return GM_EINVAL;
-	b.sh = sh;
-	b.p = out;
-	b.nt = GM_BLK_FIRST;
-	tinit(&b, GM_BLK_IN, sh->tok * sh->hidden, sh->r);
+	}
+	b = begin(sh, out);
 	out->ckpt = GM_STEP_CKPT_NONE;
 	/* hidden_states = self.norm(hidden_states): the last block's
 	 * output keeps no name, only what the norm saved of it */
-	o = sh->net == GM_NET_LLAMA ? rms_norm(&b, GM_BLK_IN) :
-	    layer_norm(&b, GM_BLK_IN);
-	drop(&b, GM_BLK_IN);
+	o = sh->net == GM_NET_LLAMA ? rms_norm(b, GM_BLK_IN) :
+	    layer_norm(b, GM_BLK_IN);
+	drop(b, GM_BLK_IN);
 	x = o;
-	if (sh->autocast && b.t[o].eb != sh->c) { /* lm_head's input cast */
-		x = cast(&b, o, sh->c);
-		drop(&b, o);
+	if (sh->autocast && b->t[o].eb != sh->c) { /* lm_head's input cast */
+		x = cast(b, o, sh->c);
+		drop(b, o);
 	}
 	/* lm_head saves x; step.c frees it where that backward ends */
-	out->gout_bytes = b.t[x].n * b.t[x].eb;
-	if (b.t[x].alloc_op >= 0)
-		out->op[b.t[x].alloc_op].kind = GM_SK_ACT;
-	out->n_fwd = out->n;
-	backward(&b, x);
-	out->n_ids = b.nt;
-	/* x is the program's output: GM_BLK_OUT for step.c */
-	for (int i = 0; i < out->n; i++)
-		if (out->op[i].id == x)
-			out->op[i].id = GM_BLK_OUT;
-	if (b.err) {
-		memset(out, 0, offsetof(struct gm_step_block, op));
-		return GM_ERANGE;
-	}
-	return 0;
+	return finish(b, x);
 }

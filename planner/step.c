@@ -414,54 +414,14 @@ static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
 	return &e->bid[(slot * e->L + l) * (size_t)e->st->blk.n_ids];
 }
 
-/* Forward of block l (step.h, struct gm_step_block). Under full
- * checkpointing the block input is kept by torch.utils.checkpoint
- * whatever the ops do with it. */
-static void prog_forward_in(struct em *e, const struct gm_step_block *p,
-			    uint32_t *B, uint32_t *named);
-
-static void prog_forward(struct em *e, const struct gm_step_block *p,
-			 uint32_t *B)
-{
-	prog_forward_in(e, p, B, NULL);
-}
-
-static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
-{
-	const struct gm_step_block *p = &e->st->blk;
-	uint32_t *B = blk_ids(e, slot, l);
-
-	if (l == 0) {
-		B[GM_BLK_IN] = ealloc(e, p->in_bytes, GM_SK_ACT);
-		efree(e, &e->embsum);
-		if (e->st->emb_in_named) {
-			/* the model's forward keeps inputs_embeds (the
-			 * first block's input) named until it returns */
-			prog_forward_in(e, p, B, &e->embn[slot]);
-			return;
-		}
-	} else {
-		uint32_t *A = blk_ids(e, slot, l - 1);
-		B[GM_BLK_IN] = A[GM_BLK_OUT];
-		A[GM_BLK_OUT] = NONE;
-	}
-	prog_forward(e, p, B);
-}
-
 /* The forward ops of program p on the ids B. With named (not NULL),
  * the input has a name outside the program: where the program frees it
  * it moves to *named instead, for the caller to free. */
-static void prog_forward_in(struct em *e, const struct gm_step_block *p,
-			    uint32_t *B, uint32_t *named)
+static void prog_forward(struct em *e, const struct gm_step_block *p,
+			 uint32_t *B, uint32_t *named)
 {
 	for (int i = 0; i < p->n_fwd && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
-		if (named && o->id == GM_BLK_IN && o->op == GM_BOP_FREE &&
-		    p->ckpt != GM_STEP_CKPT_FULL) {
-			*named = B[GM_BLK_IN];
-			B[GM_BLK_IN] = NONE;
-			continue;
-		}
 		switch (o->op) {
 		case GM_BOP_ALLOC:
 			B[o->id] = ealloc(e, o->bytes, o->kind);
@@ -476,6 +436,11 @@ static void prog_forward_in(struct em *e, const struct gm_step_block *p,
 		case GM_BOP_FREE:
 			if (o->id == GM_BLK_IN && p->ckpt == GM_STEP_CKPT_FULL)
 				break;
+			if (o->id == GM_BLK_IN && named) {
+				*named = B[GM_BLK_IN];
+				B[GM_BLK_IN] = NONE;
+				break;
+			}
 			efree(e, &B[o->id]);
 			break;
 		default:
@@ -483,6 +448,29 @@ static void prog_forward_in(struct em *e, const struct gm_step_block *p,
 		}
 	}
 }
+
+/* Forward of block l (step.h, struct gm_step_block). Under full
+ * checkpointing the block input is kept by torch.utils.checkpoint
+ * whatever the ops do with it. */
+static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
+{
+	const struct gm_step_block *p = &e->st->blk;
+	uint32_t *B = blk_ids(e, slot, l);
+
+	if (l == 0) {
+		B[GM_BLK_IN] = ealloc(e, p->in_bytes, GM_SK_ACT);
+		efree(e, &e->embsum);
+	} else {
+		uint32_t *A = blk_ids(e, slot, l - 1);
+		B[GM_BLK_IN] = A[GM_BLK_OUT];
+		A[GM_BLK_OUT] = NONE;
+	}
+	/* the model's forward keeps inputs_embeds (the first block's
+	 * input) named until it returns */
+	prog_forward(e, p, B, l == 0 && e->st->emb_in_named ?
+		     &e->embn[slot] : NULL);
+}
+
 
 /* Re-run the forward (all of it, or the attention core) into the
  * recompute slots, up to the last saved tensor (non-reentrant
@@ -515,21 +503,13 @@ static void blk_recompute(struct em *e, bool all)
 			efree(e, &e->rec[id]);
 }
 
-/* Backward of block l: the incoming gradient is e->gcarry (the last
- * block: a new one, the final norm's); leaves the input's in it. */
-static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
+/* The backward ops of program p (the block's, or the head's: no
+ * checkpointing) on the ids B, whose GM_BLK_GOUT holds the incoming
+ * gradient; leaves the input's gradient in e->gcarry and frees the rest,
+ * recomputed copies included. */
+static void prog_backward(struct em *e, const struct gm_step_block *p,
+			  uint32_t *B)
 {
-	const struct gm_step_block *p = &e->st->blk;
-	uint32_t *B = blk_ids(e, slot, l);
-
-	if (l == e->L - 1 && e->st->head.n == 0) {
-		e->gcarry = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
-		efree(e, &B[GM_BLK_OUT]); /* saved by the final norm */
-	}
-	B[GM_BLK_GOUT] = e->gcarry;
-	e->gcarry = NONE;
-	if (p->ckpt == GM_STEP_CKPT_FULL)
-		blk_recompute(e, true);
 	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
 		switch (o->op) {
@@ -556,6 +536,24 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	}
 }
 
+/* Backward of block l: the incoming gradient is e->gcarry (the last
+ * block: a new one, the final norm's); leaves the input's in it. */
+static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
+{
+	const struct gm_step_block *p = &e->st->blk;
+	uint32_t *B = blk_ids(e, slot, l);
+
+	if (l == e->L - 1 && e->st->head.n == 0) {
+		e->gcarry = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
+		efree(e, &B[GM_BLK_OUT]); /* saved by the final norm */
+	}
+	B[GM_BLK_GOUT] = e->gcarry;
+	e->gcarry = NONE;
+	if (p->ckpt == GM_STEP_CKPT_FULL)
+		blk_recompute(e, true);
+	prog_backward(e, p, B);
+}
+
 /* The head's input program (gm_step.head): the ids of slot. */
 static uint32_t *head_ids(struct em *e, uint64_t slot)
 {
@@ -570,7 +568,7 @@ static void head_forward(struct em *e, uint64_t slot)
 
 	B[GM_BLK_IN] = A[GM_BLK_OUT];
 	A[GM_BLK_OUT] = NONE;
-	prog_forward(e, &e->st->head, B);
+	prog_forward(e, &e->st->head, B, NULL);
 }
 
 /* Its backward: lm_head's input gradient in, the last block's output
@@ -582,17 +580,7 @@ static void head_backward(struct em *e, uint64_t slot)
 
 	B[GM_BLK_GOUT] = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
 	efree(e, &B[GM_BLK_OUT]);
-	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
-		const struct gm_step_blockop *o = &p->op[i];
-		if (o->op == GM_BOP_ALLOC)
-			B[o->id] = ealloc(e, o->bytes, o->kind);
-		else if (o->op == GM_BOP_FREE)
-			efree(e, &B[o->id]);
-	}
-	e->gcarry = B[p->gin_id];
-	B[p->gin_id] = NONE;
-	for (int id = 0; id < p->n_ids; id++)
-		efree(e, &B[id]);
+	prog_backward(e, p, B);
 }
 
 static void forward(struct em *e, uint64_t slot)
@@ -1501,8 +1489,9 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || (st->fsdp && st->training &&
-	    (!e.up || !e.ug || !e.gathered))) {
+	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn ||
+	    (st->fsdp && st->training &&
+	     (!e.up || !e.ug || !e.gathered))) {
 		rc = GM_ENOMEM;
 		goto out;
 	}
