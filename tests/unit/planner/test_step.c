@@ -316,18 +316,13 @@ static void agree(const struct gm_spec *s, const char *what)
 
 static struct gm_spec tiny(enum gm_arch a)
 {
-	struct gm_spec s = spec_llama(4, 256, 688, 8, 4, 1000);
+	struct gm_spec s;
 
-	if (a == GM_ARCH_GPT2) {
-		s = spec_gpt2();
-		s.model.layers = 4;
-		s.model.hidden_size = 256;
-		s.model.ffn_hidden_size = 1024;
-		s.model.attention_heads = 8;
-		s.model.kv_heads = 8;
-		s.model.vocab_size = 1000;
-	} else if (a == GM_ARCH_BERT) {
-		s = spec_bert(GM_HEAD_MASKED_LM);
+	if (a != GM_ARCH_GPT2 && a != GM_ARCH_BERT) {
+		s = spec_llama(4, 256, 688, 8, 4, 1000);
+	} else {
+		s = a == GM_ARCH_GPT2 ? spec_gpt2() :
+		    spec_bert(GM_HEAD_MASKED_LM);
 		s.model.layers = 4;
 		s.model.hidden_size = 256;
 		s.model.ffn_hidden_size = 1024;
