@@ -23,7 +23,7 @@ static double last_pow2(double n)
 double gm_reduce_staging_bytes(double rows, double cols, unsigned sms,
 			       unsigned threads_per_sm)
 {
-	double vec = 4, dim0, bw, bh, gx, v, c1, c2, c3, ctas, nt;
+	double vec = 4, dim0, w, bw, bh, gx, v, c1, c2, c3, ctas, nt;
 
 	if (rows < 1 || cols < 1)
 		return 0;
@@ -33,14 +33,11 @@ double gm_reduce_staging_bytes(double rows, double cols, unsigned sms,
 	nt = RED_THREADS * 4 / vec;
 	/* set_block_dimension: a warp over the outputs, the rest over the
 	 * rows, then the width widened to fill the block */
-	bw = dim0 < nt ? last_pow2(dim0) : nt;
-	bw = bw < RED_WARP ? bw : RED_WARP;
+	w = dim0 < nt ? last_pow2(dim0) : nt;
+	bw = w < RED_WARP ? w : RED_WARP;
 	bh = rows < nt ? last_pow2(rows) : nt;
 	bh = bh < nt / bw ? bh : nt / bw;
-	{
-		double w = dim0 < nt ? last_pow2(dim0) : nt;
-		bw = w < nt / bh ? w : nt / bh;
-	}
+	bw = w < nt / bh ? w : nt / bh;
 	/* rows split over the block's warps only when each thread keeps
 	 * at least 16 values (or 256) */
 	if (!(rows >= bh * RED_MIN_VALUES || rows >= RED_MAX_VALUES))
