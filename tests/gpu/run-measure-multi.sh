@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run-measure-multi.sh BUILD_DIR OUT_DIR - measure the several-GPU
 # calibration set (tests/data/calibration/multi/manifest.json) per rank
-# with torchrun: on 2 GPUs, and on 4 where the machine has them (each run
-# at most 110 s, both within run-all.sh's 240 s). Writes
+# with torchrun: on 2 GPUs, and on 4 where the machine has them, one
+# torchrun per configuration (at most 100 s each). Writes
 # OUT_DIR/measured-h200x2.json (and x4) and their logs. Exit 77 with fewer
 # than 2 GPUs.
 set -u
@@ -29,19 +29,33 @@ export OMP_NUM_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 
+# One torchrun per configuration: each is measured as a job of its own
+# (measure_multi.py says why), at most 100 s each.
 rc=0
+mm="$root/tools/measure/measure_multi.py"
+manifest="$root/tests/data/calibration/multi/manifest.json"
 for w in 2 4; do
 	[ "$n" -ge "$w" ] || continue
 	# MEASURE_TRACE=1: also the allocation traces, per rank
 	trace=()
 	[ "${MEASURE_TRACE:-0}" = 1 ] && trace=(--trace-dir "$out/traces-x$w")
-	timeout -k 5 110 torchrun --standalone --nproc-per-node "$w" \
-		"$root/tools/measure/measure_multi.py" \
-		--manifest "$root/tests/data/calibration/multi/manifest.json" \
-		--out "$out/measured-h200x$w.json" --total-budget-s 75 "${trace[@]}" \
-		2>&1 | tee "$out/measure-x$w.log"
-	r=${PIPESTATUS[0]}
-	[ "$r" -eq 0 ] || rc=$r
+	mkdir -p "$out/parts-x$w"
+	parts=()
+	# MEASURE_ONLY="NAME ...": only these configurations
+	for name in $(python3 "$mm" --manifest "$manifest" --list --world "$w"); do
+		[ -z "${MEASURE_ONLY:-}" ] || [[ " $MEASURE_ONLY " == *" $name "* ]] ||
+			continue
+		part="$out/parts-x$w/$name.json"
+		timeout -k 5 100 torchrun --standalone --nproc-per-node "$w" "$mm" \
+			--manifest "$manifest" --only "$name" --out "$part" \
+			"${trace[@]}" 2>&1 | tee -a "$out/measure-x$w.log"
+		r=${PIPESTATUS[0]}
+		[ "$r" -eq 0 ] || rc=$r
+		[ -f "$part" ] && parts+=("$part")
+	done
+	[ ${#parts[@]} -gt 0 ] &&
+		python3 "$mm" --manifest "$manifest" --merge "${parts[@]}" \
+			--out "$out/measured-h200x$w.json"
 done
 gpumem="$build/tools/gpumem/gpumem"
 for f in "$out"/measured-h200x*.json; do

@@ -175,6 +175,20 @@ for n in (2, 4):
          ("bf16-true", "adamw", "full", "sdpa", 2, 2048, None), (n, 1, 3)),
         (f"llama-7b-tp{n}-bf16true-fullckpt", "llama-7b", "causal-lm",
          ("bf16-true", "adamw", "full", "sdpa", 2, 2048, None), (1, n, 0)),
+        # added with one torchrun per configuration (measure_multi.py)
+        (f"gpt2-124m-ddp{n}-bf16mixed-adamw", "gpt2-124m", "causal-lm",
+         ("bf16-mixed", "adamw", "none", "sdpa", 16, 1024, None), (n, 1, 0)),
+        (f"bert-base-mlm-ddp{n}-fp16mixed", "bert-base", "masked-lm",
+         ("fp16-mixed", "adamw", "none", "sdpa", 32, 512, None), (n, 1, 0)),
+        (f"llama-134m-fsdp{n}-fp32-sgdm", "llama-134m", "causal-lm",
+         ("fp32", "sgd-momentum", "none", "sdpa", 8, 2048, None), (n, 1, 3)),
+        (f"llama-0.5b-v152k-zero1-dp{n}-fullckpt", "llama-0.5b-v152k",
+         "causal-lm",
+         ("bf16-mixed", "adamw", "full", "sdpa", 8, 2048, None), (n, 1, 1)),
+        (f"llama-3b-tp{n}-bf16mixed-fullckpt", "llama-3b", "causal-lm",
+         ("bf16-mixed", "adamw", "full", "sdpa", 4, 2048, None), (1, n, 0)),
+        (f"llama-3b-fsdp{n}-bf16true-sgd", "llama-3b", "causal-lm",
+         ("bf16-true", "sgd", "none", "sdpa", 2, 4096, None), (n, 1, 3)),
     ]
 
 

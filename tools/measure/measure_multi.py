@@ -6,8 +6,18 @@
     measure_multi.py --manifest ... --check        (no GPU, no torch)
 
 Runs every manifest configuration whose data_parallel x tensor_parallel
-equals the number of ranks (the others are recorded as skipped), all in
-one process per rank, with the single-GPU harness's steps (measure.py).
+equals the number of ranks (the others are left out), with the single-GPU
+harness's steps (measure.py). run-measure-multi.sh starts one torchrun per
+configuration (--only NAME), so that each is measured as the job of its
+own that a user runs: in one process, NCCL communicators, cached blocks
+and Python objects kept alive by an earlier configuration counted in a
+later one's peaks (measured on 2x H200: +360 MiB reserved and up to
++380 MiB of NCCL memory from the second configuration on). It then joins
+the files:
+
+    measure_multi.py --manifest M --list --world N   (names for N ranks)
+    measure_multi.py --merge --out FILE.json PART.json ...
+
 The spec's parallelism maps onto PyTorch as:
   zero_stage 0, data_parallel N   DistributedDataParallel (defaults:
                                   25 MiB buckets, gradient_as_bucket_view
@@ -54,45 +64,62 @@ from hfbuild import Unsupported  # noqa: E402
 PEAKS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes")
 
 
-def parallel_factory(torch, world):
-    """parallel(spec) -> (wrap, make_opt) for measure.run_train."""
-    import torch.distributed as dist
+def scheme(spec):
+    """The PyTorch wrapping that runs spec: "tensor-parallel", "fsdp",
+    "zero1" or "ddp". Raises Unsupported for what this harness cannot run
+    exactly (the one place these rules live; no torch needed)."""
+    par = spec["parallelism"]
+    if spec["task"] != "train":
+        raise Unsupported("task: inference is measured on one GPU")
+    zero, tp = par["zero_stage"], par["tensor_parallel"]
+    if zero == 2:
+        raise Unsupported("parallelism.zero_stage: 2 has no exact "
+                          "PyTorch counterpart here (0, 1, 3 are "
+                          "measured)")
+    if par["pipeline_parallel"] > 1 or par["sequence_parallel"]:
+        raise Unsupported("parallelism: pipeline and sequence parallel "
+                          "are not measured")
+    if tp > 1 and zero:
+        raise Unsupported("parallelism: tensor_parallel with a "
+                          "zero_stage is not measured")
+    if tp > 1:
+        m = spec["model"]
+        if spec["model"]["architecture"] != "llama":
+            raise Unsupported("parallelism.tensor_parallel: the plan "
+                              "here is Llama's")
+        if m["attention_heads"] % tp or m["kv_heads"] % tp:
+            raise Unsupported("parallelism.tensor_parallel: must "
+                              "divide attention_heads and kv_heads")
+        if par["tensor_parallel_vocab"] != "replicated":
+            raise Unsupported("parallelism.tensor_parallel_vocab: "
+                              "the embedding and lm_head are "
+                              "replicated here (replicated)")
+    if (tp > 1 or zero == 3) and not par["built_whole"]:
+        raise Unsupported("parallelism.built_whole: the model is "
+                          "built whole, then sharded (true)")
+    if tp > 1:
+        return "tensor-parallel"
+    return {3: "fsdp", 1: "zero1", 0: "ddp"}[zero]
 
+
+def parallel_factory(torch, world):
+    """parallel(spec) -> (wrap, make_opt) for measure.run_train (torch is
+    imported when they are called, not here)."""
     def parallel(spec):
-        par = spec["parallelism"]
-        if spec["task"] != "train":
-            raise Unsupported("task: inference is measured on one GPU")
-        zero, tp = par["zero_stage"], par["tensor_parallel"]
-        if zero == 2:
-            raise Unsupported("parallelism.zero_stage: 2 has no exact "
-                              "PyTorch counterpart here (0, 1, 3 are "
-                              "measured)")
-        if tp > 1:
-            m = spec["model"]
-            if m["attention_heads"] % tp or m["kv_heads"] % tp:
-                raise Unsupported("parallelism.tensor_parallel: must "
-                                  "divide attention_heads and kv_heads")
-            if par["tensor_parallel_vocab"] != "replicated":
-                raise Unsupported("parallelism.tensor_parallel_vocab: "
-                                  "the embedding and lm_head are "
-                                  "replicated here (replicated)")
-        if (tp > 1 or zero == 3) and not par["built_whole"]:
-            raise Unsupported("parallelism.built_whole: the model is "
-                              "built whole, then sharded (true)")
+        kind = scheme(spec)
+        if kind == "tensor-parallel":
             return tensor_parallel(torch, world), None
-        if zero == 3:
+        if kind == "fsdp":
             return fsdp_wrap(torch), None
-        if zero == 1:
+        if kind == "zero1":
             return ddp_wrap(torch), zero1_optimizer(torch)
         return ddp_wrap(torch), None
-    del dist
     return parallel
 
 
 def ddp_wrap(torch):
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     def wrap(model):
+        from torch.nn.parallel import DistributedDataParallel as DDP
         if measure.DEV == "cpu":
             return DDP(model)
         return DDP(model, device_ids=[torch.cuda.current_device()])
@@ -100,11 +127,10 @@ def ddp_wrap(torch):
 
 
 def zero1_optimizer(torch):
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-    classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam,
-               "sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD}
-
     def make(name, params):
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam,
+                   "sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD}
         kw = {"lr": measure.LR}
         if name == "sgd-momentum":
             kw["momentum"] = 0.9
@@ -123,22 +149,20 @@ def decoder_layers(model):
 
 
 def fsdp_wrap(torch):
-    from torch.distributed.fsdp import fully_shard
-
     def wrap(model):
+        from torch.distributed.fsdp import fully_shard
         for layer in decoder_layers(model):
             fully_shard(layer)
         fully_shard(model)
-        return model
+        return all_dtensors(model, "FSDP2")
     return wrap
 
 
 def tensor_parallel(torch, world):
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel, RowwiseParallel, parallelize_module)
-
     def wrap(model):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel, RowwiseParallel, parallelize_module)
         mesh = init_device_mesh(measure.DEV, (world,))
         plan = {"self_attn.q_proj": ColwiseParallel(),
                 "self_attn.k_proj": ColwiseParallel(),
@@ -150,8 +174,21 @@ def tensor_parallel(torch, world):
         for layer in model.model.layers:
             parallelize_module(layer, mesh, plan)
         replicate_rest(torch, model, mesh)
-        return model
+        return all_dtensors(model, "tensor parallel")
     return wrap
+
+
+def all_dtensors(model, what):
+    """model, after checking that what (tensor parallel, FSDP2) made every
+    parameter a DTensor: a wrapping that silently did nothing would
+    measure a replicated model under the sharded spec's name."""
+    from torch.distributed.tensor import DTensor
+    plain = [n for n, p in model.named_parameters()
+             if not isinstance(p, DTensor)]
+    if plain:
+        raise RuntimeError(f"{what} left {len(plain)} parameters "
+                           f"unsharded, first {plain[0]}")
+    return model
 
 
 def replicate_rest(torch, model, mesh):
@@ -217,6 +254,13 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=30)
     ap.add_argument("--total-budget-s", type=float, default=200)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--list", action="store_true",
+                    help="print the names of the configurations for "
+                    "--world ranks, one per line, and exit")
+    ap.add_argument("--world", type=int, help="with --list")
+    ap.add_argument("--merge", nargs="+", metavar="PART.json",
+                    help="join the files of single-configuration runs "
+                    "into --out, in manifest order")
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="gloo on the CPU, no memory figures: only to "
                     "exercise the code on tiny models")
@@ -232,8 +276,17 @@ def main(argv=None):
         configs = [c for c in configs if c["name"] in args.only]
     if args.check:
         return check(configs)
+    if args.list:
+        if not args.world:
+            ap.error("--list needs --world N")
+        for c in configs:
+            if gpus_of(c) in (None, args.world):
+                print(c["name"])
+        return 0
     if not args.out:
         ap.error("--out is required")
+    if args.merge:
+        return merge(configs, args.merge, args.out)
     # Only the configurations for this many GPUs; the others belong to
     # another run (a spec that does not load is kept: it is recorded).
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -315,6 +368,35 @@ def main(argv=None):
     return 0
 
 
+def merge(configs, parts, out):
+    """Join single-configuration result files into out: the environment
+    of the first readable one, every configuration in manifest order, and
+    for each part the seconds it took. A part that cannot be read is
+    reported and left out; returns 1 if any was."""
+    import json
+    doc, got, bad = None, {}, 0
+    for p in parts:
+        try:
+            with open(p) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"measure_multi.py: {p}: {e}", file=sys.stderr)
+            bad = 1
+            continue
+        if doc is None:
+            doc = dict(d, configs=[], total_s=0.0)
+        for c in d.get("configs", []):
+            got[c["name"]] = c
+        doc["total_s"] = round(doc["total_s"] + d.get("total_s", 0), 1)
+    if doc is None:
+        print("measure_multi.py: nothing to merge", file=sys.stderr)
+        return 1
+    doc["configs"] = [got[c["name"]] for c in configs if c["name"] in got]
+    doc["settings"]["process"] = "one torchrun per configuration"
+    measure.write_atomic(out, doc)
+    return bad
+
+
 def gpus_of(cfg):
     try:
         par = gmspec.load(cfg["spec"], cfg["set"])["parallelism"]
@@ -329,21 +411,7 @@ def refuse_multi(spec):
     par = spec["parallelism"]
     n = par["data_parallel"] * par["tensor_parallel"]
     hfbuild.refuse_unrunnable(spec, n)
-    if spec["task"] != "train" or par["zero_stage"] == 2:
-        raise Unsupported("not measured (see measure_multi.py)")
-    if par["tensor_parallel"] > 1 and (
-            spec["model"]["attention_heads"] % n or
-            spec["model"]["kv_heads"] % n):
-        raise Unsupported("tensor_parallel must divide the heads")
-    if par["tensor_parallel"] > 1 and \
-            par["tensor_parallel_vocab"] != "replicated":
-        raise Unsupported("tensor_parallel_vocab must be "
-                          "replicated")
-    if (par["tensor_parallel"] > 1 or par["zero_stage"] == 3) \
-            and not par["built_whole"]:
-        raise Unsupported("built_whole must be true (the "
-                          "model is built whole, then sharded)")
-    return f" ({n} GPUs)"
+    return f" ({n} GPUs, {scheme(spec)})"
 
 
 def check(configs):
