@@ -38,6 +38,7 @@
 #include "error.h"
 #include "reduce.h"
 
+#include <math.h>
 #include <string.h>
 
 #define MAXN 192
@@ -410,19 +411,49 @@ static int attention(struct bb *b, int q, int k, int v)
 	if (sh->autocast && b->t[v].eb != C)
 		vc = cast(b, v, C);
 	if (!sh->eager) {
-		int lse;
+		double e = b->t[qc].eb, hd = sh->head_dim;
+		double hp = ceil(hd / 8) * 8, w = hp / hd;
+		bool pad = e == 2 && hp != hd;
+		int lse, qp = qc, kp = kc, vp = vc;
 		struct nd *d;
-		o = tnew(b, T * Q, b->t[qc].eb);
+
+		/* The flash kernel (fp16 / bf16) wants the head dim a
+		 * multiple of 8: sdpa pads q, k, v into new tensors first
+		 * and slices the output (PyTorch attention.cpp,
+		 * pad_last_dim<8>, post_process_flash_output), so the
+		 * padded copies are what it keeps for backward, the
+		 * originals live only until the caller drops them, and the
+		 * transpose(1, 2).contiguous() after it copies. Seen in the
+		 * 2x H200 trace of llama-3b-fsdp2-bf16true-sgd (head dim
+		 * 100: four 52 MiB tensors where 50 MiB were planned). */
+		if (pad) {
+			qp = op(b, T * Q * w, e, (int[]){qc, END}, NULL);
+			kp = op(b, T * sh->kv * w, e, (int[]){kc, END}, NULL);
+			vp = op(b, T * sh->kv * w, e, (int[]){vc, END}, NULL);
+		}
+		o = tnew(b, T * Q * w, e);
 		lse = tnew(b, T * sh->heads, 4);
-		d = node(b, (int[]){qc, kc, vc, END}, (int[]){o, END},
-			 (int[]){qc, kc, vc, o, lse, END});
+		d = node(b, (int[]){qp, kp, vp, END}, (int[]){o, END},
+			 (int[]){qp, kp, vp, o, lse, END});
 		/* flash backward (flash-attn 2 mha_bwd): an fp32 dq
-		 * accumulator, the fp32 row sums (softmax_d), and with GQA
-		 * dk, dv at all heads before their sum over the group */
-		d->tmp = T * Q * 4 + T * sh->heads * 4 +
-			 (sh->kv < Q ? 2 * T * Q * b->t[qc].eb : 0);
+		 * accumulator with the head dim rounded up to 32
+		 * (head_size_rounded), the fp32 row sums (softmax_d), and
+		 * with GQA dk, dv at all heads before their sum over the
+		 * group */
+		d->tmp = T * sh->heads * ceil(hp / 32) * 32 * 4 +
+			 T * sh->heads * 4 +
+			 (sh->kv < Q ? 2 * T * Q * w * e : 0);
 		d->tmp_after = true;
 		drop(b, lse);
+		if (pad) {
+			int oc = op(b, T * Q, e, (int[]){o, END}, NULL);
+
+			drop(b, qp);
+			drop(b, kp);
+			drop(b, vp);
+			drop(b, o);
+			o = oc;
+		}
 	} else {
 		double e = b->t[qc].eb, me;
 		int qm, km, s1, s2, s3, p, pq, pd, pm, vm, o1;

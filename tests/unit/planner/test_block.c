@@ -48,6 +48,15 @@ static void expect_forward(const struct gm_step_block *p,
 	assert_int_equal(k, n);
 }
 
+static int forward_allocs(const struct gm_step_block *p)
+{
+	int k = 0;
+
+	for (int i = 0; i < p->n_fwd; i++)
+		k += p->op[i].op == GM_BOP_ALLOC;
+	return k;
+}
+
 /* Run the program as step.c does (no checkpointing): every id freed
  * at most once, nothing but the output and the input's gradient left. */
 static void balanced(const struct gm_step_block *p)
@@ -174,6 +183,48 @@ static void llama_eager_true(void **state)
 	balanced(&p);
 }
 
+/* Llama, bf16, sdpa, 4 heads of 10 (not a multiple of 8): sdpa pads q,
+ * k, v to 16 into new tensors, allocates the output padded and the
+ * transpose's contiguous copy is a real copy (PyTorch attention.cpp
+ * pad_last_dim<8>; the 2x H200 trace of llama-3b-fsdp2-bf16true-sgd,
+ * head dim 100 -> 104). The padded copies are what sdpa saves: the
+ * rotary outputs are dropped without a saving node. */
+static void llama_sdpa_padded_head(void **state)
+{
+	static const double f[] = {
+		160, 160, 160, 80, 80,             /* norm */
+		80, 80, 80,                        /* q, k, v */
+		80, 40, 80, 80, 80,                /* rope q */
+		80, 40, 80, 80, 80,                /* rope k */
+		128, 128, 128, 128, 16, 80,        /* q, k, v padded, out
+						    * padded, lse, contig */
+		80, 80,                            /* o_proj, + */
+		160, 160, 160, 80, 80,
+		256, 256, 256, 256, 80, 80};       /* MLP */
+	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_block p;
+	int n8;
+
+	(void)state;
+	s.hidden = s.q = s.kv = 40;
+	s.head_dim = 10;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+	/* a head dim of 8 has none of the four (three pads, the copy) */
+	s.head_dim = 8;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_int_equal(forward_allocs(&p),
+			 (int)(sizeof(f) / sizeof(f[0])) - 4);
+	/* nor has fp32 (the memory-efficient kernel, no padding) */
+	s.c = s.r = 4;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	n8 = forward_allocs(&p);
+	s.head_dim = 10;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_int_equal(forward_allocs(&p), n8);
+}
+
 /* Checkpointing: every saved tensor has a DROP (full frees them in the
  * forward); selective marks only the attention's as core and places one
  * RECOMPUTE in the backward. */
@@ -271,6 +322,7 @@ int main(void)
 		cmocka_unit_test(gpt2_mixed),
 		cmocka_unit_test(bert_mixed),
 		cmocka_unit_test(llama_eager_true),
+		cmocka_unit_test(llama_sdpa_padded_head),
 		cmocka_unit_test(checkpointing),
 		cmocka_unit_test(bias_staging),
 		cmocka_unit_test(head_program),
