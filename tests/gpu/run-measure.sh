@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # run-measure.sh BUILD_DIR OUT_DIR - measure the single-GPU calibration set
-# (tests/data/calibration/manifest.json) on this machine's GPU 0 with
-# PyTorch and transformers, in one process. No configuration starts after
-# MEASURE_TOTAL_S seconds (default 200, so that the script ends within
-# run-all.sh's 240 s part limit); a second call with the same OUT_DIR
-# resumes: it keeps what was measured and runs the rest.
+# (tests/data/calibration/manifest.json) with PyTorch and transformers,
+# each configuration in a process of its own (a user's job starts from a
+# fresh process: in one process, the addresses, cached kernels and
+# workspaces an earlier configuration left changed a later one's
+# segments, tools/bench/results/alloc-emulation.md), spread over
+# MEASURE_LANES GPUs (default: all, one process per GPU at a time; every
+# GPU the same model). No configuration starts after MEASURE_TOTAL_S
+# seconds (default 200). MEASURE_PROCESS=one: all in one process on GPU 0,
+# as before (a second call with the same OUT_DIR resumes).
 # Writes OUT_DIR/measured-h200.json, OUT_DIR/measure.log and, where the
 # build's gpumem has `plan`, OUT_DIR/error-table.md. Exit 77 without a GPU.
 set -u
@@ -28,7 +32,6 @@ fi
 
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 # Measure PyTorch's default caching allocator, as the planner predicts it.
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 
@@ -40,15 +43,53 @@ case "$name" in
 esac
 
 total=${MEASURE_TOTAL_S:-200}
+manifest="$root/tests/data/calibration/manifest.json"
+mp="$root/tools/measure/measure.py"
 # MEASURE_TRACE=1: also record each configuration's allocation trace
 # (tools/measure/tracefile.py) into OUT_DIR/traces.
 trace=()
 [ "${MEASURE_TRACE:-0}" = 1 ] && trace=(--trace-dir "$out/traces")
-timeout -k 5 $((total + 35)) python3 "$root/tools/measure/measure.py" \
-	--manifest "$root/tests/data/calibration/manifest.json" \
-	--out "$out/$file" --total-budget-s "$total" --budget-s 20 --resume "${trace[@]}" \
-	2>&1 | tee -a "$out/measure.log"
-rc=${PIPESTATUS[0]}
+if [ "${MEASURE_PROCESS:-each}" = one ]; then
+	CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \
+		timeout -k 5 $((total + 35)) python3 "$mp" --manifest "$manifest" \
+		--out "$out/$file" --total-budget-s "$total" --budget-s 20 \
+		--resume "${trace[@]}" 2>&1 | tee -a "$out/measure.log"
+	rc=${PIPESTATUS[0]}
+else
+	gpus=$(nvidia-smi -L | wc -l)
+	lanes=${MEASURE_LANES:-$gpus}
+	[ "$lanes" -ge 1 ] || lanes=1
+	mkdir -p "$out/parts"
+	mapfile -t names < <(python3 "$mp" --manifest "$manifest" --list)
+	t0=$(date +%s)
+	lane() { # lane N: configurations N, N + lanes, ... on GPU N
+		local i name
+		for ((i = $1; i < ${#names[@]}; i += lanes)); do
+			name=${names[$i]}
+			[ $(( $(date +%s) - t0 )) -lt "$total" ] || break
+			[ -f "$out/parts/$name.json" ] && continue
+			CUDA_VISIBLE_DEVICES=$1 timeout -k 5 100 python3 "$mp" \
+				--manifest "$manifest" --only "$name" --budget-s 20 \
+				--out "$out/parts/$name.json" "${trace[@]}" \
+				>"$out/parts/$name.log" 2>&1
+			grep -v '^#' "$out/parts/$name.log" | tail -3
+		done
+	}
+	{
+		for ((l = 0; l < lanes; l++)); do
+			lane "$l" &
+		done
+		wait
+	} 2>&1 | tee -a "$out/measure.log"
+	python3 "$mp" --manifest "$manifest" --out "$out/$file" \
+		--merge "$out"/parts/*.json 2>&1 | tee -a "$out/measure.log"
+	rc=${PIPESTATUS[0]}
+	n=$(ls "$out"/parts/*.json 2>/dev/null | wc -l)
+	[ "$n" -eq ${#names[@]} ] || {
+		echo "run-measure.sh: $n of ${#names[@]} configurations measured"
+		rc=1
+	}
+fi
 nvidia-smi >>"$out/measure.log" 2>&1 || true
 
 gpumem="$build/tools/gpumem/gpumem"

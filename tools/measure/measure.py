@@ -443,6 +443,37 @@ def task_of(cfg):
         return None
 
 
+def merge_parts(configs, parts, out, process):
+    """Join result files of single-configuration runs into out: the
+    environment and settings of the first readable one, every
+    configuration in manifest order, the sum of their seconds, and
+    settings.process = process. A part that cannot be read is reported
+    and left out; returns 1 if any was (0 otherwise)."""
+    doc, got, bad = None, {}, 0
+    for p in parts:
+        try:
+            with open(p) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"{os.path.basename(sys.argv[0])}: {p}: {e}",
+                  file=sys.stderr)
+            bad = 1
+            continue
+        if doc is None:
+            doc = dict(d, configs=[], total_s=0.0)
+        for c in d.get("configs", []):
+            got[c["name"]] = c
+        doc["total_s"] = round(doc["total_s"] + d.get("total_s", 0), 1)
+    if doc is None:
+        print(f"{os.path.basename(sys.argv[0])}: nothing to merge",
+              file=sys.stderr)
+        return 1
+    doc["configs"] = [got[c["name"]] for c in configs if c["name"] in got]
+    doc["settings"]["process"] = process
+    write_atomic(out, doc)
+    return bad
+
+
 def gib(n):
     return f"{n / 2**30:7.2f}" if isinstance(n, int) else "      -"
 
@@ -473,6 +504,12 @@ def main(argv=None):
     ap.add_argument("--trace-dir", metavar="DIR",
                     help="record each configuration's allocation trace "
                     "into DIR/NAME.trace.jsonl.gz (tracefile.py)")
+    ap.add_argument("--list", action="store_true",
+                    help="print the manifest's configuration names, "
+                    "inference first, one per line, and exit")
+    ap.add_argument("--merge", nargs="+", metavar="PART.json",
+                    help="join the files of single-configuration runs "
+                    "(--only NAME each) into --out, in manifest order")
     args = ap.parse_args(argv)
     if args.trace_dir:
         os.makedirs(args.trace_dir, exist_ok=True)
@@ -491,8 +528,15 @@ def main(argv=None):
         ap.error("give a SPEC or --manifest")
     if args.check:
         return check_only(configs)
+    if args.list:
+        for c in sorted(configs, key=lambda c: task_of(c) != "inference"):
+            print(c["name"])
+        return 0
     if not args.out:
         ap.error("--out is required")
+    if args.merge:
+        return merge_parts(configs, args.merge, args.out,
+                           "one process per configuration")
 
     start = time.monotonic()
     global DEV, mem

@@ -286,7 +286,8 @@ def main(argv=None):
     if not args.out:
         ap.error("--out is required")
     if args.merge:
-        return merge(configs, args.merge, args.out)
+        return measure.merge_parts(configs, args.merge, args.out,
+                                   "one torchrun per configuration")
     # Only the configurations for this many GPUs; the others belong to
     # another run (a spec that does not load is kept: it is recorded).
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -366,35 +367,6 @@ def main(argv=None):
     dist.barrier()
     dist.destroy_process_group()
     return 0
-
-
-def merge(configs, parts, out):
-    """Join single-configuration result files into out: the environment
-    of the first readable one, every configuration in manifest order, and
-    for each part the seconds it took. A part that cannot be read is
-    reported and left out; returns 1 if any was."""
-    import json
-    doc, got, bad = None, {}, 0
-    for p in parts:
-        try:
-            with open(p) as f:
-                d = json.load(f)
-        except (OSError, ValueError) as e:
-            print(f"measure_multi.py: {p}: {e}", file=sys.stderr)
-            bad = 1
-            continue
-        if doc is None:
-            doc = dict(d, configs=[], total_s=0.0)
-        for c in d.get("configs", []):
-            got[c["name"]] = c
-        doc["total_s"] = round(doc["total_s"] + d.get("total_s", 0), 1)
-    if doc is None:
-        print("measure_multi.py: nothing to merge", file=sys.stderr)
-        return 1
-    doc["configs"] = [got[c["name"]] for c in configs if c["name"] in got]
-    doc["settings"]["process"] = "one torchrun per configuration"
-    measure.write_atomic(out, doc)
-    return bad
 
 
 def gpus_of(cfg):
