@@ -7,8 +7,9 @@
  * simplification of the memory model (model.h), it says so, so that the
  * replay's peak of live bytes is the model's peak_allocated):
  *  - before the first step: weights, tensor by tensor in module order
- *    (nn.Module construction), the cuBLAS workspace (first matmul), the
- *    data-parallel buffers (DDP allocates its buckets at construction);
+ *    (nn.Module construction), the data-parallel buffers (DDP
+ *    allocates its buckets at construction); the cuBLAS workspace
+ *    comes with the first matmul, in the first forward (first_matmul());
  *  - forward of each block: the autocast copies of its matmul weights
  *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
  *    batches in flight: one autocast region per step), then its program
@@ -583,6 +584,19 @@ static void head_backward(struct em *e, uint64_t slot)
 	prog_backward(e, p, B);
 }
 
+/* The cuBLAS workspace of the main thread's handle: allocated at the
+ * handle's first matmul, inside the first forward (Llama: the rotary
+ * frequencies, inv_freq @ position_ids; GPT-2, BERT: the first block's
+ * first linear), not at set-up: in every H200 trace of tests/data/
+ * calibration/traces it is a 32 MiB segment after the embedding output.
+ * Where it lands decides whether later small blocks split a freed
+ * logits segment (llama-134m-bf16true-sgd-seq8192). */
+static void first_matmul(struct em *e)
+{
+	if (e->ws == NONE)
+		e->ws = ealloc(e, e->st->workspace, GM_SK_WORKSPACE);
+}
+
 static void forward(struct em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -599,6 +613,7 @@ static void forward(struct em *e, uint64_t slot)
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		fsdp_forward(e, l);
 		cache_ref(e, l, false);
+		first_matmul(e);
 		if (st->blk.n > 0) {
 			if (l == 0)
 				mask = ealloc(e, st->blk.mask_bytes,
@@ -1160,6 +1175,7 @@ static void rope_tables(struct em *e, double q, uint32_t *cs)
 	uint32_t fr, emb, t[4];
 
 	fr = ealloc(e, E / 2 * 4, GM_SK_TRANSIENT);
+	first_matmul(e);                            /* inv_freq @ ids */
 	emb = ealloc(e, E * 4, GM_SK_TRANSIENT);
 	for (int k = 0; k < 4; k += 2) {
 		t[k] = ealloc(e, E * 4, GM_SK_TRANSIENT);     /* cos / sin */
@@ -1219,6 +1235,7 @@ static uint32_t infer_forward(struct em *e, const struct fwd *f)
 		keep[2] = hs;
 	if (in->net == GM_NET_LLAMA)
 		rope_tables(e, q, cs);
+	first_matmul(e);
 	for (uint64_t l = 0; l < e->L && !e->err; l++) {
 		out = in->net == GM_NET_GPT2 ? gpt2_layer(e, l, f) :
 		      in->net == GM_NET_BERT ? bert_layer(e, f) :
@@ -1512,7 +1529,6 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	shard_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);
-	e.ws = ealloc(&e, st->workspace, GM_SK_WORKSPACE);
 	for (int k = 0, j = 0; k < st->n_comm; k++)
 		for (uint64_t i = 0; i < st->comm[k].count; i++)
 			e.comm[j++] = ealloc(&e, st->comm[k].bytes,

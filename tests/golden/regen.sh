@@ -23,6 +23,7 @@ done
 	--gpu 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition' \
 	--format json > "$out/fit-gpt2-dup.json"
 "$gpumem" plan --help > "$out/plan-help.txt"
+"$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).
 for f in "$root"/models/*.yaml; do
 	n=$(basename "$f" .yaml)

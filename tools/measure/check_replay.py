@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_replay.py - the allocator core against PyTorch's own allocator.
 
-    check_replay.py GPUMEM TRACE_DIR MEASURED.json
+    check_replay.py GPUMEM TRACE_DIR MEASURED.json [KNOWN.json]
 
 Replays every committed allocation trace (TRACE_DIR/NAME.trace.jsonl.gz,
 tracefile.py) with `gpumem replay` on the simulated card, using the
@@ -17,6 +17,10 @@ its peaks to what PyTorch's caching allocator measured in the same run
                   large-pool block that kept an unsplit tail of up to
                   1 MiB counts it: where placement differs, as for the
                   weights' blocks, so does the count).
+
+KNOWN.json ({"known": [{"name": TRACE, "why": TEXT}, ...]}) lists traces
+whose replay misses its bound for a reason not yet fixed: each is printed
+as KNOWN and not counted, and fails as STALE once it holds again.
 
 Configurations whose measurement did not end "ok" (the OOM run, which
 also gives segments back) are listed but not held to a bound.
@@ -54,10 +58,14 @@ def replay(gpumem, trace, tmp):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         return 2
-    gpumem, tdir, measured = argv[1:]
+    gpumem, tdir, measured = argv[1:4]
+    known = {}
+    if len(argv) == 5:
+        with open(argv[4]) as f:
+            known = {k["name"]: k["why"] for k in json.load(f)["known"]}
     names = sorted(f[:-len(SUFFIX)] for f in os.listdir(tdir)
                    if f.endswith(SUFFIX)) if os.path.isdir(tdir) else []
     if not names:
@@ -85,7 +93,13 @@ def main(argv):
             flag = f" (status {m.get('status')}: not checked)"
         elif abs(er) > bound or (abs(ea) > ALLOCATED_BOUND and
                                  abs(da) > ALLOCATED_SLACK):
-            flag = " FAIL"
+            if name in known:
+                flag = f" KNOWN ({known[name]})"
+            else:
+                flag = " FAIL"
+                bad += 1
+        elif name in known:
+            flag = " STALE (holds now: take it off the known list)"
             bad += 1
         print(f"| {name} | {er:+.2%} | ±{bound:.1%} | {ea:+.3%} |{flag}")
     print(f"{bad} bound(s) violated" if bad else
