@@ -120,6 +120,7 @@ struct em {
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint32_t head_saved, held, lp[3], ws;
 	uint32_t ws_bwd;        /* the autograd thread's cuBLAS workspace */
+	uint32_t hw16[2];       /* the head's 16-bit weight gradients */
 	uint32_t loss[GM_STEP_LOSS_IDS];
 	uint32_t *bid;            /* block programs: in_flight x L x n_ids */
 	uint32_t *hid;            /* the head program: in_flight x n_ids */
@@ -555,6 +556,33 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	prog_backward(e, p, B);
 }
 
+/* The head's 16-bit weight gradients under autocast (the matmul's
+ * product for the autocast copy; model.c sizes the copy as cache): into
+ * e->hw16, at most two. Returns whether there were any. */
+static bool head_wgrad16(struct em *e)
+{
+	int k = 0;
+
+	for (int i = 0; i < e->np && k < 2; i++) {
+		const struct gm_step_param *p = &e->st->p[i];
+		if (p->where == GM_STEP_HEAD && p->grad_at_loss && p->cache > 0)
+			e->hw16[k++] = ealloc(e, p->cache, GM_SK_TRANSIENT);
+	}
+	return k > 0;
+}
+
+/* Under autocast, the head weights' own gradients from their 16-bit
+ * ones (the cast back, then AccumulateGrad), which are freed; nothing
+ * when there were none. */
+static void head_wgrad_cast(struct em *e)
+{
+	if (e->hw16[0] == NONE)
+		return;
+	grads_of(e, 0, GM_STEP_HEAD, true);
+	for (int k = 0; k < 2; k++)
+		efree(e, &e->hw16[k]);
+}
+
 /* The head's input program (gm_step.head): the ids of slot. */
 static uint32_t *head_ids(struct em *e, uint64_t slot)
 {
@@ -579,8 +607,10 @@ static void head_backward(struct em *e, uint64_t slot)
 	const struct gm_step_block *p = &e->st->head;
 	uint32_t *B = head_ids(e, slot);
 
-	B[GM_BLK_GOUT] = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
+	if (B[GM_BLK_GOUT] == NONE) /* backward() allocates it */
+		B[GM_BLK_GOUT] = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
 	efree(e, &B[GM_BLK_OUT]);
+	head_wgrad_cast(e);
 	prog_backward(e, p, B);
 }
 
@@ -658,14 +688,28 @@ static void backward(struct em *e, uint64_t slot)
 		e->lp[1] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		e->lp[2] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 	}
-	grads_of(e, 0, GM_STEP_HEAD, true);
 	/* the engine runs the backward on its own device thread, whose
-	 * cuBLAS handle gets a workspace of its own at its first matmul:
+	 * cuBLAS handle gets a workspace of its own at its first matmul,
 	 * the head's weight gradient (one more 32 MiB segment in every H200
 	 * training trace of tests/data/calibration/traces, after that
-	 * gradient) */
+	 * product). Under autocast the product is the 16-bit gradient of
+	 * the weight's autocast copy, and the weight's own gradient comes
+	 * from its cast back (ToCopyBackward), after which the 16-bit one
+	 * is freed (the trace of llama-134m-eager-seq1024: 46.875 MiB, the
+	 * workspace, then the fp32 93.75 MiB); without autocast the product
+	 * is the gradient itself. */
+	if (!head_wgrad16(e))
+		grads_of(e, 0, GM_STEP_HEAD, true);
 	if (e->ws_bwd == NONE)
 		e->ws_bwd = ealloc(e, st->workspace, GM_SK_WORKSPACE);
+	/* then the same matmul's input gradient, before the loss tensors
+	 * go; the weight's own gradient (under autocast) once the input's
+	 * cast back has run (head_backward) */
+	if (st->head.n > 0 && st->blk.n > 0)
+		head_ids(e, slot)[GM_BLK_GOUT] = ealloc(e,
+			st->head.gout_bytes, GM_SK_TRANSIENT);
+	else
+		head_wgrad_cast(e);
 	for (int k = 0; k < 3; k++)
 		efree(e, &e->lp[k]);
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
@@ -677,9 +721,9 @@ static void backward(struct em *e, uint64_t slot)
 			if (l == e->L - 1) {
 				efree(e, &e->held);
 				efree(e, &e->head_saved);
+				cache_unref(e, e->L);
 				if (st->head.n > 0)
 					head_backward(e, slot);
-				cache_unref(e, e->L);
 			}
 			blk_backward(e, slot, l);
 			cache_unref(e, l);
@@ -1439,6 +1483,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	struct em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
 		       .head_saved = NONE, .held = NONE,
 		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ws_bwd = NONE,
+		       .hw16 = {NONE, NONE},
 		       .embsum = NONE,
 		       .ag = NONE,
 		       .rsin = NONE, .gcarry = NONE};

@@ -145,8 +145,9 @@ static void sequence_counts(void **state)
 	/* autocast copies: one per matmul weight per step (3 blocks +
 	 * head) */
 	assert_int_equal(c->allocs[GM_SK_CACHE], 2 * 4);
-	/* one transient per block in forward and in backward */
-	assert_int_equal(c->allocs[GM_SK_TRANSIENT], 2 * 2 * 3);
+	/* one transient per block in forward and in backward, and the
+	 * head's 16-bit weight gradient per step (its autocast copy) */
+	assert_int_equal(c->allocs[GM_SK_TRANSIENT], 2 * 2 * 3 + 2);
 	/* logits: held, copy, log_softmax, two gradients */
 	assert_int_equal(c->allocs[GM_SK_LOGITS], 2 * 5);
 	/* byte sums: weights and states as described */
@@ -696,6 +697,45 @@ static void ddp_buckets_exact(void **state)
 }
 
 /*
+ * The head's backward under autocast, as the H200 traces show it
+ * (llama-134m-eager-seq1024, llama-0.5b-v152k-zero1-dp2-fullckpt): the
+ * matmul's 16-bit weight gradient (the autocast copy's size, 200), the
+ * autograd thread's cuBLAS workspace (step 1 only), then the weight's
+ * own gradient (400) and the 16-bit one freed; without autocast the
+ * product is the gradient itself, before the workspace.
+ */
+static void head_weight_gradient_order(void **state)
+{
+	struct gm_step st = small_step(1);
+	struct rec *r;
+	int i = 0;
+
+	(void)state;
+	st.n_comm = 0;
+	r = record(&st);
+	while (i < r->n && !(r->step[i] == 1 && r->kind[i] == GM_SK_GRAD))
+		i++;
+	assert_true(i >= 2 && i < r->n);
+	assert_int_equal(r->bytes[i], 400);
+	assert_int_equal(r->kind[i - 1], GM_SK_WORKSPACE);
+	assert_int_equal(r->kind[i - 2], GM_SK_TRANSIENT);
+	assert_int_equal(r->bytes[i - 2], 200);
+	assert_true(r->freed[i - 2]);
+	free(r);
+
+	st.p[3].cache = 0;
+	st.p[1].cache = 0;
+	r = record(&st);
+	i = 0;
+	while (i < r->n && !(r->step[i] == 1 && r->kind[i] == GM_SK_GRAD))
+		i++;
+	assert_true(i + 1 < r->n);
+	assert_int_equal(r->bytes[i], 400);
+	assert_int_equal(r->kind[i + 1], GM_SK_WORKSPACE);
+	free(r);
+}
+
+/*
  * Tensor parallel over 2 ranks: only the blocks' first tensor is split;
  * the model is built whole (its 1600-byte copies), then each block's
  * shard (800) replaces it; the others are allocated once.
@@ -786,6 +826,7 @@ int main(void)
 		cmocka_unit_test(loss_program_sizes),
 		cmocka_unit_test(loss_program_bad),
 		cmocka_unit_test(ddp_buckets_exact),
+		cmocka_unit_test(head_weight_gradient_order),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
 	};
