@@ -189,6 +189,14 @@ for n in (2, 4):
          ("bf16-mixed", "adamw", "full", "sdpa", 4, 2048, None), (1, n, 0)),
         (f"llama-3b-fsdp{n}-bf16true-sgd", "llama-3b", "causal-lm",
          ("bf16-true", "sgd", "none", "sdpa", 2, 4096, None), (n, 1, 3)),
+        (f"gpt2-355m-fsdp{n}-bf16mixed", "gpt2-355m", "causal-lm",
+         ("bf16-mixed", "adamw", "none", "sdpa", 16, 1024, None), (n, 1, 3)),
+        (f"llama-7b-zero1-dp{n}-bf16true-fullckpt", "llama-7b", "causal-lm",
+         ("bf16-true", "adamw", "full", "sdpa", 2, 2048, None), (n, 1, 1)),
+        (f"llama-134m-ddp{n}-eager-seq2048", "llama-134m", "causal-lm",
+         ("bf16-mixed", "adamw", "none", "eager", 4, 2048, None), (n, 1, 0)),
+        (f"gpt2-124m-zero1-dp{n}-fp32-adamw", "gpt2-124m", "causal-lm",
+         ("fp32", "adamw", "none", "sdpa", 8, 1024, None), (n, 1, 1)),
     ]
 
 
