@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # run-all.sh BUILD_DIR OUT_DIR PART... - run GPU parts on the GPU machine.
 #
-# Parts: catalog verify alloc traces pinned preload measure bench (each a
+# Parts: catalog verify alloc traces pinned preload preload-ddp measure
+# measure-multi bench (each a
 # tests/gpu/run-*.sh or tools/ script; bench runs the host benchmarks on
 # the GPU machine's quieter CPU). BUILD_DIR is a build made
 # elsewhere and carried, with libyaml/jemalloc/cmocka .so files in
 # BUILD_DIR/lib. Writes OUT_DIR/summary.txt (part, exit code, seconds) and
 # OUT_DIR/results.tgz (every part's files), so that few files come back.
-# PART_TIMEOUT (seconds, default 240) bounds each part.
+# PART_TIMEOUT (seconds) bounds each part: default 240, for measure and
+# measure-multi 590 (a run tool call's limit is 600 s: give them a call of
+# their own; MEASURE_TOTAL_S, default 200, stops measure starting
+# configurations, and a second call with the same OUT_DIR goes on).
 set -u
 build=$(realpath "${1:?usage: run-all.sh BUILD_DIR OUT_DIR PART...}")
 out=$(mkdir -p "${2:?out dir}" && realpath "$2")
@@ -42,8 +46,10 @@ part_cmd() {
 	preload) $T bash "$here/tests/gpu/run-preload.sh" "$build" "$work/preload" ;;
 	preload-ddp) $T bash "$here/tests/gpu/run-preload-ddp.sh" "$build" \
 		"$work/preload-ddp" ;;
-	measure) $T bash "$here/tests/gpu/run-measure.sh" "$build" "$work/measure" ;;
-	measure-multi) $T bash "$here/tests/gpu/run-measure-multi.sh" "$build" \
+	measure) timeout -k 5 "${PART_TIMEOUT:-590}" bash \
+		"$here/tests/gpu/run-measure.sh" "$build" "$work/measure" ;;
+	measure-multi) timeout -k 5 "${PART_TIMEOUT:-590}" bash \
+		"$here/tests/gpu/run-measure-multi.sh" "$build" \
 		"$work/measure-multi" ;;
 	bench) mkdir -p "$work/bench" && { lscpu | grep -E 'Model name|^CPU\(s\)';
 		$T "$build/tools/bench/alloc_bench" 200000 8;

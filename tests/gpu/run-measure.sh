@@ -56,21 +56,42 @@ if [ "${MEASURE_PROCESS:-each}" = one ]; then
 		--resume "${trace[@]}" 2>&1 | tee -a "$out/measure.log"
 	rc=${PIPESTATUS[0]}
 else
-	gpus=$(nvidia-smi -L | wc -l)
-	lanes=${MEASURE_LANES:-$gpus}
+	# the GPUs to use: CUDA_VISIBLE_DEVICES's, else all; one lane each,
+	# MEASURE_LANES of them at most
+	if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+		IFS=, read -r -a devs <<<"$CUDA_VISIBLE_DEVICES"
+	else
+		mapfile -t devs < <(nvidia-smi --query-gpu=index --format=csv,noheader)
+	fi
+	lanes=${MEASURE_LANES:-${#devs[@]}}
+	[ "$lanes" -le "${#devs[@]}" ] || lanes=${#devs[@]}
 	[ "$lanes" -ge 1 ] || lanes=1
 	mkdir -p "$out/parts"
-	mapfile -t names < <(python3 "$mp" --manifest "$manifest" --list)
+	if ! mapfile -t names < <(python3 "$mp" --manifest "$manifest" --list) ||
+		[ ${#names[@]} -eq 0 ]; then
+		echo "run-measure.sh: no configurations listed from $manifest"
+		exit 1
+	fi
 	t0=$(date +%s)
-	lane() { # lane N: configurations N, N + lanes, ... on GPU N
-		local i name
+	# a part counts as done when its configuration ended ok, oom or
+	# refused; an error or a crash is measured again
+	done_part() {
+		python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if all(c.get("status") in ("ok", "oom", "refused")
+                  for c in d["configs"]) else 1)' "$1" 2>/dev/null
+	}
+	lane() { # lane N: configurations N, N + lanes, ... on GPU devs[N]
+		local i name part
 		for ((i = $1; i < ${#names[@]}; i += lanes)); do
 			name=${names[$i]}
+			part="$out/parts/$name.json"
 			[ $(( $(date +%s) - t0 )) -lt "$total" ] || break
-			[ -f "$out/parts/$name.json" ] && continue
-			CUDA_VISIBLE_DEVICES=$1 timeout -k 5 100 python3 "$mp" \
-				--manifest "$manifest" --only "$name" --budget-s 20 \
-				--out "$out/parts/$name.json" "${trace[@]}" \
+			done_part "$part" && continue
+			rm -f "$part"
+			CUDA_VISIBLE_DEVICES=${devs[$1]} timeout -k 5 100 \
+				python3 "$mp" --manifest "$manifest" --only "$name" \
+				--budget-s 20 --out "$part" "${trace[@]}" \
 				>"$out/parts/$name.log" 2>&1
 			grep -v '^#' "$out/parts/$name.log" | tail -3
 		done
@@ -81,12 +102,18 @@ else
 		done
 		wait
 	} 2>&1 | tee -a "$out/measure.log"
+	rc=0
+	parts=("$out"/parts/*.json)
 	python3 "$mp" --manifest "$manifest" --out "$out/$file" \
-		--merge "$out"/parts/*.json 2>&1 | tee -a "$out/measure.log"
-	rc=${PIPESTATUS[0]}
-	n=$(ls "$out"/parts/*.json 2>/dev/null | wc -l)
+		--merge "${parts[@]}" 2>&1 | tee -a "$out/measure.log"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+	n=0
+	for p in "${parts[@]}"; do
+		done_part "$p" && n=$((n + 1))
+	done
 	[ "$n" -eq ${#names[@]} ] || {
-		echo "run-measure.sh: $n of ${#names[@]} configurations measured"
+		echo "run-measure.sh: $n of ${#names[@]} configurations measured" \
+			"(ok, oom or refused); run again with the same OUT_DIR for the rest"
 		rc=1
 	}
 fi

@@ -447,28 +447,45 @@ def merge_parts(configs, parts, out, process):
     """Join result files of single-configuration runs into out: the
     environment and settings of the first readable one, every
     configuration in manifest order, the sum of their seconds, and
-    settings.process = process. A part that cannot be read is reported
-    and left out; returns 1 if any was (0 otherwise)."""
+    settings.process = process. A part that cannot be read or is not a
+    measurement file, and a configuration not in the manifest, are
+    reported and left out; returns 1 if any was (0 otherwise). How many
+    manifest entries have no measurement is reported, not an error."""
     doc, got, bad = None, {}, 0
+    me = os.path.basename(sys.argv[0])
     for p in parts:
         try:
             with open(p) as f:
                 d = json.load(f)
+            if not isinstance(d, dict) or \
+                    not isinstance(d.get("configs"), list) or \
+                    not isinstance(d.get("settings"), dict):
+                raise ValueError("not a measurement file (no configs "
+                                 "and settings)")
         except (OSError, ValueError) as e:
-            print(f"{os.path.basename(sys.argv[0])}: {p}: {e}",
-                  file=sys.stderr)
+            print(f"{me}: {p}: {e}", file=sys.stderr)
             bad = 1
             continue
+        names = {c["name"] for c in configs}
+        for c in d["configs"]:
+            if c.get("name") not in names:
+                print(f"{me}: {p}: {c.get('name')!r} is not in the "
+                      "manifest (left out)", file=sys.stderr)
+                bad = 1
         if doc is None:
             doc = dict(d, configs=[], total_s=0.0)
-        for c in d.get("configs", []):
-            got[c["name"]] = c
+        for c in d["configs"]:
+            got[c.get("name")] = c
         doc["total_s"] = round(doc["total_s"] + d.get("total_s", 0), 1)
     if doc is None:
-        print(f"{os.path.basename(sys.argv[0])}: nothing to merge",
-              file=sys.stderr)
+        print(f"{me}: nothing to merge", file=sys.stderr)
         return 1
     doc["configs"] = [got[c["name"]] for c in configs if c["name"] in got]
+    missing = len(configs) - len(doc["configs"])
+    if missing:
+        print(f"{me}: {len(doc['configs'])} of {len(configs)} "
+              f"configurations in {out} ({missing} not measured)",
+              file=sys.stderr)
     doc["settings"]["process"] = process
     write_atomic(out, doc)
     return bad

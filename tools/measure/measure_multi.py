@@ -16,7 +16,7 @@ later one's peaks (measured on 2x H200: +360 MiB reserved and up to
 the files:
 
     measure_multi.py --manifest M --list --world N   (names for N ranks)
-    measure_multi.py --merge --out FILE.json PART.json ...
+    measure_multi.py --manifest M --out FILE.json --merge PART.json ...
 
 The spec's parallelism maps onto PyTorch as:
   zero_stage 0, data_parallel N   DistributedDataParallel (defaults:
@@ -257,7 +257,9 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true",
                     help="print the names of the configurations for "
                     "--world ranks, one per line, and exit")
-    ap.add_argument("--world", type=int, help="with --list")
+    ap.add_argument("--world", type=int,
+                    help="with --list and --merge: the configurations for "
+                    "this many ranks")
     ap.add_argument("--merge", nargs="+", metavar="PART.json",
                     help="join the files of single-configuration runs "
                     "into --out, in manifest order")
@@ -286,6 +288,8 @@ def main(argv=None):
     if not args.out:
         ap.error("--out is required")
     if args.merge:
+        if args.world:
+            configs = [c for c in configs if gpus_of(c) in (None, args.world)]
         return measure.merge_parts(configs, args.merge, args.out,
                                    "one torchrun per configuration")
     # Only the configurations for this many GPUs; the others belong to

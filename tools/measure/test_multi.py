@@ -119,7 +119,33 @@ def merge_case(configs):
           doc["total_s"] == 21.0)
     print(f"{'ok  ' if ok else 'FAIL'} merge: exit {r.returncode}, "
           f"order {names}, total_s {doc['total_s']}")
-    return 0 if ok else 1
+    bad = 0 if ok else 1
+    # a part that is not a measurement, and a configuration that is not
+    # in the manifest: reported, left out, exit 1
+    with tempfile.TemporaryDirectory() as tmp:
+        odd = os.path.join(tmp, "odd.json")
+        with open(odd, "w") as f:
+            f.write("[]")
+        other = os.path.join(tmp, "other.json")
+        with open(other, "w") as f:
+            json.dump({"format": measure.FORMAT, "environment": {},
+                       "settings": {}, "configs": [
+                           {"name": a, "status": "ok"},
+                           {"name": "not-in-manifest", "status": "ok"}]},
+                      f)
+        out = os.path.join(tmp, "out.json")
+        r = subprocess.run([sys.executable,
+                            os.path.join(HERE, "measure_multi.py"),
+                            "--manifest", MANIFEST, "--out", out,
+                            "--merge", odd, other],
+                           capture_output=True, text=True)
+        with open(out) as f:
+            names = [c["name"] for c in json.load(f)["configs"]]
+    ok = (r.returncode == 1 and "odd.json" in r.stderr and
+          "not-in-manifest" in r.stderr and names == [a])
+    print(f"{'ok  ' if ok else 'FAIL'} merge of odd parts: exit "
+          f"{r.returncode}, kept {names}")
+    return bad + (0 if ok else 1)
 
 
 if __name__ == "__main__":
