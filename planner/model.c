@@ -29,15 +29,15 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	/* NCCL's device memory per communicator, outside the caching
 	 * allocator. Measured: 2x H200 over NVLink, NCCL 2.28.9, torch
 	 * 2.11, one torchrun per configuration: outside_allocator_bytes of
-	 * the DDP, ZeRO-1 and FSDP configurations of the tuning set (tests/
-	 * data/calibration/multi/measured-h200x2.json; one communicator)
-	 * is 1591-1615 MiB, the same on both ranks, median 1609 MiB; the
-	 * H200's training context (models/gpus.yaml, 767 MiB) leaves 842
-	 * MiB. The buffers alone (NCCL_BUFFSIZE 4 MiB per channel and
-	 * peer, NVIDIA/nccl #391, #1450) are a fraction of it;
+	 * the 10 DDP, ZeRO-1 and FSDP configurations of the tuning set
+	 * (tests/data/calibration/multi/measured-h200x2.json; one
+	 * communicator) is 1591-1615 MiB, the same on both ranks, median
+	 * 1603 MiB; the H200's training context (models/gpus.yaml, 767 MiB)
+	 * leaves 836 MiB. The buffers alone (NCCL_BUFFSIZE 4 MiB per
+	 * channel and peer, NVIDIA/nccl #391, #1450) are a fraction of it;
 	 * communicators of 0.5-1.6 GB were reported (nccl #864). More peers
 	 * take more: a lower bound for larger groups. */
-	o->nccl_comm_bytes = 842 * GM_MiB;
+	o->nccl_comm_bytes = 836 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
 	o->ddp_bucket_bytes = 25 * GM_MiB;
 }

@@ -10,8 +10,8 @@ its peaks to what PyTorch's caching allocator measured in the same run
 (MEASURED.json, configs[].peak_reserved_bytes / peak_allocated_bytes):
 
   peak reserved   within RESERVED_BOUND (the worst of the 2026 H200
-                  traces, recorded from a fresh allocator state with the
-                  cuBLAS workspaces released, is +0.25%);
+                  traces within it, one process per configuration, is
+                  +0.28%);
   peak allocated  within ALLOCATED_BOUND or ALLOCATED_SLACK bytes,
                   whichever is larger (PyTorch counts whole blocks, so a
                   large-pool block that kept an unsplit tail of up to
