@@ -34,12 +34,7 @@ unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 # (measure_multi.py says why), at most 100 s each; a part whose
 # configuration ended ok, oom or refused is kept (call again with the same
 # OUT_DIR to run the rest), and every part there is merged.
-done_part() {
-	python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-sys.exit(0 if all(c.get("status") in ("ok", "oom", "refused")
-                  for c in d["configs"]) else 1)' "$1" 2>/dev/null
-}
+done_part() { python3 "$root/tools/measure/measure.py" --done "$1"; }
 gname=$(python3 -c 'import torch; print(torch.cuda.get_device_name(0))')
 case "$gname" in
 *H200*) base=measured-h200 ;;

@@ -75,12 +75,7 @@ else
 	t0=$(date +%s)
 	# a part counts as done when its configuration ended ok, oom or
 	# refused; an error or a crash is measured again
-	done_part() {
-		python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-sys.exit(0 if all(c.get("status") in ("ok", "oom", "refused")
-                  for c in d["configs"]) else 1)' "$1" 2>/dev/null
-	}
+	done_part() { python3 "$root/tools/measure/measure.py" --done "$1"; }
 	lane() { # lane N: configurations N, N + lanes, ... on GPU devs[N]
 		local i name part
 		for ((i = $1; i < ${#names[@]}; i += lanes)); do

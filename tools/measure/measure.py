@@ -443,6 +443,18 @@ def task_of(cfg):
         return None
 
 
+def part_done(path):
+    """Whether result file path holds configurations that all ended ok,
+    oom or refused (False when it cannot be read)."""
+    try:
+        with open(path) as f:
+            cs = json.load(f)["configs"]
+        return bool(cs) and all(c.get("status") in ("ok", "oom", "refused")
+                                for c in cs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
 def merge_parts(configs, parts, out, process):
     """Join result files of single-configuration runs into out: the
     environment and settings of the first readable one, every
@@ -524,10 +536,16 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true",
                     help="print the manifest's configuration names, "
                     "inference first, one per line, and exit")
+    ap.add_argument("--done", metavar="PART.json",
+                    help="exit 0 when every configuration in this result "
+                    "file ended ok, oom or refused (a runner keeps such a "
+                    "part), 1 otherwise or when it cannot be read")
     ap.add_argument("--merge", nargs="+", metavar="PART.json",
                     help="join the files of single-configuration runs "
                     "(--only NAME each) into --out, in manifest order")
     args = ap.parse_args(argv)
+    if args.done:
+        return 0 if part_done(args.done) else 1
     if args.trace_dir:
         os.makedirs(args.trace_dir, exist_ok=True)
     if args.steps < 2:

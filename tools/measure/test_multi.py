@@ -87,8 +87,37 @@ def main():
     s["parallelism"]["pipeline_parallel"] = 2
     bad += refused(s, "pipeline parallel")
     bad += merge_case(configs)
+    bad += done_case()
     print(f"{bad} failed")
     return 1 if bad else 0
+
+
+def done_case():
+    """measure.part_done (the runners' --done): a part is kept only when
+    its configurations all ended ok, oom or refused."""
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for status, want in (("ok", True), ("oom", True), ("refused", True),
+                             ("error", False), ("skipped", False)):
+            p = os.path.join(tmp, status + ".json")
+            with open(p, "w") as f:
+                json.dump({"configs": [{"name": "x", "status": status}]}, f)
+            if measure.part_done(p) != want:
+                print(f"FAIL part_done on status {status}: not {want}")
+                bad += 1
+        for text in ("", "[]", '{"configs": []}'):
+            p = os.path.join(tmp, "odd.json")
+            with open(p, "w") as f:
+                f.write(text)
+            if measure.part_done(p):
+                print(f"FAIL part_done on {text!r}: done")
+                bad += 1
+        if measure.part_done(os.path.join(tmp, "missing.json")):
+            print("FAIL part_done on a missing file: done")
+            bad += 1
+    print(f"{'ok  ' if not bad else 'FAIL'} part_done keeps ok, oom, "
+          "refused only")
+    return bad
 
 
 def merge_case(configs):
