@@ -33,7 +33,9 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	 * (tests/data/calibration/multi/measured-h200x2.json; one
 	 * communicator) is 1591-1615 MiB, the same on both ranks, median
 	 * 1603 MiB; the H200's training context (models/gpus.yaml, 767 MiB)
-	 * leaves 836 MiB. The buffers alone (NCCL_BUFFSIZE 4 MiB per
+	 * leaves 836 MiB. A probe (tools/bench/results/nccl-probe.md)
+	 * saw a communicator's set-up take 840 MiB and later collectives
+	 * of every kind nothing more. The buffers alone (NCCL_BUFFSIZE 4 MiB per
 	 * channel and peer, NVIDIA/nccl #391, #1450) are a fraction of it;
 	 * communicators of 0.5-1.6 GB were reported (nccl #864). More peers
 	 * take more: a lower bound for larger groups. */
