@@ -419,10 +419,10 @@ static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
 /* The forward ops of program p on the ids B. With named (not NULL),
  * the input has a name outside the program: where the program frees it
  * it moves to *named instead, for the caller to free. */
-static void prog_forward(struct em *e, const struct gm_step_block *p,
-			 uint32_t *B, uint32_t *named)
+static void prog_forward_ops(struct em *e, const struct gm_step_block *p,
+			     uint32_t *B, uint32_t *named, int from, int to)
 {
-	for (int i = 0; i < p->n_fwd && !e->err; i++) {
+	for (int i = from; i < to && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
 		switch (o->op) {
 		case GM_BOP_ALLOC:
@@ -449,6 +449,14 @@ static void prog_forward(struct em *e, const struct gm_step_block *p,
 			break;
 		}
 	}
+}
+
+/* The forward ops of program p on the ids B; named: where the input goes
+ * when the program frees its name (the model keeps inputs_embeds). */
+static void prog_forward(struct em *e, const struct gm_step_block *p,
+			 uint32_t *B, uint32_t *named)
+{
+	prog_forward_ops(e, p, B, named, 0, p->n_fwd);
 }
 
 /* Forward of block l (step.h, struct gm_step_block). Under full
@@ -556,6 +564,16 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	prog_backward(e, p, B);
 }
 
+/* Whether lm_head runs under autocast (its weight has an autocast copy). */
+static bool head_cast(const struct em *e)
+{
+	for (int i = 0; i < e->np; i++)
+		if (e->st->p[i].where == GM_STEP_HEAD &&
+		    e->st->p[i].grad_at_loss && e->st->p[i].cache > 0)
+			return true;
+	return false;
+}
+
 /* The head's 16-bit weight gradients under autocast (the matmul's
  * product for the autocast copy; model.c sizes the copy as cache): into
  * e->hw16, at most two. Returns whether there were any. */
@@ -589,15 +607,32 @@ static uint32_t *head_ids(struct em *e, uint64_t slot)
 	return &e->hid[slot * (size_t)e->st->head.n_ids];
 }
 
-/* Its forward: takes the last block's output. */
-static void head_forward(struct em *e, uint64_t slot)
+/* Its forward: takes the last block's output. The program is the final
+ * norm and, under autocast, lm_head's input cast (its last allocation).
+ * Between them the base model's forward returns, freeing what it named
+ * (the eager attention mask, *mask; inputs_embeds), and F.linear casts
+ * lm_head's weight before its input: the H200 trace of
+ * llama-134m-eager-seq1024 shows the norm's output, the 32 MiB mask
+ * freed, the 46.875 MiB weight copy, the 12 MiB input copy, the logits. */
+static void head_forward(struct em *e, uint64_t slot, uint32_t *mask)
 {
+	const struct gm_step_block *p = &e->st->head;
 	uint32_t *B = head_ids(e, slot);
 	uint32_t *A = blk_ids(e, slot, e->L - 1);
+	int last = p->n_fwd;
 
 	B[GM_BLK_IN] = A[GM_BLK_OUT];
 	A[GM_BLK_OUT] = NONE;
-	prog_forward(e, &e->st->head, B, NULL);
+	for (int i = 0; i < p->n_fwd; i++)
+		if (p->op[i].op == GM_BOP_ALLOC)
+			last = i;
+	if (!head_cast(e))
+		last = p->n_fwd;        /* no autocast: no input cast */
+	prog_forward_ops(e, p, B, NULL, 0, last);
+	efree(e, mask);
+	efree(e, &e->embn[slot]);
+	cache_ref(e, e->L, true);
+	prog_forward_ops(e, p, B, NULL, last, p->n_fwd);
 }
 
 /* Its backward: lm_head's input gradient in, the last block's output
@@ -649,7 +684,7 @@ static void forward(struct em *e, uint64_t slot)
 				mask = ealloc(e, st->blk.mask_bytes,
 					      GM_SK_TRANSIENT);
 			blk_forward(e, slot, l);
-			if (l + 1 == e->L)
+			if (l + 1 == e->L && st->head.n == 0)
 				efree(e, &mask);
 			fsdp_reshard(e, l);
 			continue;
@@ -659,10 +694,12 @@ static void forward(struct em *e, uint64_t slot)
 		transient(e);
 		fsdp_reshard(e, l);
 	}
-	cache_ref(e, e->L, true);
-	if (st->head.n > 0 && st->blk.n > 0)
-		head_forward(e, slot);
-	efree(e, &e->embn[slot]);   /* the base model's forward returns */
+	if (st->head.n > 0 && st->blk.n > 0) {
+		head_forward(e, slot, &mask);
+	} else {
+		cache_ref(e, e->L, true);
+		efree(e, &e->embn[slot]); /* the base model returns */
+	}
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
 	if (st->n_loss > 0) {
 		phase(e->sk, GM_SP_LOSS);

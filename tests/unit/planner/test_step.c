@@ -696,6 +696,90 @@ static void ddp_buckets_exact(void **state)
 	free(r);
 }
 
+/* Step 1's forward events as the replay's observer sees them. */
+struct frec {
+	bool alloc[8192];
+	uint64_t addr[8192], bytes[8192];
+	int kind[8192], n;
+};
+
+static int frec_begin(void *ctx)
+{
+	((struct frec *)ctx)->n = 0; /* a second replay voids the first */
+	return 0;
+}
+
+static int frec_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		      const struct gm_step_event *info)
+{
+	struct frec *r = ctx;
+
+	if (info->step != 1 || info->phase != GM_SP_FORWARD || r->n >= 8192)
+		return 0;
+	r->alloc[r->n] = alloc;
+	r->addr[r->n] = addr;
+	r->bytes[r->n] = bytes;
+	r->kind[r->n++] = info->kind;
+	return 0;
+}
+
+/* The first event at or after i of an allocation (alloc) or free of
+ * bytes (kind k, or any when k < 0); -1 when none. */
+static int frec_find(const struct frec *r, int i, bool alloc, uint64_t bytes,
+		     int k)
+{
+	for (; i < r->n; i++)
+		if (r->alloc[i] == alloc && r->bytes[i] == bytes &&
+		    (k < 0 || r->kind[i] == k))
+			return i;
+	return -1;
+}
+
+/*
+ * The end of the forward under autocast with eager attention, as the H200
+ * trace of llama-134m-eager-seq1024 shows it: the final norm's output,
+ * the base model returning (its attention mask freed), then lm_head:
+ * the weight's autocast copy before the input's. Llama, 2 layers, hidden
+ * 256, vocabulary 1000, micro-batch 8 x 64 tokens: mask 8 x 64 x 64 x 4
+ * = 131072 B, norm output 512 x 256 x 4 = 524288 B, weight copy
+ * 1000 x 256 x 2 = 512000 B, input copy 512 x 256 x 2 = 262144 B.
+ */
+static void head_forward_order(void **state)
+{
+	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
+	struct gm_model_opts o = simulated();
+	struct frec *r = calloc(1, sizeof(*r));
+	struct gm_step_observer obs = {r, frec_begin, frec_event};
+	struct gm_plan p;
+	struct gm_diag d;
+	int mask, mask_free, wcopy, norm = -1, icopy;
+
+	(void)state;
+	assert_non_null(r);
+	s.training.micro_batch_size = 8;
+	s.training.sequence_length = 64;
+	s.training.attention = GM_ATTN_EAGER;
+	o.trace = &obs;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	mask = frec_find(r, 0, true, 131072, GM_SK_TRANSIENT);
+	assert_true(mask >= 0);
+	mask_free = mask + 1;
+	while (mask_free < r->n && !(!r->alloc[mask_free] &&
+				     r->addr[mask_free] == r->addr[mask]))
+		mask_free++;
+	wcopy = frec_find(r, 0, true, 512000, GM_SK_CACHE);
+	assert_true(wcopy > 0);
+	/* the final norm's output: the last 512 KiB allocation before the
+	 * weight copy; the mask goes between the two */
+	for (int i = 0; i < wcopy; i++)
+		if (r->alloc[i] && r->bytes[i] == 524288)
+			norm = i;
+	assert_true(norm > mask && mask_free > norm && mask_free < wcopy);
+	icopy = frec_find(r, wcopy, true, 262144, -1);
+	assert_true(icopy > wcopy);
+	free(r);
+}
+
 /*
  * The head's backward under autocast, as the H200 traces show it
  * (llama-134m-eager-seq1024, llama-0.5b-v152k-zero1-dp2-fullckpt): the
@@ -827,6 +911,7 @@ int main(void)
 		cmocka_unit_test(loss_program_bad),
 		cmocka_unit_test(ddp_buckets_exact),
 		cmocka_unit_test(head_weight_gradient_order),
+		cmocka_unit_test(head_forward_order),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
 	};
