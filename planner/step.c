@@ -564,12 +564,17 @@ static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
 	prog_backward(e, p, B);
 }
 
+/* Whether p is a weight of lm_head's matmul with an autocast copy. */
+static bool head_copy(const struct gm_step_param *p)
+{
+	return p->where == GM_STEP_HEAD && p->grad_at_loss && p->cache > 0;
+}
+
 /* Whether lm_head runs under autocast (its weight has an autocast copy). */
 static bool head_cast(const struct em *e)
 {
 	for (int i = 0; i < e->np; i++)
-		if (e->st->p[i].where == GM_STEP_HEAD &&
-		    e->st->p[i].grad_at_loss && e->st->p[i].cache > 0)
+		if (head_copy(&e->st->p[i]))
 			return true;
 	return false;
 }
@@ -581,11 +586,10 @@ static bool head_wgrad16(struct em *e)
 {
 	int k = 0;
 
-	for (int i = 0; i < e->np && k < 2; i++) {
-		const struct gm_step_param *p = &e->st->p[i];
-		if (p->where == GM_STEP_HEAD && p->grad_at_loss && p->cache > 0)
-			e->hw16[k++] = ealloc(e, p->cache, GM_SK_TRANSIENT);
-	}
+	for (int i = 0; i < e->np && k < 2; i++)
+		if (head_copy(&e->st->p[i]))
+			e->hw16[k++] = ealloc(e, e->st->p[i].cache,
+					      GM_SK_TRANSIENT);
 	return k > 0;
 }
 
@@ -619,15 +623,13 @@ static void head_forward(struct em *e, uint64_t slot, uint32_t *mask)
 	const struct gm_step_block *p = &e->st->head;
 	uint32_t *B = head_ids(e, slot);
 	uint32_t *A = blk_ids(e, slot, e->L - 1);
-	int last = p->n_fwd;
+	int last = p->n_fwd;    /* no autocast: no input cast */
 
 	B[GM_BLK_IN] = A[GM_BLK_OUT];
 	A[GM_BLK_OUT] = NONE;
-	for (int i = 0; i < p->n_fwd; i++)
+	for (int i = 0; head_cast(e) && i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_ALLOC)
 			last = i;
-	if (!head_cast(e))
-		last = p->n_fwd;        /* no autocast: no input cast */
 	prog_forward_ops(e, p, B, NULL, 0, last);
 	efree(e, mask);
 	efree(e, &e->embn[slot]);
@@ -649,17 +651,17 @@ static void head_backward(struct em *e, uint64_t slot)
 	prog_backward(e, p, B);
 }
 
-/* The cuBLAS workspace of the main thread's handle: allocated at the
- * handle's first matmul, inside the first forward (Llama: the rotary
- * frequencies, inv_freq @ position_ids; GPT-2, BERT: the first block's
- * first linear), not at set-up: in every H200 trace of tests/data/
- * calibration/traces it is a 32 MiB segment after the embedding output.
- * Where it lands decides whether later small blocks split a freed
- * logits segment (llama-134m-bf16true-sgd-seq8192). */
-static void first_matmul(struct em *e)
+/* A cuBLAS handle's workspace (*ws): allocated at the handle's first
+ * matmul. The main thread's (e->ws) comes inside the first forward
+ * (Llama: the rotary frequencies, inv_freq @ position_ids; GPT-2, BERT:
+ * the first block's first linear), not at set-up: in every H200 trace of
+ * tests/data/calibration/traces it is a 32 MiB segment after the
+ * embedding output. Where it lands decides whether later small blocks
+ * split a freed logits segment (llama-134m-bf16true-sgd-seq8192). */
+static void first_matmul(struct em *e, uint32_t *ws)
 {
-	if (e->ws == NONE)
-		e->ws = ealloc(e, e->st->workspace, GM_SK_WORKSPACE);
+	if (*ws == NONE)
+		*ws = ealloc(e, e->st->workspace, GM_SK_WORKSPACE);
 }
 
 static void forward(struct em *e, uint64_t slot)
@@ -678,7 +680,7 @@ static void forward(struct em *e, uint64_t slot)
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		fsdp_forward(e, l);
 		cache_ref(e, l, false);
-		first_matmul(e);
+		first_matmul(e, &e->ws);
 		if (st->blk.n > 0) {
 			if (l == 0)
 				mask = ealloc(e, st->blk.mask_bytes,
@@ -737,8 +739,7 @@ static void backward(struct em *e, uint64_t slot)
 	 * is the gradient itself. */
 	if (!head_wgrad16(e))
 		grads_of(e, 0, GM_STEP_HEAD, true);
-	if (e->ws_bwd == NONE)
-		e->ws_bwd = ealloc(e, st->workspace, GM_SK_WORKSPACE);
+	first_matmul(e, &e->ws_bwd);
 	/* then the same matmul's input gradient, before the loss tensors
 	 * go; the weight's own gradient (under autocast) once the input's
 	 * cast back has run (head_backward) */
@@ -1256,7 +1257,7 @@ static void rope_tables(struct em *e, double q, uint32_t *cs)
 	uint32_t fr, emb, t[4];
 
 	fr = ealloc(e, E / 2 * 4, GM_SK_TRANSIENT);
-	first_matmul(e);                            /* inv_freq @ ids */
+	first_matmul(e, &e->ws);                    /* inv_freq @ ids */
 	emb = ealloc(e, E * 4, GM_SK_TRANSIENT);
 	for (int k = 0; k < 4; k += 2) {
 		t[k] = ealloc(e, E * 4, GM_SK_TRANSIENT);     /* cos / sin */
@@ -1316,7 +1317,7 @@ static uint32_t infer_forward(struct em *e, const struct fwd *f)
 		keep[2] = hs;
 	if (in->net == GM_NET_LLAMA)
 		rope_tables(e, q, cs);
-	first_matmul(e);
+	first_matmul(e, &e->ws);
 	for (uint64_t l = 0; l < e->L && !e->err; l++) {
 		out = in->net == GM_NET_GPT2 ? gpt2_layer(e, l, f) :
 		      in->net == GM_NET_BERT ? bert_layer(e, f) :

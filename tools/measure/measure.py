@@ -465,6 +465,7 @@ def merge_parts(configs, parts, out, process):
     manifest entries have no measurement is reported, not an error."""
     doc, got, bad = None, {}, 0
     me = os.path.basename(sys.argv[0])
+    names = {c["name"] for c in configs}
     for p in parts:
         try:
             with open(p) as f:
@@ -478,16 +479,15 @@ def merge_parts(configs, parts, out, process):
             print(f"{me}: {p}: {e}", file=sys.stderr)
             bad = 1
             continue
-        names = {c["name"] for c in configs}
         for c in d["configs"]:
-            if c.get("name") not in names:
+            if c.get("name") in names:
+                got[c["name"]] = c
+            else:
                 print(f"{me}: {p}: {c.get('name')!r} is not in the "
                       "manifest (left out)", file=sys.stderr)
                 bad = 1
         if doc is None:
             doc = dict(d, configs=[], total_s=0.0)
-        for c in d["configs"]:
-            got[c.get("name")] = c
         doc["total_s"] = round(doc["total_s"] + d.get("total_s", 0), 1)
     if doc is None:
         print(f"{me}: nothing to merge", file=sys.stderr)

@@ -84,7 +84,7 @@ def scheme(spec):
                           "zero_stage is not measured")
     if tp > 1:
         m = spec["model"]
-        if spec["model"]["architecture"] != "llama":
+        if m["architecture"] != "llama":
             raise Unsupported("parallelism.tensor_parallel: the plan "
                               "here is Llama's")
         if m["attention_heads"] % tp or m["kv_heads"] % tp:
