@@ -1121,6 +1121,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->per_gpu = out->stages[best];
 	out->per_gpu_stage = best;
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
+	for (unsigned i = 0; i < c.p; i++)
+		out->fits &= !out->stages[i].sim.out_of_memory;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
 		double h = (double)gpu->capacity_bytes -

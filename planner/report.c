@@ -43,6 +43,16 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage)
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
 	gm_obj_set_uint(o, "nccl_bytes", u(t->nccl));
 	gm_obj_set_uint(o, "device_used_bytes", u(t->device_used));
+	if (t->sim.out_of_memory) {
+		/* where the run stops on this card: the first request the
+		 * caching allocator refused after freeing its cache */
+		struct gm_val *f = gm_val_obj();
+
+		gm_obj_set_uint(f, "requested_bytes", u(t->sim.oom_requested));
+		gm_obj_set_uint(f, "allocated_bytes", u(t->sim.oom_allocated));
+		gm_obj_set_uint(f, "reserved_bytes", u(t->sim.oom_reserved));
+		gm_obj_set(o, "out_of_memory", f);
+	}
 	return o;
 }
 

@@ -69,9 +69,8 @@ int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
 	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
-/* The replay's pool calls, kept until the plan is done (a replay that
- * did not fit the card is followed by one on an unlimited card, which
- * voids what came before: begin() starts over). */
+/* The replay's pool calls, kept until the plan is done (begin() starts
+ * over: one replay per plan). */
 struct trace_buf {
 	struct trace_ev {
 		uint64_t addr, bytes;
