@@ -543,7 +543,16 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 			struct gm_terms *T)
 {
 	step_frame(c, st);
-	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
+	if (c->o->fits_only && T->peak_allocated > (double)c->alloc_cap) {
+		/* reserved >= allocated: it cannot fit, no replay needed */
+		memset(&T->sim, 0, sizeof(T->sim));
+		T->sim.out_of_memory = true;
+		return;
+	}
+	if (c->o->fits_only ?
+	    gm_step_replay_fits(st, c->alloc_cap ? c->alloc_cap : 512,
+				&T->sim) :
+	    gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
 				    &T->sim, c->r == c->o->trace_stage ?
 				    c->o->trace : NULL)) {
 		/* host memory ran out: keep the analytic figure */

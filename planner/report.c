@@ -101,6 +101,8 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		gm_obj_set_uint(r, "gradient_accumulation_steps",
 				f[i].gradient_accumulation_steps);
 		gm_obj_set_uint(r, "min_gpus", f[i].min_gpus);
+		gm_obj_set_uint(r, "min_gpus_micro_batch",
+				f[i].min_gpus_micro_batch);
 		gm_obj_set_uint(r, "device_used_bytes", u(f[i].device_used));
 		gm_arr_push(arr, r);
 	}

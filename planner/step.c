@@ -1817,6 +1817,7 @@ struct rp {
 	struct gm_step_result *r;
 	const struct gm_step_observer *obs;
 	struct gm_backend *be;
+	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
 };
 
 /*
@@ -1841,6 +1842,8 @@ static int rp_refused(struct rp *p, uint64_t bytes, uintptr_t stream,
 		p->r->oom_allocated = p->live_alloc;
 		p->r->oom_reserved = (double)gm_pool_reserved(p->pool);
 	}
+	if (p->stop_at_oom)
+		return GM_EDEVNOMEM;
 	for (int i = 0; i < 4 && (rc == GM_EDEVNOMEM || rc == GM_ELIMIT);
 	     i++) {
 		uint64_t n = gm_sim_short_by(p->be);
@@ -1948,14 +1951,14 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
-		       const struct gm_step_observer *obs)
+		       const struct gm_step_observer *obs, bool stop)
 {
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
 	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out, .obs = obs};
+	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -1992,7 +1995,16 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs)
 {
 	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			   out, obs);
+			   out, obs, false);
+}
+
+int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out)
+{
+	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			     out, NULL, true);
+
+	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
 
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,

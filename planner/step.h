@@ -337,6 +337,14 @@ struct gm_step_result {
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
 
+/*
+ * gm_step_replay() that only answers whether the step gets through on
+ * the card: it ends at the first refused request (out_of_memory set, the
+ * other figures those reached until then). For sizing searches.
+ */
+int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out);
+
 /* What an observer learns beyond the pool call. */
 struct gm_step_event {
 	enum gm_step_kind kind;   /* of the allocation (freed or made) */
