@@ -639,6 +639,12 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	layer_dims(c, &d, s, b);
 	layer_saved = gm_act_layer_saved(&l, &d, sp->training.
 					 activation_checkpointing);
+	if (sp->model.architecture == GM_ARCH_CUSTOM)
+		/* custom: the measured figure, bytes saved per token of the
+		 * micro-batch over the whole model (models/README.md),
+		 * spread evenly over its layers */
+		layer_saved = sp->model.activation_bytes_per_token * tok /
+			      (double)c->pl->layers;
 	if (c->last && logits_per_token(c) > 0)
 		/* final norm + lm_head input (cast): R h + C h, SEQ */
 		head_saved = tok * d.h * (c->full.residual + c->full.compute) /
@@ -867,7 +873,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		/* sequence parallelism (Megatron's; no Hugging Face
 		 * counterpart to read the op order from) keeps the
 		 * aggregated block */
-		bool prog = !c->o->paper && !d.sp &&
+		bool prog = sp->model.architecture != GM_ARCH_CUSTOM &&
+			    !c->o->paper && !d.sp &&
 			    !block_program(c, &st.blk, s, b, false);
 
 		/* the final norm op by op where there is one */
@@ -894,7 +901,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		if (prog)
 			st.trans = 0;
 		else if (sp->training.activation_checkpointing ==
-			 GM_CKPT_FULL)
+			 GM_CKPT_FULL ||
+			 sp->model.architecture == GM_ARCH_CUSTOM)
 			st.act[st.n_act++] = layer_saved;
 		else
 			for (int i = 0; i < l.n; i++)

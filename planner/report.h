@@ -18,6 +18,10 @@
 struct gm_val;
 
 struct gm_val *gm_plan_report(const struct gm_plan *p);
+/* The same for a table: the per-GPU rows as held at the peak (they add
+ * up to peak allocated), then each term's closed form at its own
+ * largest, headed as not at the peak. */
+struct gm_val *gm_plan_report_table(const struct gm_plan *p);
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 			     size_t n);
 

@@ -248,7 +248,8 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	v = gm_plan_report(plan);
+	v = a.format == GM_FORMAT_TABLE ? gm_plan_report_table(plan) :
+	    gm_plan_report(plan);
 	if (!v || gm_emit(stdout, v, a.format)) {
 		gm_error("cannot print the report");
 		code = GM_EXIT_USAGE;
