@@ -8,6 +8,7 @@
 #include "units.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Bytes as an integer, saturated at 2^63 (no undefined conversion). */
@@ -139,7 +140,7 @@ struct gm_val *gm_plan_report_table(const struct gm_plan *p)
 }
 
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n)
+			     size_t n, bool table)
 {
 	struct gm_val *arr = gm_val_arr();
 
@@ -149,12 +150,24 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		gm_obj_set_str(r, "gpu", f[i].gpu.name);
 		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
-		/* 0 in the catalog: not known (a table prints "-") */
-		if (f[i].gpu.bf16_tflops > 0)
+		/* 0 in the catalog: not known (a table prints "-"); a card
+		 * without bf16 (before sm_80) lists its fp16 figure */
+		bool fp16 = f[i].gpu.sm_major > 0 && f[i].gpu.sm_major < 8;
+
+		if (f[i].gpu.bf16_tflops > 0 && fp16 && table) {
+			char t[48];
+
+			snprintf(t, sizeof(t), "%.4g (fp16)",
+				 f[i].gpu.bf16_tflops);
+			gm_obj_set_str(r, "bf16_tflops", t);
+		} else if (f[i].gpu.bf16_tflops > 0) {
 			gm_obj_set_real(r, "bf16_tflops",
 					f[i].gpu.bf16_tflops);
-		else
+		} else {
 			gm_obj_set(r, "bf16_tflops", gm_val_null());
+		}
+		if (!table)
+			gm_obj_set_bool(r, "bf16_is_fp16", fp16);
 		gm_obj_set_uint(r, "max_micro_batch", f[i].max_micro_batch);
 		gm_obj_set_uint(r, "gradient_accumulation_steps",
 				f[i].gradient_accumulation_steps);

@@ -48,7 +48,8 @@ static void help(void)
 	       "gpumem plan's: each answer plans as fitting, the\nnext "
 	       "larger micro-batch (or one GPU fewer) as not. A table to "
 	       "compare cards\nfor a purchase. On a terminal, a progress "
-	       "line on stderr.\n\n"
+	       "line on stderr. SPEC.yaml \"-\" reads\nstandard input. "
+	       "--set hardware.gpu does not go with --gpu.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --catalog FILE    read this GPU catalog instead of the "
 	       "built-in one\n"
@@ -209,6 +210,10 @@ int gm_cmd_fit(int argc, char **argv)
 			names[n++] = optarg;
 			break;
 		case 'b':
+			if ((code = gm_cmd_once("fit", &a.given, 1u << 8,
+						"--global-batch")))
+				goto out;
+			code = GM_EXIT_USAGE;
 			errno = 0;
 			gb = strtoull(optarg, &end, 10);
 			if (*optarg == '-' || *optarg == '+' || end == optarg ||
@@ -234,6 +239,12 @@ int gm_cmd_fit(int argc, char **argv)
 						  "'%s'", argv[optind - 1]);
 			goto out;
 		}
+	}
+	if (n && gm_plan_args_sets(&a, "hardware.gpu")) {
+		code = gm_cmd_usage_error("fit", "--gpu and --set "
+					  "hardware.gpu both name GPUs; give "
+					  "one");
+		goto out;
 	}
 	if (optind + 1 != argc) {
 		code = gm_cmd_usage_error("fit", optind == argc ?
@@ -315,9 +326,12 @@ int gm_cmd_fit(int argc, char **argv)
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
 	}
-	v = gm_fit_report(spec->name, fits, m);
-	if (!v || gm_emit(stdout, v, a.format)) {
-		gm_error("cannot print the report");
+	v = gm_fit_report(spec->name, fits, m,
+			  a.format == GM_FORMAT_TABLE);
+	if (!v || (rc = gm_emit(stdout, v, a.format))) {
+		/* a write error: main() says why, once */
+		if (!v || rc != GM_EIO)
+			gm_error("cannot print the report");
 		goto out;
 	}
 	code = any ? GM_EXIT_OK : GM_EXIT_NO;
