@@ -243,8 +243,9 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 /*
  * Smallest known genuine total (nvidia-smi in either ECC mode, R4xx
  * drivers, CUDA's total), less tolerance: the floor of the undersized
- * check. Research: vram.md section 5-6 (totals differ by ECC mode and
- * driver era; CUDA total = NVML total - reserved).
+ * check. The totals differ by ECC mode and driver era, and CUDA's total
+ * is NVML's total less NVML's reserved part (the nvidia-smi outputs the
+ * catalog's sources cite).
  */
 uint64_t gm_gpu_min_total(const struct gm_gpu *gpu)
 {

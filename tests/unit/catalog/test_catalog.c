@@ -138,7 +138,8 @@ static void device_probe_h200(void **state)
 	const struct gm_gpu *g = find("NVIDIA H200");
 
 	(void)state;
-	/* device-probe.md: nvidia-smi 143771 MiB, CUDA total 143155 MiB,
+	/* tools/bench/results/catalog-h200.md: nvidia-smi 143771 MiB,
+	 * CUDA total 143155 MiB,
 	 * outside the allocator, the medians of the calibration run (one
 	 * process per configuration, tests/data/calibration): training
 	 * (tuning set, 751-767 MiB) 767 MiB, inference 696 MiB. */
@@ -298,7 +299,7 @@ static void names_unique(void **state)
 	}
 }
 
-/* The GPUs the issue and the bundled scenarios ask for are there. */
+/* The GPUs users ask for and the bundled scenarios name are there. */
 static void required_skus(void **state)
 {
 	static const char *const want[] = {
