@@ -43,8 +43,8 @@ static void help(void)
 	       "and\npipeline parallel) that fit at the spec's micro-batch "
 	       "(0: none). A table to\ncompare cards for a purchase.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
-	       "  --catalog FILE    read this GPU catalog instead of the "
-	       "built-in one\n"
+	       "  --catalog FILE    add this file's GPUs to the built-in "
+	       "catalog (same name:\n                    replaces)\n"
 	       "  --global-batch N  sequences per optimizer step (default: "
 	       "the spec's); a\n                    multiple of "
 	       "parallelism.data_parallel, at most 2^30\n"
@@ -192,7 +192,8 @@ int gm_cmd_fit(int argc, char **argv)
 	paths[0] = argv[optind];
 	paths[1] = a.catalog;
 	if (paths[1]) {
-		rc = gm_catalog_load(&catalog, paths[1], &diag);
+		rc = gm_catalog_load_over(&catalog, paths[1], NULL,
+					  &diag);
 		if (rc) {
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);

@@ -36,8 +36,8 @@ static void help(void)
 	       "formats print bytes.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
-	       "  --catalog FILE   read this GPU catalog instead of the "
-	       "built-in one\n"
+	       "  --catalog FILE   add this file's GPUs to the built-in "
+	       "catalog (same name:\n                   replaces)\n"
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
@@ -210,7 +210,8 @@ int gm_cmd_plan(int argc, char **argv)
 	}
 	paths[0] = argv[optind];
 	paths[1] = a.catalog;
-	rc = paths[1] ? gm_catalog_load(&catalog, paths[1], &diag) : 0;
+	rc = paths[1] ? gm_catalog_load_over(&catalog, paths[1],
+						     NULL, &diag) : 0;
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
