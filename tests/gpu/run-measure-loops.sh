@@ -21,8 +21,8 @@ if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; th
 fi
 if [ -d "$root/.whl" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
 	python3 -m pip install -q --no-index --no-deps --no-compile \
-		--no-cache-dir --target "$out/.pylib" "$root"/.whl/*.whl &&
-		export PYTHONPATH="$out/.pylib${PYTHONPATH:+:$PYTHONPATH}"
+		--no-cache-dir --target "${MEASURE_PYLIB:-/tmp/measure-pylib}" "$root"/.whl/*.whl &&
+		export PYTHONPATH="${MEASURE_PYLIB:-/tmp/measure-pylib}${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
