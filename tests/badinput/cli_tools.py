@@ -110,6 +110,23 @@ check("replay-options-bad-value", ["replay", path("ov.csv",
       "# gpumem-replay: --capacity lots\nAction,Pointer,Size\n")], 2,
       "ov.csv:1:1: # gpumem-replay: --capacity: 'lots' is not a size")
 
+# 1c. A claimed capacity in GB is the maker's: --claimed 80GB is 80 GiB,
+# so a card reporting 76 GiB is undersized; the seed's refurbished card
+# (80 GB claimed, 76 GiB real) emulated as written, at a stated scale.
+check("verify-claimed-80gb", ["verify", "--claimed", "80GB", "--emulate",
+      "claimed=80GiB,reported=76GiB", "--quick"], 1,
+      stdout="the driver reports 76.00 GiB but the card is sold as 80.00 "
+      "GiB")
+p = check("verify-emulate-80gb", ["verify", "--emulate",
+          "claimed=80GB,real=76GiB", "--format", "json"], 1, timeout=120)
+if p.returncode == 1:
+    dev = json.loads(p.stdout)["devices"][0]
+    expect("verify-emulate-80gb-json", dev["verdict"] == "undersized" and
+           dev["real_bytes"] == 76 << 30 and dev["emulate_scale"] == 256,
+           dev.get("reason"))
+check("verify-emulate-key", ["verify", "--emulate",
+      "claimed=8GiB,real=4096TiB"], 2, "--emulate: real= is above")
+
 # 11. One wording for a missing value and an unknown option.
 for cmd in ["replay", "report", "verify", "gpus"]:
     check(cmd + "-missing-value", [cmd, "--format"], 2,

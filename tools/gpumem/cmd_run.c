@@ -51,7 +51,8 @@ static void usage(FILE *out)
 		"  --mode MODE        limit (pass through, account, cap) or "
 		"cache\n"
 		"  --claimed SIZE     capacity the card is sold as (undersized "
-		"check)\n"
+		"check; GB is\n"
+		"                     the maker's: 80GB = 80GiB)\n"
 		"  --on-undersized W  warn (default) or fail\n"
 		"  --no-pinned        no pinned host memory cache "
 		"(GPUMEM_PINNED=off)\n"
@@ -134,7 +135,8 @@ int gm_cmd_run(int argc, char **argv)
 			break;
 		case 'l':
 		case 'c':
-			if (gm_size_parse(optarg, &bytes) || !bytes)
+			if ((c == 'l' ? gm_size_parse(optarg, &bytes) :
+			     gm_claimed_size_parse(optarg, &bytes)) || !bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
 					c == 'l' ? "limit" : "claimed", optarg);

@@ -32,7 +32,9 @@ static void help(FILE *out)
 		"  --device N|all|N,M,...  devices to test, concurrently "
 		"(default: all)\n"
 		"  --claimed SIZE          capacity the card is sold as "
-		"(80GB, 141GB, 80GiB)\n"
+		"(80GB, 141GB, 80GiB;\n"
+		"                          GB here is the maker's: 80GB = "
+		"80GiB)\n"
 		"  --quick                 2 passes: write a value unique to "
 		"each address,\n"
 		"                          then read every one back\n"
@@ -55,6 +57,8 @@ static void help(FILE *out)
 		"[,bad_bits=N]\n"
 		"      [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1]"
 		"[,gddr=0|1][,mig=0|1]\n"
+		"                          (cards above 512 MiB run at a "
+		"stated scale, e.g. 1/256)\n"
 		"  --emulate-vmm claimed=SIZE,real=SIZE\n"
 		"                          a real fake on the GPU of --device: "
 		"real bytes mapped\n"
@@ -187,7 +191,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 					"all", optarg);
 			break;
 		case O_CLAIMED:
-			if (gm_size_parse(optarg, &a->o.claimed_bytes) ||
+			if (gm_claimed_size_parse(optarg, &a->o.claimed_bytes) ||
 			    !a->o.claimed_bytes)
 				return gm_cmd_usage_error("verify",
 					"--claimed: '%s' is not a size such as "
