@@ -1,14 +1,16 @@
 /*
  * fit.c - sizing search (see fit.h).
  *
- * One definition of "fits" serves gpumem plan and gpumem fit: gm_plan()
- * with the caller's options (the replay by default). The analytic
+ * One definition of "fits" serves gpumem plan and gpumem fit:
+ * gm_plan_capped() (cap.h: gm_plan() unless a cap is set) with the
+ * caller's options (the replay by default). The analytic
  * reserve model (microseconds a plan) only proposes where to start;
  * every answer is the replay's, and its neighbour has been planned as
  * not fitting.
  */
 #include "fit.h"
 
+#include "cap.h"
 #include "error.h"
 
 #include <stdlib.h>
@@ -80,7 +82,8 @@ static int probe_at(struct probe *p, uint64_t t, bool guess, bool *ok,
 	plan = malloc(sizeof(*plan));
 	if (!plan)
 		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
-	rc = gm_plan(&s, p->gpu, guess ? p->guess : p->o, plan, diag);
+	rc = gm_plan_capped(&s, p->gpu, guess ? p->guess : p->o, plan,
+			    diag);
 	if (!rc)
 		*ok = plan->fits;
 	if (!rc && !guess && p->n_seen < GM_FIT_SEEN)
@@ -394,7 +397,7 @@ static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		s.training.micro_batch_size = mb ? mb : 1;
 		s.inference.batch_size = s.training.micro_batch_size;
 		s.training.global_batch_size = gb;
-		rc = gm_plan(&s, gpu, fo, plan, diag);
+		rc = gm_plan_capped(&s, gpu, fo, plan, diag);
 		out->device_used = plan->per_gpu.device_used;
 	}
 	free(plan);

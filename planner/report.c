@@ -96,6 +96,9 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	gm_obj_set_str(o, "name", p->name);
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	/* only under --fraction / --limit: the allocator's cap (cap.h) */
+	if (p->gpu.cap_bytes)
+		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
 	if (table) {
 		/* a person reads the rows at the peak, which add up to
@@ -149,6 +152,8 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		struct gm_val *r = gm_val_obj();
 		gm_obj_set_str(r, "gpu", f[i].gpu.name);
 		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
+		if (f[i].gpu.cap_bytes)
+			gm_obj_set_uint(r, "cap_bytes", f[i].gpu.cap_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
 		/* 0 in the catalog: not known (a table prints "-"); a card
 		 * without bf16 (before sm_80) lists its fp16 figure */

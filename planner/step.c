@@ -1837,9 +1837,14 @@ static int rp_refused(struct rp *p, uint64_t bytes, uintptr_t stream,
 	int rc = GM_EDEVNOMEM;
 
 	if (!p->r->out_of_memory) {
+		struct gm_pool_stats ps;
+
+		/* allocated as torch.cuda.memory_allocated() counts it: the
+		 * live blocks, as the pool carved them */
+		gm_pool_get_stats(p->pool, &ps);
 		p->r->out_of_memory = true;
 		p->r->oom_requested = (double)bytes;
-		p->r->oom_allocated = p->live_alloc;
+		p->r->oom_allocated = (double)ps.allocated_bytes.current;
 		p->r->oom_reserved = (double)gm_pool_reserved(p->pool);
 	}
 	if (p->stop_at_oom)
@@ -1964,7 +1969,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 
 	memset(out, 0, sizeof(*out));
 	if (obs && obs->begin) {
-		rc = obs->begin(obs->ctx);
+		rc = obs->begin(obs->ctx, &so, &po);
 		if (rc)
 			return rc;
 	}
