@@ -110,7 +110,11 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
  * layers x 12 x hidden^2 parameters, micro-batch x sequence x hidden
  * activations) stays well inside 64 bits.
  */
-#define GM_MAX_LAYERS   10000u
+/* layers: 8 x the deepest published dense transformer (126 blocks,
+ * Llama 3.1 405B); the replay emits every block of every micro-batch in
+ * flight, so its time grows with layers (10,000 took 15 s a plan, 34 s
+ * a fit on one card; 1,024 take 0.45 s a plan) */
+#define GM_MAX_LAYERS   1024u
 #define GM_MAX_HIDDEN   (1u << 20)  /* 1,048,576 */
 #define GM_MAX_FFN      (1u << 22)  /* 4,194,304 */
 #define GM_MAX_HEADS    (1u << 16)  /* 65,536 */
