@@ -136,19 +136,23 @@ out:
 }
 
 /* Add size to d's reserved bytes unless that passes the cap; true when
- * charged. The add is undone when it overshoots, so the cap is exact
- * under threads. */
+ * charged. A compare-and-swap loop: the counter never holds more than
+ * the cap, not even for an instant (no add that is undone later, which
+ * other threads would see), and a size near 2^64 cannot wrap it. Every
+ * value it takes is a candidate for the peak, so the peak is the true
+ * high-water mark. */
 static bool reserve_try(struct gm_pl_dev *d, uint64_t size)
 {
-	uint64_t now = atomic_fetch_add_explicit(&d->reserved, size,
-						 memory_order_relaxed) + size;
+	uint64_t cur = atomic_load_explicit(&d->reserved,
+					    memory_order_relaxed);
 
-	if (now > d->cap || now < size) {
-		atomic_fetch_sub_explicit(&d->reserved, size,
-					  memory_order_relaxed);
-		return false;
-	}
-	max_update(&d->peak_reserved, now);
+	do {
+		if (size > d->cap || cur > d->cap - size)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(
+			&d->reserved, &cur, cur + size, memory_order_relaxed,
+			memory_order_relaxed));
+	max_update(&d->peak_reserved, cur + size);
 	return true;
 }
 
@@ -267,32 +271,24 @@ void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
 bool gm_pl_untrack(struct gm_ptrmap *m, uint64_t key,
 		   struct gm_ptrmap_entry *e)
 {
-	if (!gm_ptrmap_take(m, key, e))
-		return false;
+	return gm_ptrmap_take(m, key, e);
+}
+
+void gm_pl_release(const struct gm_ptrmap_entry *e)
+{
 	if (e->device < GM_PL_MAX_DEVICES)
 		gm_pl_uncharge(&gm__pl.dev[e->device], e->size,
 			       (enum gm_pl_kind)e->kind);
-	return true;
 }
 
 void gm_pl_restore(struct gm_ptrmap *m, const struct gm_ptrmap_entry *e)
 {
-	struct gm_pl_dev *d;
-	uint64_t now;
-
+	/* The memory was never given back and its charge never released:
+	 * only the entry returns. */
 	if (e->device >= GM_PL_MAX_DEVICES)
 		return;
-	d = &gm__pl.dev[e->device];
-	/* The memory was never given back: no cap check. */
-	now = atomic_fetch_add_explicit(&d->reserved, e->size,
-					memory_order_relaxed) + e->size;
-	max_update(&d->peak_reserved, now);
-	atomic_fetch_add_explicit(&d->allocated, e->size,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&d->by_kind[e->kind], e->size,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&d->n_free, 1, memory_order_relaxed);
-	gm_pl_track(m, e->key, d, e->size, (enum gm_pl_kind)e->kind);
+	gm_pl_track(m, e->key, &gm__pl.dev[e->device], e->size,
+		    (enum gm_pl_kind)e->kind);
 }
 
 void gm_pl_clamp_info(const struct gm_pl_dev *d, uint64_t *free_bytes,

@@ -2,9 +2,11 @@
  * account.h - per-device accounting and the cap (account.c).
  *
  * Every device allocation the hooks see is charged here before it reaches
- * the driver (so the cap is exact under threads: the charge is an atomic
- * add that is undone when it overshoots) and recorded in a pointer map so
- * its free can be subtracted. Counters are bytes, updated with relaxed
+ * the driver and released only after the driver's free returned, so the
+ * bytes the driver holds for the program never pass the cap, under any
+ * number of threads (the charge is a compare-and-swap that never
+ * overshoots). Each allocation is recorded in a pointer map so its free
+ * can be subtracted. Counters are bytes, updated with relaxed
  * atomics; peaks are maxima of the current values.
  *
  * A device is set up the first time an allocation on it is seen
@@ -160,13 +162,17 @@ void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
 		 uint64_t size, enum gm_pl_kind kind);
 
 /*
- * Forget key and uncharge it; false when it was not tracked. Called
- * before the driver frees, so that an address the driver hands out again
- * at once is never confused with the old one; if the free then fails,
- * gm_pl_restore() puts the entry (and its charge) back.
+ * A free, in three steps that keep the charge at least what the driver
+ * holds at every instant: gm_pl_untrack() forgets key before the driver
+ * frees (so an address the driver hands out again at once is never
+ * confused with the old one; false when it was not tracked), and keeps
+ * its charge; after the driver's free returned, gm_pl_release() gives
+ * the charge back, or, if the free failed, gm_pl_restore() puts the
+ * entry back (its charge was never released).
  */
 bool gm_pl_untrack(struct gm_ptrmap *m, uint64_t key,
 		   struct gm_ptrmap_entry *e);
+void gm_pl_release(const struct gm_ptrmap_entry *e);
 void gm_pl_restore(struct gm_ptrmap *m, const struct gm_ptrmap_entry *e);
 
 /*

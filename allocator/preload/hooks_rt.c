@@ -108,8 +108,9 @@ static void late_free(void *p)
 {
 	struct gm_ptrmap_entry e;
 
-	if (p)
-		gm_pl_untrack(&gm__pl.ptrs, (uint64_t)(uintptr_t)p, &e);
+	/* Called after the runtime's free returned: release at once. */
+	if (p && gm_pl_untrack(&gm__pl.ptrs, (uint64_t)(uintptr_t)p, &e))
+		gm_pl_release(&e);
 }
 
 /* Call fn; account afterwards unless a driver wrapper did. */

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ struct fakecuda_stats {
 	unsigned long long used;
 	unsigned long live;
 	unsigned long event_records, ctx_syncs, stream_syncs, events_live;
+	unsigned long long peak_used;
 };
 
 struct prop { int type, handle_types; struct { int type, id; } loc;
@@ -290,6 +292,106 @@ static void sc_threads(void)
 	CHECK(mem_info(&f, &tot) == 0 && f == tot && tot == 64 * MiB,
 	      "all given back: free %zu of %zu", f, tot);
 	CHECK(snap().used == 0, "driver holds %llu", snap().used);
+}
+
+/* Random allocations and frees until *stop, counting allocations that
+ * the cap refused (arg: a struct churn). */
+struct churn {
+	unsigned seed;
+	int iterations;
+	unsigned max_kib;
+	int bad;
+};
+
+static void *churn(void *arg)
+{
+	struct churn *c = arg;
+	CUdeviceptr p[16] = {0};
+
+	for (int i = 0; i < c->iterations; i++) {
+		int k = rand_r(&c->seed) % 16;
+		if (p[k]) {
+			c->bad |= mem_free(p[k]) != 0;
+			p[k] = 0;
+		} else {
+			size_t n = (rand_r(&c->seed) % c->max_kib + 1) * 1024;
+			CUresult r = mem_alloc(&p[k], n);
+			c->bad |= r != 0 && r != 2;
+			if (r)
+				p[k] = 0;
+		}
+	}
+	for (int k = 0; k < 16; k++)
+		c->bad |= p[k] && mem_free(p[k]) != 0;
+	return NULL;
+}
+
+/* GPUMEM_LIMIT=64MiB, FAKECUDA_FREE_DELAY_US: 8 threads allocate while
+ * frees are slow; what the driver holds never passes the cap (a charge
+ * given back before the driver freed lets another thread in). */
+static void sc_cap_exact(void)
+{
+	struct churn c[8];
+	pthread_t t[8];
+	struct fakecuda_stats s;
+
+	for (int i = 0; i < 8; i++) {
+		c[i] = (struct churn){.seed = (unsigned)i + 1,
+				      .iterations = 400, .max_kib = 4096};
+		pthread_create(&t[i], NULL, churn, &c[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(!c[i].bad, "worker %d", i);
+	}
+	s = snap();
+	CHECK(s.peak_used <= 64 * MiB, "the driver held %llu bytes at once "
+	      "against a cap of %llu", s.peak_used, 64 * MiB);
+	CHECK(s.used == 0, "driver holds %llu", s.used);
+}
+
+static atomic_int wrap_stop;
+static atomic_ulong wrap_ok;
+
+/* Requests near 2^64 bytes, until wrap_stop. */
+static void *huge(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&wrap_stop)) {
+		CUdeviceptr p;
+		for (unsigned long k = 1; k <= 64; k++)
+			if (mem_alloc(&p, (size_t)0 - k * MiB) == 0)
+				atomic_fetch_add(&wrap_ok, 1);
+	}
+	return NULL;
+}
+
+/* GPUMEM_LIMIT=64MiB: one thread asks for sizes near 2^64 while four
+ * churn: those requests all fail, and no other thread slips through
+ * the room a wrapped counter would show. */
+static void sc_cap_wrap(void)
+{
+	struct churn c[4];
+	pthread_t t[4], h;
+	struct fakecuda_stats s;
+
+	pthread_create(&h, NULL, huge, NULL);
+	for (int i = 0; i < 4; i++) {
+		c[i] = (struct churn){.seed = (unsigned)i + 7,
+				      .iterations = 20000, .max_kib = 8192};
+		pthread_create(&t[i], NULL, churn, &c[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(!c[i].bad, "worker %d", i);
+	}
+	atomic_store(&wrap_stop, 1);
+	pthread_join(h, NULL);
+	s = snap();
+	CHECK(atomic_load(&wrap_ok) == 0, "%lu requests near 2^64 succeeded",
+	      atomic_load(&wrap_ok));
+	CHECK(s.peak_used <= 64 * MiB, "the driver held %llu bytes at once "
+	      "against a cap of %llu", s.peak_used, 64 * MiB);
 }
 
 /* A forked child starts from zero and does not disturb the parent. */
@@ -587,6 +689,7 @@ static const struct {
 	{"cache_cap", sc_cache_cap},     {"cache_frag", sc_cache_frag},
 	{"cache_foreign", sc_cache_foreign},
 	{"cache_threads", sc_cache_threads},
+	{"cap_exact", sc_cap_exact},     {"cap_wrap", sc_cap_wrap},
 };
 
 int main(int argc, char **argv)

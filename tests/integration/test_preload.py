@@ -113,6 +113,22 @@ def case_threads(c):
           d)
 
 
+def case_cap_exact(c):
+    # Slow frees (2 ms): the charge of a free is given back only once the
+    # driver's free returned, so the driver never holds more than the cap;
+    # the report's peak is the high-water mark of the charge.
+    rep = c.path('exact.json')
+    c.probe('cap_exact', GPUMEM_LIMIT='64MiB', FAKECUDA_FREE_DELAY_US=2000,
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] <= 64 * MiB and d['reserved_bytes'] == 0
+          and d['oom_cap_count'] > 0, d)
+
+
+def case_cap_wrap(c):
+    c.probe('cap_wrap', GPUMEM_LIMIT='64MiB')
+
+
 def case_fork(c):
     c.probe('fork', GPUMEM_LIMIT='64MiB')
 
