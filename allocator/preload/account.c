@@ -41,12 +41,15 @@ void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 	d->total = total;
 	if (o->limit)
 		cap = o->limit;
-	if (o->fraction > 0.0) {
-		uint64_t f = (uint64_t)(o->fraction * (double)total);
+	if (o->frac_den) {
+		/* floor(total x F) with F the exact decimal written. */
+		__extension__ typedef unsigned __int128 u128;
+		u128 f = (u128)total * o->frac_num / o->frac_den;
 		if (f < cap)
-			cap = f;
+			cap = (uint64_t)f;
 	}
 	d->cap = cap;
+	d->bad_opts = o->bad[0] != '\0';
 
 	gm_pl_claimed(name, pci_id, o->claimed, &d->claimed, &d->min_total);
 	d->undersized = d->min_total && total < d->min_total;
@@ -174,12 +177,26 @@ void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
 }
 
+/* The cap settings could not be read: say so (once more, at the first
+ * refusal, so the message is next to the failure) and refuse. */
+static bool refuse_bad_opts(struct gm_pl_dev *d)
+{
+	static atomic_bool said;
+
+	if (!d->bad_opts)
+		return false;
+	if (!atomic_exchange(&said, true))
+		gm_error("%s: device allocations are refused until it is "
+			 "fixed", gm__pl.opts.bad);
+	return true;
+}
+
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 {
 	uint64_t now;
 
 	mark_active(d);
-	if (d->refuse) {
+	if (d->refuse || refuse_bad_opts(d)) {
 		gm_pl_note_cap_oom(d, size);
 		return GM_ELIMIT;
 	}
@@ -205,7 +222,7 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size)
 {
 	mark_active(d);
-	if (d->refuse || !reserve_try(d, size))
+	if (d->refuse || refuse_bad_opts(d) || !reserve_try(d, size))
 		return GM_ELIMIT;
 	atomic_fetch_add_explicit(&d->by_kind[GM_PL_KIND_POOL], size,
 				  memory_order_relaxed);

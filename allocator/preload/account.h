@@ -53,6 +53,7 @@ struct gm_pl_dev {
 	uint64_t min_total;     /* least genuine total; 0 unknown */
 	bool undersized;
 	bool refuse;            /* undersized and GPUMEM_ON_UNDERSIZED=fail */
+	bool bad_opts;          /* a cap setting could not be read: refuse */
 
 	/* Counters: zeroed in a fork child from here on (preload.c). */
 	_Atomic uint64_t reserved, peak_reserved;
@@ -118,8 +119,10 @@ struct gm_pl_dev *gm_pl_dev_get(int ordinal);
 
 /*
  * Set a device up from what the driver reports (name, total, PCI id) and
- * the options: cap = min(GPUMEM_LIMIT, GPUMEM_FRACTION * total), the
- * undersized check. Split out of gm_pl_dev_get() for unit tests.
+ * the options: cap = min(GPUMEM_LIMIT, floor(GPUMEM_FRACTION * total))
+ * with the fraction read as the exact decimal written, the undersized
+ * check; a cap setting that could not be read (opts.bad) refuses every
+ * allocation. Split out of gm_pl_dev_get() for unit tests.
  */
 void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 		     int ordinal, const char *name, uint32_t pci_id,

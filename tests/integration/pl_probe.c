@@ -674,10 +674,24 @@ static void sc_cache_threads(void)
 	      f == 64 * MiB - snap().used, "free %zu", f);
 }
 
+/* One cuMemAlloc of $PROBE_BYTES: answers $PROBE_EXPECT (0 or 2). */
+static void sc_alloc(void)
+{
+	size_t n = strtoull(getenv("PROBE_BYTES"), NULL, 10);
+	int want = atoi(getenv("PROBE_EXPECT"));
+	CUdeviceptr p = 0;
+	CUresult r = mem_alloc(&p, n);
+
+	CHECK(r == want, "cuMemAlloc(%zu) = %d, expected %d", n, r, want);
+	if (r == 0)
+		CHECK(mem_free(p) == 0, "free");
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } scenarios[] = {
+	{"alloc", sc_alloc},
 	{"cap", sc_cap},         {"info", sc_info},
 	{"clamp", sc_clamp},     {"vmm", sc_vmm},
 	{"async", sc_async},     {"variants", sc_variants},

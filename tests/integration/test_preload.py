@@ -129,6 +129,35 @@ def case_cap_wrap(c):
     c.probe('cap_wrap', GPUMEM_LIMIT='64MiB')
 
 
+def case_fraction_edge(c):
+    # 0.29 of 100 MiB is exactly 30408704 bytes: that request fits, one
+    # byte more does not (binary 0.29 x total truncated was a byte short).
+    for n, rc in ((30408704, 0), (30408705, 2)):
+        c.probe('alloc', FAKECUDA_TOTAL='100M', GPUMEM_FRACTION='0.29',
+                PROBE_BYTES=n, PROBE_EXPECT=rc)
+
+
+def case_bad_env(c):
+    # A cap setting that cannot be read fails closed: the library refuses
+    # every allocation and says why; gpumem run does not start the
+    # program (exit 2, naming the variable or option).
+    for var, val in (('GPUMEM_FRACTION', '0.5 '), ('GPUMEM_FRACTION', '50%'),
+                     ('GPUMEM_FRACTION', '0,5'), ('GPUMEM_LIMIT', '50%'),
+                     ('GPUMEM_LIMIT', '1,5GiB')):
+        p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=2, **{var: val})
+        check(f'{var}={val}' in p.stderr and 'refused' in p.stderr,
+              p.stderr)
+        mark = c.path('ran')
+        p = c.run([c.gpumem, 'run', '--', 'touch', mark],
+                  c.env(preload=False, **{var: val}), 2)
+        check(var in p.stderr and not os.path.exists(mark), p.stderr)
+    p = c.run([c.gpumem, 'run', '--fraction', '0.5 ', '--', 'true'],
+              c.env(preload=False), 2)
+    check('--fraction' in p.stderr, p.stderr)
+    c.run([c.gpumem, 'run', '--fraction', '0.29', '--', 'true'],
+          c.env(preload=False))
+
+
 def case_fork(c):
     c.probe('fork', GPUMEM_LIMIT='64MiB')
 

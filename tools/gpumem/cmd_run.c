@@ -14,6 +14,7 @@
 #include "cmd.h"
 
 #include "error.h"
+#include "options.h"
 #include "units.h"
 
 #include <errno.h>
@@ -98,6 +99,25 @@ static int find_library(char *out, size_t len, const char *env_name,
 	return GM_ENOTFOUND;
 }
 
+/*
+ * The cap settings in the environment (set by the options above or
+ * inherited) as the library will read them: one it cannot read would
+ * leave every allocation refused, so the program is not started. Returns
+ * true (after the message) when one cannot be read.
+ */
+static bool refuse_env(void)
+{
+	extern char **environ;
+	static struct gm_pl_opts o;
+
+	gm_pl_opts_caps(environ, &o);
+	if (!o.bad[0])
+		return false;
+	fprintf(stderr, "gpumem run: %s (from the environment); not "
+		"starting the program with a cap that cannot be read\n", o.bad);
+	return true;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -115,9 +135,7 @@ int gm_cmd_run(int argc, char **argv)
 	char lib[2 * PATH_MAX + 2], pinned[PATH_MAX], *preload;
 	bool use_pinned = true;
 	const char *old;
-	uint64_t bytes;
-	double f;
-	char *end;
+	uint64_t bytes, num, den;
 	int c;
 
 	opterr = 0;
@@ -125,8 +143,7 @@ int gm_cmd_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			f = strtod(optarg, &end);
-			if (*end || !(f > 0.0 && f <= 1.0))
+			if (gm_pl_fraction_parse(optarg, &num, &den))
 				return gm_cmd_usage_error("run", "--fraction: "
 					"'%s' is not a fraction in (0, 1]",
 					optarg);
@@ -175,6 +192,8 @@ int gm_cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		return gm_cmd_usage_error("run", "no COMMAND to run (put it "
 					  "after --)");
+	if (refuse_env())
+		return GM_EXIT_USAGE;
 	if (find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
 			 "preload", LIB)) {
 		fprintf(stderr, "gpumem run: cannot find %s (set "
