@@ -18,6 +18,14 @@ __thread struct gm_pl_tls gm__pl_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void gm_pl_setup_lock(bool take)
+{
+	if (take)
+		pthread_mutex_lock(&setup_lock);
+	else
+		pthread_mutex_unlock(&setup_lock);
+}
+
 static void max_update(_Atomic uint64_t *peak, uint64_t v)
 {
 	uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);

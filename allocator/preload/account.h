@@ -117,6 +117,10 @@ static inline void gm__pl_guard_leave(void) { gm__pl_tls.guard--; }
  */
 struct gm_pl_dev *gm_pl_dev_get(int ordinal);
 
+/* Take (true) or give back (false) the lock of device set-up: fork
+ * handlers, so that no child inherits it held by a thread it lacks. */
+void gm_pl_setup_lock(bool take);
+
 /*
  * Set a device up from what the driver reports (name, total, PCI id) and
  * the options: cap = min(GPUMEM_LIMIT, floor(GPUMEM_FRACTION * total))

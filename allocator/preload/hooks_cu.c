@@ -39,8 +39,10 @@ void *gm__pl_real[GM_PL_N_HOOKS];
 /* The real function of hook id (resolving the driver on first use). */
 static void *real(enum gm_pl_hook id)
 {
-	void *fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	gm__pl_init();

@@ -65,8 +65,10 @@ static void *rt_real_fn[RT_N];
 /* The next definition of runtime function id after this library. */
 static void *rt_real(int id)
 {
-	void *fn = __atomic_load_n(&rt_real_fn[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&rt_real_fn[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	if (gm__pl_resolve_dl() != 0)

@@ -416,6 +416,49 @@ static void sc_fork(void)
 	mem_free(a);
 }
 
+static void *first_alloc(void *arg)
+{
+	CUdeviceptr p;
+
+	(void)arg;
+	if (mem_alloc(&p, MiB) != 0 || mem_free(p) != 0)
+		return (void *)1;
+	return NULL;
+}
+
+/* FAKECUDA_SETUP_DELAY_US=300000: a thread's first allocation sets the
+ * device up (slowly) while the main thread forks; the child allocates
+ * within 5 s (it deadlocked on a lock the set-up thread held). */
+static void sc_fork_setup(void)
+{
+	pthread_t t;
+	int status = 0;
+	pid_t pid, w = 0;
+	void *rc;
+
+	pthread_create(&t, NULL, first_alloc, NULL);
+	usleep(100000);
+	pid = fork();
+	if (pid == 0) {
+		CUdeviceptr p;
+		alarm(5);
+		_exit(mem_alloc(&p, MiB) != 0 || mem_free(p) != 0);
+	}
+	for (int i = 0; i < 100 && w == 0; i++) {
+		w = waitpid(pid, &status, WNOHANG);
+		if (w == 0)
+			usleep(100000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	CHECK(w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "child hung or failed (status %#x)", status);
+	pthread_join(t, &rc);
+	CHECK(rc == NULL, "first allocation");
+}
+
 /* Hold 48 MiB, ask for a report with SIGUSR1, wait for it (test_preload
  * checks the file), then exit holding 16 MiB (the exit report). */
 static void sc_report(void)
@@ -691,7 +734,7 @@ static const struct {
 	const char *name;
 	void (*run)(void);
 } scenarios[] = {
-	{"alloc", sc_alloc},
+	{"alloc", sc_alloc},             {"fork_setup", sc_fork_setup},
 	{"cap", sc_cap},         {"info", sc_info},
 	{"clamp", sc_clamp},     {"vmm", sc_vmm},
 	{"async", sc_async},     {"variants", sc_variants},

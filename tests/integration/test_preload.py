@@ -158,6 +158,23 @@ def case_bad_env(c):
           c.env(preload=False))
 
 
+def case_early(c):
+    # The program's own library calls the driver in its constructor,
+    # before the preload library's: the cap is read on that first call.
+    env = c.env(GPUMEM_LIMIT='64MiB')
+    env['LD_LIBRARY_PATH'] = c.fake + ':' + c.bin
+    p = c.run([os.path.join(c.bin, 'pl_early')], env)
+    check('total 67108864' in p.stderr, p.stderr)
+
+
+def case_fork_setup(c):
+    # fork() while another thread sets the device up (a 300 ms set-up):
+    # the child does not inherit the set-up lock held by a thread it
+    # does not have.
+    c.probe('fork_setup', GPUMEM_LIMIT='64MiB',
+            FAKECUDA_SETUP_DELAY_US=300000)
+
+
 def case_fork(c):
     c.probe('fork', GPUMEM_LIMIT='64MiB')
 
