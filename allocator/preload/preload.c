@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,8 +61,16 @@ static void open_driver(void)
 {
 	struct gm_diag diag;
 
+	const char *path = getenv("GPUMEM_LIBCUDA");
+
 	gm__pl_guard_enter();
 	init_rc = gm_cu_open(&gm__pl_cu, NULL, &diag);
+	if (init_rc != 0 && path && *path) {
+		/* A program linked to libcuda has it loaded whatever
+		 * GPUMEM_LIBCUDA says: cap through the one it uses. */
+		gm_warn("%s (GPUMEM_LIBCUDA); using libcuda.so.1", diag.msg);
+		init_rc = gm_cu_open(&gm__pl_cu, "libcuda.so.1", &diag);
+	}
 	if (init_rc == 0) {
 		for (int i = 0; i < GM_PL_N_HOOKS; i++) {
 			void *fn;
@@ -75,7 +84,7 @@ static void open_driver(void)
 					 __ATOMIC_RELEASE);
 		}
 	} else {
-		gm_warn("%s; gpumem passes every call through", diag.msg);
+		gm_warn("%s; no CUDA driver: nothing is capped", diag.msg);
 	}
 	gm__pl_guard_leave();
 }

@@ -316,6 +316,17 @@ def case_linked_cu(c):
     c.run([os.path.join(c.bin, 'pl_linked_cu')], c.env(GPUMEM_LIMIT='64MiB'))
 
 
+def case_libcuda_missing(c):
+    # GPUMEM_LIBCUDA names no library: a program linked to libcuda is
+    # capped through the libcuda.so.1 it loaded, and the warning says so
+    # (every call answered CUDA_ERROR_NOT_INITIALIZED before).
+    for prog in ('pl_linked_cu', 'pl_linked_rt'):
+        p = c.run([os.path.join(c.bin, prog)],
+                  c.env(GPUMEM_LIMIT='64MiB', GPUMEM_LIBCUDA='/nonexistent'))
+        check('/nonexistent' in p.stderr and 'libcuda.so.1' in p.stderr,
+              p.stderr)
+
+
 def case_linked_rt(c):
     rep = c.path('rt.json')
     c.run([os.path.join(c.bin, 'pl_linked_rt')],
@@ -401,6 +412,23 @@ def case_run(c):
     check('no-such-program-gpumem' in p.stderr, p.stderr)
     p = c.run([c.gpumem, 'run', '--help'], env)
     check('--fraction' in p.stdout, p.stdout)
+
+
+def case_run_split_path(c):
+    # LD_PRELOAD splits at spaces and colons: gpumem run refuses such a
+    # library path rather than run the program uncapped.
+    import shutil
+    for d in ('with space', 'with:colon'):
+        os.makedirs(c.path(d))
+        lib = os.path.join(c.path(d), 'libgpumem-preload.so')
+        shutil.copy(c.lib, lib)
+        mark = c.path('ran')
+        for var in ('GPUMEM_PRELOAD_LIBRARY', 'GPUMEM_PINNED_LIBRARY'):
+            env = c.env(preload=False, **{var: lib})
+            p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch',
+                       mark], env, 2)
+            check('LD_PRELOAD' in p.stderr and lib in p.stderr and
+                  not os.path.exists(mark), p.stderr)
 
 
 def case_report_merge(c):

@@ -118,6 +118,22 @@ static bool refuse_env(void)
 	return true;
 }
 
+/*
+ * The dynamic linker splits LD_PRELOAD at spaces and colons and skips an
+ * object it cannot open, so a library path with either would run the
+ * program uncapped: true (after the message) for such a path.
+ */
+static bool splits(const char *path)
+{
+	if (!strpbrk(path, " :"))
+		return false;
+	fprintf(stderr, "gpumem run: the library path '%s' has a space or a "
+		"colon, where LD_PRELOAD splits it (the program would run "
+		"uncapped); install or copy it to a path without them, or set "
+		"GPUMEM_PRELOAD_LIBRARY / GPUMEM_PINNED_LIBRARY to one\n", path);
+	return true;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -200,10 +216,15 @@ int gm_cmd_run(int argc, char **argv)
 			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
 		return GM_EXIT_USAGE;
 	}
+	if (splits(lib))
+		return GM_EXIT_USAGE;
 	if (use_pinned && find_library(pinned, sizeof(pinned),
 				       "GPUMEM_PINNED_LIBRARY", "pinned",
 				       PINNED_LIB) == 0) {
 		size_t n = strlen(lib);
+
+		if (splits(pinned))
+			return GM_EXIT_USAGE;
 
 		/* LD_PRELOAD takes ':' or ' ' between entries. */
 		if (n + 1 + strlen(pinned) >= sizeof(lib))
