@@ -538,6 +538,48 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
 	return round_size(pool, size);
 }
 
+/* ==== What a new segment can serve ==== */
+
+static uint64_t segment_size(const struct gm_pool *p, uint64_t rounded);
+
+/* The largest request in [lo, hi] whose new segment fits in room, when
+ * the segment size grows with the request over that range; 0 if none. */
+static uint64_t servable_in(const struct gm_pool *p, uint64_t lo,
+			    uint64_t hi, uint64_t room)
+{
+	uint64_t best = 0;
+
+	while (lo <= hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (segment_size(p, round_size(p, mid)) <= room) {
+			best = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	return best;
+}
+
+uint64_t gm_pool_servable(const struct gm_pool *p, uint64_t room)
+{
+	uint64_t best, mid;
+
+	if (p->opt.no_cache || p->opt.virtual_segments)
+		return servable_in(p, 1, room, room);
+	/* Three ranges of get_allocation_size (segment_size): small
+	 * requests (2 MiB segments), the shared 20 MiB segments, and large
+	 * ones; within each the segment grows with the request. */
+	best = servable_in(p, MIN_LARGE_ALLOC, room, room);
+	if (best)
+		return best;
+	mid = servable_in(p, SMALL_SIZE + 1, MIN_LARGE_ALLOC - 1, room);
+	if (mid)
+		return mid;
+	return servable_in(p, 1, SMALL_SIZE, room);
+}
+
 /* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
 static int pool_of(uint64_t rounded)
 {

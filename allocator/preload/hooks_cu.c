@@ -423,6 +423,7 @@ GM_EXPORT gm_cu_result cuMemGetInfo_v2(size_t *free_bytes,
 	if (r == GM_CU_SUCCESS && !gm__pl_tls.guard && (d = current_dev())) {
 		uint64_t f64 = f, t64 = t;
 		gm_pl_clamp_info(d, &f64, &t64);
+		f64 = gm_pl_cache_servable(d, f64);
 		f = (size_t)f64;
 		t = (size_t)t64;
 		gm__pl_tls.seen_info++;

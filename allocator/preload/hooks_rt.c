@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wpedantic"
 
 #include "account.h"
+#include "cache.h"
 #include "hooks.h"
 
 #include <dlfcn.h>
@@ -250,6 +251,7 @@ GM_EXPORT gm_rt_error cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 		return r;
 	uint64_t f = *free_bytes, t = *total_bytes;
 	gm_pl_clamp_info(d, &f, &t);
+	f = gm_pl_cache_servable(d, f);
 	*free_bytes = (size_t)f;
 	*total_bytes = (size_t)t;
 	return r;

@@ -682,6 +682,25 @@ static void sc_cache_frag(void)
 	CHECK(mem_alloc(&x, 14 * MiB) == 2, "14 MiB: no block, no room");
 }
 
+/* Cache mode: the free memory reported can be allocated in one request
+ * ($PROBE_FREE bytes expected), before and after other allocations. */
+static void sc_cache_info(void)
+{
+	size_t want = strtoull(getenv("PROBE_FREE"), NULL, 10);
+	CUdeviceptr p, q;
+	size_t f, t;
+
+	CHECK(mem_info(&f, &t) == 0 && f == want, "free %zu, expected %zu",
+	      f, want);
+	CHECK(mem_alloc(&p, f) == 0, "the %zu bytes reported free", f);
+	CHECK(mem_free(p) == 0, "free");
+	CHECK(mem_alloc(&p, 512) == 0, "a small block");
+	CHECK(mem_info(&f, &t) == 0 && f > 0, "free %zu", f);
+	CHECK(mem_alloc(&q, f) == 0, "the %zu bytes reported free beside "
+	      "a small block", f);
+	CHECK(mem_free(q) == 0 && mem_free(p) == 0, "frees");
+}
+
 /* Frees of memory the pool does not own go to the driver. */
 static void sc_cache_foreign(void)
 {
@@ -746,6 +765,7 @@ static const struct {
 	{"cache_cap", sc_cache_cap},     {"cache_frag", sc_cache_frag},
 	{"cache_foreign", sc_cache_foreign},
 	{"cache_threads", sc_cache_threads},
+	{"cache_info", sc_cache_info},
 	{"cap_exact", sc_cap_exact},     {"cap_wrap", sc_cap_wrap},
 };
 

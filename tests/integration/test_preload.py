@@ -525,6 +525,17 @@ def case_cache_frag(c):
         check(line in text.splitlines(), f'missing {line!r} in\n{text}')
 
 
+def case_cache_info(c):
+    # Cache mode: cuMemGetInfo's free is what one request can get. A
+    # 65 MiB cap: 65 MiB needs a 66 MiB segment (2 MiB rounding), 64 MiB
+    # fits; 15 MiB: 14 MiB; 9 MiB: only small requests (2 MiB segments),
+    # the 1-10 MiB ones share 20 MiB segments.
+    for cap, free in (('65MiB', 64 * MiB), ('15MiB', 14 * MiB),
+                      ('9MiB', MiB), ('64MiB', 64 * MiB)):
+        c.probe('cache_info', GPUMEM_MODE='cache', GPUMEM_LIMIT=cap,
+                PROBE_FREE=free)
+
+
 def case_cache_foreign(c):
     c.probe('cache_foreign', GPUMEM_MODE='cache')
 
