@@ -1027,15 +1027,23 @@ static struct blk *blk_new(struct arena *a)
 	return calloc(1, sizeof(*b));
 }
 
+/* Forget b's record_stream() uses and their events (all destroyed or
+ * never recorded by now): a block that is free again, and whatever
+ * reuses its memory, starts with none. */
+static void uses_clear(struct blk *b)
+{
+	if (!b->uses && !b->events)
+		return;
+	free(b->uses);
+	free(b->events);
+	b->uses = NULL;
+	b->events = NULL;
+	b->nuses = b->capuses = 0;
+}
+
 static void blk_put(struct arena *a, struct blk *b)
 {
-	if (b->uses) { /* record_stream() was used */
-		free(b->uses);
-		free(b->events);
-		b->uses = NULL;
-		b->events = NULL;
-		b->nuses = b->capuses = 0;
-	}
+	uses_clear(b);
 	b->link = a->spare;
 	a->spare = b;
 }
@@ -1895,6 +1903,7 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 {
 	struct seg *s = b->seg;
 
+	uses_clear(b);
 	b->state = B_FREE;
 	s->used -= b->node.size;
 	merge_free(a, b);

@@ -448,6 +448,17 @@ static void record_stream_defers(void **state)
 	assert_int_equal(b, a);
 	st = stats(&f);
 	assert_int_equal(st.active_bytes.current, 4096);
+	/* The reused block starts without the old block's stream uses: its
+	 * free, with no record_stream this time, is not held for stream 7
+	 * (a stale use kept it pending and leaked its events array). */
+	gm_sim_launch(f.be, 7);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	st = stats(&f);
+	assert_int_equal(st.active_bytes.current, 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &b), 0);
+	assert_int_equal(b, a);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	gm_sim_finish(f.be, 7);
 	done(&f);
 }
 
