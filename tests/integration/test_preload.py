@@ -30,6 +30,12 @@ class Ctx:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(('GPUMEM_', 'FAKECUDA', 'RANK'))}
         env['LD_LIBRARY_PATH'] = self.fake
+        # A sanitizer build: the preload library comes before the
+        # runtime in the initial library list; ASan accepts that once
+        # told (the library never replaces malloc).
+        env['ASAN_OPTIONS'] = ':'.join(
+            x for x in (os.environ.get('ASAN_OPTIONS'),
+                        'verify_asan_link_order=0') if x)
         if preload:
             env['LD_PRELOAD'] = self.lib
         env.update({k: str(v) for k, v in extra.items()})
