@@ -18,6 +18,9 @@
  *   FAKECUDA_SETUP_DELAY_US  cuDeviceGetName takes this long (a slow
  *                        first device set-up)
  *
+ * fakecuda_set_free_delay_us(us) sets the delay for the calling thread's
+ * frees (beside FAKECUDA_FREE_DELAY_US).
+ *
  * fakecuda_stats().peak_used is the most memory ever held at once (the
  * high-water mark a cap must keep below itself).
  *
@@ -71,6 +74,7 @@ static struct fakecuda_stats st;
 static atomic_ulong alloc_seq;
 static unsigned long long next_handle = 0x1000;
 static __thread int cur_dev;
+static __thread unsigned free_delay_us;
 
 static unsigned long long env_size(const char *name, unsigned long long dflt)
 {
@@ -134,7 +138,8 @@ out:
 
 static CUresult give(uintptr_t p, int kind)
 {
-	unsigned long long delay = env_size("FAKECUDA_FREE_DELAY_US", 0);
+	unsigned long long delay = env_size("FAKECUDA_FREE_DELAY_US", 0) +
+				   free_delay_us;
 	CUresult r = INVALID_VALUE;
 
 	/* The memory is still held while the driver works on the free. */
@@ -165,6 +170,8 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *out)
 }
 
 EXPORT void fakecuda_set_device(int d) { cur_dev = d; }
+
+EXPORT void fakecuda_set_free_delay_us(unsigned us) { free_delay_us = us; }
 
 /* Start a new high-water mark from what is held now. */
 EXPORT void fakecuda_reset_peak(void)
