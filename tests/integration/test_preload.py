@@ -437,6 +437,20 @@ def case_run_split_path(c):
                   not os.path.exists(mark), p.stderr)
 
 
+def case_run_unloadable(c):
+    # A library the dynamic linker does not load (here not an ELF object)
+    # is skipped by ld.so with a message and the program would run
+    # uncapped: gpumem run checks the load first and refuses.
+    bad = c.path('libgpumem-preload.so')
+    with open(bad, 'w') as f:
+        f.write('not a shared object\n')
+    mark = c.path('ran')
+    p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch', mark],
+              c.env(preload=False, GPUMEM_PRELOAD_LIBRARY=bad), 2)
+    check('did not load' in p.stderr and not os.path.exists(mark),
+          p.stderr)
+
+
 def case_report_merge(c):
     env = c.env(preload=False)
     for rank in (0, 1):

@@ -17,6 +17,7 @@
 #include "options.h"
 #include "units.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LIB "libgpumem-preload.so"
@@ -134,6 +136,31 @@ static bool splits(const char *path)
 	return true;
 }
 
+/*
+ * Does the dynamic linker really load the preload library with this
+ * LD_PRELOAD value? It skips an object it cannot open or load (a split
+ * path, another architecture, a missing dependency) with a message and
+ * runs the program uncapped. So this program is run once under it, as a
+ * probe (GPUMEM_RUN_PROBE set: gm_cmd_run answers whether the library's
+ * gpumem_malloc is in the process). True when it loaded.
+ */
+static bool preload_loads(const char *preload)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("GPUMEM_RUN_PROBE", "1", 1);
+		setenv("GPUMEM_LOG", "error", 1); /* the program warns */
+		execl("/proc/self/exe", "gpumem", "run", (char *)NULL);
+		_exit(126);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return true; /* cannot tell: let the program run */
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -152,8 +179,10 @@ int gm_cmd_run(int argc, char **argv)
 	bool use_pinned = true;
 	const char *old;
 	uint64_t bytes, num, den;
-	int c;
+	int c, lib_len;
 
+	if (getenv("GPUMEM_RUN_PROBE")) /* preload_loads() */
+		return dlsym(RTLD_DEFAULT, "gpumem_malloc") ? 0 : 1;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
@@ -218,6 +247,7 @@ int gm_cmd_run(int argc, char **argv)
 	}
 	if (splits(lib))
 		return GM_EXIT_USAGE;
+	lib_len = (int)strlen(lib);
 	if (use_pinned && find_library(pinned, sizeof(pinned),
 				       "GPUMEM_PINNED_LIBRARY", "pinned",
 				       PINNED_LIB) == 0) {
@@ -242,6 +272,12 @@ int gm_cmd_run(int argc, char **argv)
 		snprintf(preload, n, "%s:%s", lib, old);
 	} else {
 		preload = lib;
+	}
+	if (!preload_loads(preload)) {
+		fprintf(stderr, "gpumem run: the dynamic linker did not load "
+			"%.*s (LD_PRELOAD=%s); not running the program "
+			"uncapped\n", lib_len, lib, preload);
+		return GM_EXIT_USAGE;
 	}
 	setenv("LD_PRELOAD", preload, 1);
 	execvp(argv[optind], argv + optind);
