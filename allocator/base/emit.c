@@ -829,7 +829,8 @@ int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format)
 /* ==== Atomic files ==== */
 
 /*
- * Create a new file beside f->path (f->tmp) with O_EXCL and mode (the
+ * Create a new file beside f->path (f->tmp) with O_EXCL and O_NOFOLLOW
+ * (never through a link planted at the temporary's name) and mode (the
  * kernel applies the umask, as for any created file). Returns an fd or
  * -1 with errno set.
  */
@@ -849,8 +850,8 @@ static int create_tmp(struct gm_file *f, mode_t mode)
 			errno = ENAMETOOLONG;
 			return -1;
 		}
-		fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			  mode);
+		fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+			  O_CLOEXEC, mode);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}
@@ -858,51 +859,174 @@ static int create_tmp(struct gm_file *f, mode_t mode)
 }
 
 /*
+ * Whether the directory holding path lets other users plant or replace
+ * names in it (sticky or world-writable, as /tmp). Fills *uid with the
+ * directory's owner. A directory that cannot be read counts as shared.
+ */
+static bool dir_shared(const char *path, uid_t *uid)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t n;
+
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else {
+		n = slash == path ? 1 : (size_t)(slash - path);
+		if (n >= sizeof(dir))
+			n = sizeof(dir) - 1;
+		memcpy(dir, path, n);
+		dir[n] = '\0';
+	}
+	*uid = 0;
+	if (stat(dir, &st) != 0)
+		return true;
+	*uid = st.st_uid;
+	return (st.st_mode & (S_ISVTX | S_IWOTH)) != 0;
+}
+
+/* Open a FIFO, device or socket for writing, never creating a file. */
+static int open_direct(struct gm_file *f, const char *path,
+		       struct gm_diag *diag)
+{
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(errno));
+	if (fstat(fd, &st) != 0 || S_ISREG(st.st_mode) ||
+	    S_ISDIR(st.st_mode)) {
+		close(fd);
+		return gm_diag_set(diag, GM_EIO, "%s: changed while being "
+				   "opened; not written", path);
+	}
+	f->direct = true;
+	f->fp = fdopen(fd, "w");
+	if (!f->fp) {
+		int e = errno;
+
+		close(fd);
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+/*
+ * Follow the symlinks at f->path one link at a time, leaving in f->path
+ * the name that will be written: a missing name or a regular file.
+ * In a sticky or world-writable directory a link is followed only when
+ * it belongs to us or to the directory's owner (the rule of the Linux
+ * fs.protected_symlinks setting, which root does not bypass here either),
+ * and a regular file there is replaced only when it is ours: otherwise
+ * another user could make us write onto a file of their choosing. Sets
+ * *special when the name is a FIFO, device or socket (opened directly).
+ */
+static int resolve_target(struct gm_file *f, const char *given,
+			  bool *special, mode_t *mode, struct gm_diag *diag)
+{
+	uid_t me = geteuid(), owner;
+	struct stat st;
+
+	*special = false;
+	for (int hop = 0;; hop++) {
+		char target[4096];
+		ssize_t n;
+
+		if (lstat(f->path, &st) != 0) {
+			if (errno == ENOENT)
+				return 0; /* a new file */
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(errno));
+		}
+		if (S_ISDIR(st.st_mode))
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(EISDIR));
+		if (S_ISREG(st.st_mode)) {
+			if (st.st_uid != me && dir_shared(f->path, &owner))
+				return gm_diag_set(
+					diag, GM_EIO,
+					"%s: %s belongs to uid %lu in a shared "
+					"(sticky or world-writable) directory; "
+					"not replaced",
+					given, f->path,
+					(unsigned long)st.st_uid);
+			*mode = st.st_mode & 07777;
+			return 0;
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			*special = true;
+			return 0;
+		}
+		if (dir_shared(f->path, &owner) && st.st_uid != me &&
+		    st.st_uid != owner)
+			return gm_diag_set(diag, GM_EIO,
+					   "%s: a symlink of uid %lu in a shared "
+					   "(sticky or world-writable) directory; "
+					   "not followed",
+					   given, (unsigned long)st.st_uid);
+		if (hop >= 40)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(ELOOP));
+		/* A link to a FIFO or device (/dev/stdout, whose /proc
+		 * target names no file) is opened through the link. */
+		if (stat(f->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			if (S_ISDIR(st.st_mode))
+				return gm_diag_set(diag, GM_EIO, "%s: %s",
+						   given, strerror(EISDIR));
+			*special = true;
+			return 0;
+		}
+		n = readlink(f->path, target, sizeof(target) - 1);
+		if (n <= 0)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(n < 0 ? errno : EINVAL));
+		target[n] = '\0';
+		if (target[0] != '/') {
+			char *slash = strrchr(f->path, '/');
+			size_t keep = slash ? (size_t)(slash - f->path) + 1 : 0;
+
+			if (keep + (size_t)n + 80 >= sizeof(f->path))
+				return gm_diag_set(diag, GM_EINVAL,
+						   "%s: path too long", given);
+			memmove(f->path + keep, target, (size_t)n + 1);
+		} else {
+			if ((size_t)n + 80 >= sizeof(f->path))
+				return gm_diag_set(diag, GM_EINVAL,
+						   "%s: path too long", given);
+			memcpy(f->path, target, (size_t)n + 1);
+		}
+	}
+}
+
+/*
  * Open path for writing. A missing path or a regular file (also through
- * symlinks, which are resolved so the target is replaced and the link
- * kept) is written atomically through a temporary file renamed over it;
- * a replaced file keeps its mode, a new one gets 0666 & ~umask. Anything
- * else (a FIFO, a character device such as /dev/stdout or /dev/null, a
- * socket) is opened and written directly, never replaced. A directory is
- * refused.
+ * symlinks, followed so the target is replaced and the link kept) is
+ * written atomically through a temporary file in the same directory
+ * (created with O_EXCL | O_NOFOLLOW) renamed over it; a replaced file
+ * keeps its mode, a new one gets 0666 & ~umask. In a sticky or
+ * world-writable directory, another user's symlink is not followed and
+ * another user's file not replaced (resolve_target). Anything else (a
+ * FIFO, a character device such as /dev/stdout or /dev/null, a socket)
+ * is opened and written directly, never created or replaced. A
+ * directory is refused.
  */
 int gm_file_begin(struct gm_file *f, const char *path, struct gm_diag *diag)
 {
 	mode_t mode = 0666;
-	struct stat st;
-	char *real;
-	int fd;
+	bool special;
+	int fd, rc;
 
 	memset(f, 0, sizeof(*f));
 	if (strlen(path) + 80 >= sizeof(f->tmp))
 		return gm_diag_set(diag, GM_EINVAL, "%s: path too long", path);
 	snprintf(f->path, sizeof(f->path), "%s", path);
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-					   strerror(EISDIR));
-		if (!S_ISREG(st.st_mode)) {
-			f->direct = true;
-			f->fp = fopen(path, "w");
-			if (!f->fp)
-				return gm_diag_set(diag, GM_EIO, "%s: %s",
-						   path, strerror(errno));
-			return 0;
-		}
-		mode = st.st_mode & 07777;
-		real = realpath(path, NULL);
-		if (real && strlen(real) + 80 < sizeof(f->path))
-			snprintf(f->path, sizeof(f->path), "%s", real);
-		free(real);
-	} else if (lstat(path, &st) == 0) {
-		/* A dangling symlink: create its target through it. */
-		f->direct = true;
-		f->fp = fopen(path, "w");
-		if (!f->fp)
-			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-					   strerror(errno));
-		return 0;
-	}
+	rc = resolve_target(f, path, &special, &mode, diag);
+	if (rc)
+		return rc;
+	if (special)
+		return open_direct(f, f->path, diag);
 	fd = create_tmp(f, mode);
 	if (fd < 0)
 		return gm_diag_set(diag, GM_EIO, "%s: cannot create a file "
