@@ -34,7 +34,12 @@ def run(args, **kw):
 
 def check(name, args, code, needle=None, stdout=None, **kw):
     global failures
-    p = run(args, **kw)
+    try:
+        p = run(args, **kw)
+    except subprocess.TimeoutExpired:
+        failures += 1
+        print("FAIL %s: over %s s" % (name, kw.get("timeout")))
+        return None
     bad = p.returncode != code or \
         (needle is not None and needle not in p.stderr) or \
         (stdout is not None and stdout not in p.stdout) or \
@@ -108,6 +113,80 @@ if as_root:
 # Our own file there is written as before.
 check("verify-output-shared-dir",
       EMU + ["--output", os.path.join(shared, "mine.json")], 0)
+
+# A bare device object of `gpumem verify --format json` (its own "kind"
+# is the card's) is a verify document.
+with open(os.path.join(VERIFY, "node-a.json")) as f:
+    dev = json.load(f)["devices"][0]
+check("report-bare-device", ["report", path("dev.json", json.dumps(dev))], 0,
+      stdout="NVIDIA H200")
+del dev["verified_bytes"]
+dev["verdict"] = "error"
+check("report-bare-device-error",
+      ["report", path("dev-err.json", json.dumps(dev))], 1, stdout="error")
+
+# NUL bytes, tags, aliases and repeated keys: refused at file:line:column.
+DEV = ('{"device":0,"cap_bytes":1,"allocated_bytes":1,"reserved_bytes":1,'
+       '"peak_allocated_bytes":1,"peak_reserved_bytes":1,"oom_count":0}')
+for name, text, needle in (
+        ("nul-string", '{"kind":"gpumem-report",\n "host":"a\\u0000b",'
+         '"devices":[]}', "nul-string.json:2:9: a NUL byte"),
+        ("nul-key", '{"kind":"gpumem-report","devices\\u0000":[]}',
+         "nul-key.json:1:25: a NUL byte"),
+        ("tag-str", '{"kind":"gpumem-report","pid":!!str 5,"devices":[]}',
+         "tag-str.json:1:31: YAML tag '!!str' is not accepted"),
+        ("tag-custom", '{"kind":"gpumem-report","devices":[' +
+         DEV.replace('"oom_count":0', '"oom_count":!custom 5') + ']}',
+         "tag-custom.json:1:162: YAML tag '!custom'"),
+        ("tag-map", '{"kind":"gpumem-report","devices":[!!map ' + DEV + ']}',
+         "tag-map.json:1:36: YAML tag '!!map'"),
+        ("alias", '{"kind":"gpumem-report","x":&a 1,"pid":*a,"devices":[]}',
+         "alias.json:1:40: a YAML alias"),
+        ("duplicate-key", '{"kind":"gpumem-report","devices":[],"devices":'
+         '[' + DEV + ']}', 'duplicate-key.json:1:38: duplicate key'
+         ' "devices"')):
+    check("report-" + name, ["report", path(name + ".json", text)], 2,
+          needle)
+
+# Control characters of JSON strings are escaped in tables and CSV (ESC
+# would start a terminal escape sequence), per JSON in JSON.
+evil = "\\u001b[2J\\u001b]0;pwned\\u0007\\u009b31m"
+path("evil.json", '{"kind":"gpumem-report","host":"%s","devices":[%s]}' %
+     (evil, DEV.replace('"device":0', '"device":0,"name":"%s"' % evil)))
+for fmt, want in (("table", "\\x1b[2J\\x1b]0;pwned\\x07\\u009b31m"),
+                  ("csv", "\\x1b[2J\\x1b]0;pwned\\x07\\u009b31m"),
+                  ("json", "\\u001b[2J\\u001b]0;pwned\\u0007\\u009b31m"),
+                  ("yaml", "\\u001b[2J\\u001b]0;pwned\\u0007\\u009b31m")):
+    p = check("report-escape-" + fmt, ["report", "--format", fmt,
+                                       path("evil.json")], 0, stdout=want)
+    expect("report-no-raw-escape-" + fmt, p is not None and
+           not any(c in p.stdout for c in "\x1b\x07\x9b"),
+           repr(p.stdout[:300]) if p else "")
+
+# Inputs that cost quadratic time before: each must be answered in
+# seconds (the old readers took minutes).
+n = 200000
+check("catalog-deep-fast", ["plan", SPEC, "--gpu", "h100", "--catalog",
+                            path("deep.yaml", "gpus: " + "[" * n + "]" * n)],
+      2, "deep.yaml:1:22: nesting too deep (more than 16 levels)",
+      timeout=30)
+parts = ["&a%d 1" % i for i in range(40000)] + ["*a39999"] * 40000
+check("spec-aliases-fast", ["plan", path("aliases.yaml", "name: x\nz: [" +
+                                         ", ".join(parts) + "]\n")],
+      2, "aliases.yaml:2:2199: more than 256 anchors", timeout=30)
+doc = {"kind": "gpumem-report", "devices": []}
+for i in range(200000):
+    doc["k%d" % i] = i
+check("report-many-keys-fast", ["report", path("keys.json", json.dumps(doc))],
+      0, timeout=30)
+dev = json.loads(DEV)
+doc = {"kind": "gpumem-report", "devices": [dict(dev, device=i)
+                                            for i in range(8192)]}
+p = check("report-many-devices-fast",
+          ["report", "--format", "json", path("devs.json", json.dumps(doc))],
+          0, timeout=30)
+expect("report-many-devices-rows", p is not None and
+       p.stdout.count('"device":') == 8192)
 
 print("%d failures" % failures)
 shutil.rmtree(TMP, ignore_errors=True)

@@ -396,6 +396,69 @@ static void atomic_file_shared_dir(void **state)
 	rmdir(top);
 }
 
+/* Objects of many keys: lookups and replacement by hash, insertion
+ * order kept, a repeated key replaces. 100,000 keys took minutes with
+ * a linear search per set. */
+static void many_keys(void **state)
+{
+	struct gm_val *o = gm_val_obj();
+	char key[32];
+	const size_t n = 100000;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		gm_obj_set_uint(o, key, i);
+	}
+	for (size_t i = 0; i < n; i += 7) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		gm_obj_set_uint(o, key, i + 1);
+	}
+	assert_int_equal(gm_val_len(o), n);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		assert_string_equal(gm_obj_key_at(o, i), key);
+		assert_int_equal(gm_val_as_uint(gm_obj_get(o, key)),
+				 i % 7 ? i : i + 1);
+	}
+	assert_null(gm_obj_get(o, "k100000"));
+	assert_null(gm_obj_get(o, ""));
+	gm_val_free(o);
+}
+
+/* Control characters of strings are escaped in tables and CSV, per JSON
+ * in JSON and YAML (keys too); UTF-8 text passes unchanged. */
+static void control_characters(void **state)
+{
+	struct gm_val *row = gm_val_obj(), *arr = gm_val_arr();
+	char *s;
+
+	(void)state;
+	gm_obj_set_str(row, "host", "\x1b[2J\x1b]0;x\x07\xc2\x9b" "1m\xff"
+		       "caf\xc3\xa9\n");
+	gm_obj_set_str(row, "ke\x1by", "v");
+	gm_arr_push(arr, row);
+	s = render(arr, GM_FORMAT_TABLE);
+	assert_non_null(strstr(s, "\\x1b[2J\\x1b]0;x\\x07\\u009b1m\\xffcaf"
+				  "\xc3\xa9\\n"));
+	assert_non_null(strstr(s, "ke\\x1by"));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	s = render(arr, GM_FORMAT_CSV);
+	assert_non_null(strstr(s, "\\x1b[2J"));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	s = render(arr, GM_FORMAT_JSON);
+	assert_non_null(strstr(s, "\\u001b[2J\\u001b]0;x\\u0007\\u009b1m"));
+	assert_non_null(strstr(s, "\"ke\\u001by\""));
+	free(s);
+	s = render(arr, GM_FORMAT_YAML);
+	assert_non_null(strstr(s, "\"ke\\u001by\": \"v\""));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	gm_val_free(arr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +469,8 @@ int main(void)
 		cmocka_unit_test(atomic_file_mode),
 		cmocka_unit_test(atomic_file_special),
 		cmocka_unit_test(atomic_file_shared_dir),
+		cmocka_unit_test(many_keys),
+		cmocka_unit_test(control_characters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
