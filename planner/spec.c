@@ -27,6 +27,7 @@
 
 #include "error.h"
 #include "text.h"
+#include "yaml_check.h"
 
 /* A spec is a page of YAML; anything larger is not one. */
 #define GM_SPEC_MAX_FILE (1u << 20)
@@ -826,54 +827,28 @@ static int syntax_error(struct gm__spec_ctx *c, yaml_parser_t *p,
 }
 
 /*
- * Nesting deeper than this is refused before the document is built: a
- * spec is two levels deep, and libyaml's scanner does work per open
- * collection for every token (a 400 KB file of '[' took minutes).
+ * Bounds checked before the document is built (gm_yaml_scan): a spec is
+ * two levels deep and has no use for many anchors; also no tags, no NUL
+ * bytes (yaml_check.h says why).
  */
-#define GM_SPEC_MAX_DEPTH 32
+static const struct gm_yaml_limits spec_limits = {
+	.max_depth = 32,
+	.max_anchors = 256,
+	.max_aliases = 256,
+	.depth_hint = "a spec is a mapping of sections of keys",
+};
 
-/*
- * An event pass that stops at the first collection opened deeper than
- * GM_SPEC_MAX_DEPTH (file:line:column of it). Syntax errors are left to
- * the document pass, which reports them. 0 or GM_EINVAL / GM_ENOMEM.
- */
-static int check_depth(struct gm__spec_ctx *c, const char *buf, size_t n)
+/* The event pass: 0, or GM_EINVAL at file:line:column, GM_ENOMEM. */
+static int check_events(struct gm__spec_ctx *c, const char *buf, size_t n)
 {
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	unsigned depth = 0;
-	int rc = 0;
-	bool done = false;
+	struct gm_yaml_fault f;
+	int rc = gm_yaml_scan(buf, n, &spec_limits, &f);
 
-	if (!yaml_parser_initialize(&parser))
-		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
-	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, n);
-	while (!done && !rc && yaml_parser_parse(&parser, &ev)) {
-		switch (ev.type) {
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			if (++depth <= GM_SPEC_MAX_DEPTH)
-				break;
-			rc = fail_at(c, (unsigned)ev.start_mark.line + 1,
-				     (unsigned)ev.start_mark.column + 1,
-				     "nesting too deep (more than %d levels); "
-				     "a spec is a mapping of sections of keys",
-				     GM_SPEC_MAX_DEPTH);
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		case YAML_STREAM_END_EVENT:
-			done = true;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&parser);
-	return rc;
+	if (rc == 1)
+		return fail_at(c, f.line, f.col, "%s", f.msg);
+	if (rc)
+		return gm_diag_set(c->diag, rc, "out of memory");
+	return 0;
 }
 
 /*
@@ -887,7 +862,7 @@ static int load_doc(struct gm__spec_ctx *c, const char *buf, size_t n)
 	yaml_node_t *root;
 	int rc;
 
-	rc = check_depth(c, buf, n);
+	rc = check_events(c, buf, n);
 	if (rc)
 		return rc;
 	if (!yaml_parser_initialize(&parser))
