@@ -47,6 +47,7 @@ SCHEMA = {
         "parameters": (float, None),
         "activation_bytes_per_token": (float, None),
         "qkv_bias": (bool, False),
+        "hf_config": (str, None),
     },
     "training": {
         "micro_batch_size": (int, 1),
@@ -98,6 +99,43 @@ ARCH_DEFAULTS = {
 
 PREC_DTYPE = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16",
               "fp16-true": "fp16", "bf16-true": "bf16"}
+
+
+# model.hf_config: config.json field -> spec key, per model_type, as the
+# planner's planner/hf_config.c maps them (the families this reader
+# knows); None = the configuration class's default when absent.
+_LLAMA_HF = {"hidden_size": "hidden_size",
+             "intermediate_size": "ffn_hidden_size",
+             "num_hidden_layers": "layers",
+             "num_attention_heads": "attention_heads",
+             "num_key_value_heads": "kv_heads", "vocab_size": "vocab_size",
+             "max_position_embeddings": "max_position_embeddings",
+             "tie_word_embeddings": "tied_embeddings"}
+HF_FAMILIES = {
+    "llama": ("llama", _LLAMA_HF, {"tied_embeddings": False}),
+    "mistral": ("llama", _LLAMA_HF, {"tied_embeddings": False}),
+    "qwen2": ("llama", _LLAMA_HF, {"tied_embeddings": False,
+                                    "qkv_bias": True}),
+    "gpt2": ("gpt2", {"n_embd": "hidden_size", "n_inner": "ffn_hidden_size",
+                      "n_layer": "layers", "n_head": "attention_heads",
+                      "vocab_size": "vocab_size",
+                      "n_positions": "max_position_embeddings",
+                      "tie_word_embeddings": "tied_embeddings"},
+             {"tied_embeddings": True, "max_position_embeddings": 1024}),
+    "bert": ("bert", {"hidden_size": "hidden_size",
+                      "intermediate_size": "ffn_hidden_size",
+                      "num_hidden_layers": "layers",
+                      "num_attention_heads": "attention_heads",
+                      "vocab_size": "vocab_size",
+                      "max_position_embeddings": "max_position_embeddings",
+                      "type_vocab_size": "type_vocab_size",
+                      "tie_word_embeddings": "tied_embeddings"},
+             {"tied_embeddings": True, "max_position_embeddings": 512,
+              "type_vocab_size": 2}),
+}
+HF_HEADS = (("ForCausalLM", "causal-lm"), ("LMHeadModel", "causal-lm"),
+            ("ForMaskedLM", "masked-lm"),
+            ("ForSequenceClassification", "classification"))
 
 
 class SpecError(Exception):
@@ -226,12 +264,55 @@ def load(path, sets=()):
     doc = copy.deepcopy(doc)
     for s in sets:
         apply_set(doc, s)
+    model = doc.get("model")
+    if isinstance(model, dict) and model.get("hf_config") is not None:
+        from_set = any(s.split("=", 1)[0].strip() == "model.hf_config"
+                       for s in sets)
+        _apply_hf_config(model, path, from_set)
     try:
         spec = _resolve(SCHEMA, doc, "")
         _derive(spec, path)
     except SpecError as e:
         raise SpecError(f"{path}: {e}") from None
     return spec
+
+
+def _apply_hf_config(model, spec_path, from_set):
+    """Fill the model keys the spec does not give from its hf_config
+    (relative to the spec's directory unless --set gave it)."""
+    cfg = model["hf_config"]
+    if not os.path.isabs(cfg) and not from_set:
+        cfg = os.path.join(os.path.dirname(spec_path), cfg)
+    try:
+        with open(cfg) as f:
+            hf = json.load(f)
+    except OSError as e:
+        raise SpecError(f"{spec_path}: model.hf_config: {e}") from None
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{cfg}:{e.lineno}:{e.colno}: {e.msg}") from None
+    mt = hf.get("model_type")
+    if mt not in HF_FAMILIES:
+        raise SpecError(f"{cfg}: model_type '{mt}' is not known here; "
+                        "known: " + ", ".join(HF_FAMILIES))
+    arch, fields, absent = HF_FAMILIES[mt]
+    if model.get("architecture", arch) != arch:
+        raise SpecError(f"{spec_path}: model.architecture contradicts "
+                        f"{cfg}'s model_type '{mt}'")
+    model["architecture"] = arch
+    for field, key in fields.items():
+        if model.get(key) is None and hf.get(field) is not None:
+            model[key] = hf[field]
+    for key, value in absent.items():
+        if model.get(key) is None:
+            model[key] = value
+    archs = hf.get("architectures") or []
+    for suffix, head in HF_HEADS:
+        if model.get("head") is None and len(archs) == 1 and \
+                archs[0].endswith(suffix):
+            model["head"] = head
+            if head == "classification" and hf.get("id2label") and \
+                    model.get("num_labels") is None:
+                model["num_labels"] = len(hf["id2label"])
 
 
 def _need(d, key, where):
