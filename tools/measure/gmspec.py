@@ -16,7 +16,8 @@ import copy
 import json
 import os
 
-ARCHS = ("llama", "gpt2", "bert", "custom")
+ARCHS = ("llama", "gpt2", "bert", "custom", "mixtral", "qwen3", "qwen3-moe",
+         "deepseek-v3", "gpt-neox")
 HEADS = ("causal-lm", "masked-lm", "classification")
 PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "fp16-true", "bf16-true")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adamw-8bit",
@@ -48,6 +49,10 @@ SCHEMA = {
         "activation_bytes_per_token": (float, None),
         "qkv_bias": (bool, False),
         "hf_config": (str, None),
+        "experts": (int, None),
+        "experts_per_token": (int, None),
+        "shared_experts": (int, None),
+        "moe_ffn_hidden_size": (int, None),
     },
     "training": {
         "micro_batch_size": (int, 1),
@@ -57,6 +62,13 @@ SCHEMA = {
         "optimizer": (OPTIMIZERS, "adamw"),
         "activation_checkpointing": (CKPTS, "none"),
         "attention": (ATTNS, "sdpa"),
+        "framework": (("pytorch", "deepspeed", "megatron"), "pytorch"),
+        "deepspeed_config": (str, None),
+        "loop": (("trainer", "keep-outputs"), "trainer"),
+        "use_cache": (("auto", "true", "false"), "auto"),
+        "adapter": (("none", "lora", "qlora"), "none"),
+        "lora_rank": (int, 16),
+        "lora_targets": (list, ["q_proj", "v_proj"]),
     },
     "inference": {
         "precision": (PRECISIONS, "bf16-true"),
@@ -73,6 +85,12 @@ SCHEMA = {
         "zero_stage": (int, 0),
         "tensor_parallel_vocab": (("sharded", "replicated"), "sharded"),
         "built_whole": (bool, False),
+        "fsdp_mixed_precision": (("param-dtype", "autocast"), None),
+        "offload_optimizer": (("none", "cpu", "nvme"), "none"),
+        "offload_parameters": (("none", "cpu", "nvme"), "none"),
+        "distributed_optimizer": (bool, False),
+        "virtual_pipeline_stages": (int, 1),
+        "expert_parallel": (int, 1),
     },
     "hardware": {
         "gpu": (str, None),
@@ -96,14 +114,39 @@ ARCH_DEFAULTS = {
     "custom": {"head": "causal-lm", "tied_embeddings": False,
                "max_position_embeddings": 0, "type_vocab_size": 0},
 }
+for _a in ("mixtral", "qwen3", "qwen3-moe", "deepseek-v3", "gpt-neox"):
+    ARCH_DEFAULTS[_a] = {"head": "causal-lm", "tied_embeddings": False,
+                         "max_position_embeddings": 4096,
+                         "type_vocab_size": 0}
+
+# model.hf_config: the config.json fields each model key is read from
+# (the first present wins), and the families of config.json's model_type.
+HF_KEYS = (
+    ("layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
+    ("ffn_hidden_size", "intermediate_size"),
+    ("attention_heads", "num_attention_heads"),
+    ("kv_heads", "num_key_value_heads"), ("vocab_size", "vocab_size"),
+    ("max_position_embeddings", "max_position_embeddings"),
+    ("tied_embeddings", "tie_word_embeddings"),
+    ("experts", "num_local_experts"), ("experts", "num_experts"),
+    ("experts", "n_routed_experts"),
+    ("experts_per_token", "num_experts_per_tok"),
+    ("shared_experts", "n_shared_experts"),
+    ("moe_ffn_hidden_size", "moe_intermediate_size"),
+)
+HF_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
+             "gpt2": "gpt2", "bert": "bert", "mixtral": "mixtral",
+             "qwen3": "qwen3", "qwen3_moe": "qwen3-moe",
+             "deepseek_v3": "deepseek-v3", "gpt_neox": "gpt-neox"}
 
 PREC_DTYPE = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16",
               "fp16-true": "fp16", "bf16-true": "bf16"}
 
 
-# model.hf_config: config.json field -> spec key, per model_type, as the
-# planner's planner/hf_config.c maps them (the families this reader
-# knows); None = the configuration class's default when absent.
+# model.hf_config: config.json field -> spec key for the families whose
+# fields are named differently or have class defaults, as
+# planner/hf_config.c maps them; the third entry: keys set when the
+# config leaves them out (the configuration class's default).
 _LLAMA_HF = {"hidden_size": "hidden_size",
              "intermediate_size": "ffn_hidden_size",
              "num_hidden_layers": "layers",
@@ -206,6 +249,8 @@ def apply_set(doc, assignment):
 
 def _check(kind, value, where):
     if isinstance(kind, tuple):
+        if isinstance(value, bool) and "true" in kind:
+            value = "true" if value else "false"
         if not isinstance(value, str) or value not in kind:
             raise SpecError(f"{where}: '{value}' is not one of "
                             + ", ".join(kind))
@@ -230,6 +275,13 @@ def _check(kind, value, where):
         if not isinstance(value, str):
             raise SpecError(f"{where}: expected a string")
         return value
+    if kind is list:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or \
+                not all(isinstance(v, str) for v in value):
+            raise SpecError(f"{where}: expected a list of names")
+        return list(value)
     raise AssertionError(kind)
 
 
@@ -264,55 +316,73 @@ def load(path, sets=()):
     doc = copy.deepcopy(doc)
     for s in sets:
         apply_set(doc, s)
-    model = doc.get("model")
-    if isinstance(model, dict) and model.get("hf_config") is not None:
-        from_set = any(s.split("=", 1)[0].strip() == "model.hf_config"
-                       for s in sets)
-        _apply_hf_config(model, path, from_set)
     try:
         spec = _resolve(SCHEMA, doc, "")
+        _hf_fill(spec, doc, path)
         _derive(spec, path)
+        ds = spec["training"]["deepspeed_config"]
+        if ds and not os.path.isabs(ds):
+            spec["training"]["deepspeed_config"] = os.path.normpath(
+                os.path.join(os.path.dirname(os.path.abspath(path)), ds))
     except SpecError as e:
         raise SpecError(f"{path}: {e}") from None
     return spec
 
 
-def _apply_hf_config(model, spec_path, from_set):
-    """Fill the model keys the spec does not give from its hf_config
-    (relative to the spec's directory unless --set gave it)."""
-    cfg = model["hf_config"]
-    if not os.path.isabs(cfg) and not from_set:
-        cfg = os.path.join(os.path.dirname(spec_path), cfg)
+def _hf_fill(spec, doc, path):
+    """model.hf_config: read the config.json (relative to the spec's
+    folder) and fill the model keys the spec leaves out; model["_given"]
+    records which keys the spec wrote (they override the file's values
+    when the harness builds the model)."""
+    m = spec["model"]
+    given = dict.fromkeys((doc.get("model") or {}).keys(), True)
+    m["_given"] = given
+    if not m["hf_config"]:
+        return
+    p = m["hf_config"]
+    if not os.path.isabs(p):
+        p = os.path.normpath(os.path.join(os.path.dirname(
+            os.path.abspath(path)), p))
+    m["hf_config"] = p
     try:
-        with open(cfg) as f:
-            hf = json.load(f)
-    except OSError as e:
-        raise SpecError(f"{spec_path}: model.hf_config: {e}") from None
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{cfg}:{e.lineno}:{e.colno}: {e.msg}") from None
-    mt = hf.get("model_type")
-    if mt not in HF_FAMILIES:
-        raise SpecError(f"{cfg}: model_type '{mt}' is not known here; "
-                        "known: " + ", ".join(HF_FAMILIES))
-    arch, fields, absent = HF_FAMILIES[mt]
-    if model.get("architecture", arch) != arch:
-        raise SpecError(f"{spec_path}: model.architecture contradicts "
-                        f"{cfg}'s model_type '{mt}'")
-    model["architecture"] = arch
+        with open(p) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SpecError(f"model.hf_config: {p}: {e}") from None
+    fam = HF_FAMILY.get(d.get("model_type"))
+    if fam is None:
+        raise SpecError(f"model.hf_config: model_type "
+                        f"{d.get('model_type')!r} is not known")
+    if not given.get("architecture"):
+        m["architecture"] = fam
+    if d.get("model_type") in HF_FAMILIES:
+        _hf_fill_family(m, given, d)
+        return
+    for key, hf in HF_KEYS:
+        if not given.get(key) and hf in d and d[hf] is not None:
+            m[key] = d[hf]
+
+
+def _hf_fill_family(m, given, d):
+    """The fields of the families in HF_FAMILIES, their configuration
+    classes' defaults, and the head from "architectures"."""
+    _, fields, absent = HF_FAMILIES[d["model_type"]]
+    filled = set()
     for field, key in fields.items():
-        if model.get(key) is None and hf.get(field) is not None:
-            model[key] = hf[field]
+        if not given.get(key) and d.get(field) is not None:
+            m[key] = d[field]
+            filled.add(key)
     for key, value in absent.items():
-        if model.get(key) is None:
-            model[key] = value
-    archs = hf.get("architectures") or []
+        if not given.get(key) and key not in filled:
+            m[key] = value
+    archs = d.get("architectures") or []
     for suffix, head in HF_HEADS:
-        if model.get("head") is None and len(archs) == 1 and \
+        if not given.get("head") and len(archs) == 1 and \
                 archs[0].endswith(suffix):
-            model["head"] = head
-            if head == "classification" and hf.get("id2label") and \
-                    model.get("num_labels") is None:
-                model["num_labels"] = len(hf["id2label"])
+            m["head"] = head
+            if head == "classification" and d.get("id2label") and \
+                    not given.get("num_labels"):
+                m["num_labels"] = len(d["id2label"])
 
 
 def _need(d, key, where):
