@@ -141,11 +141,15 @@ static const struct hf_field qwen3_moe_fields[] = {
 	END,
 };
 
-/* Mixtral: every layer's MLP is num_local_experts experts of
- * intermediate_size. */
+/*
+ * Mixtral: every layer's MLP is num_local_experts experts of
+ * intermediate_size; the width fills both ffn_hidden_size and
+ * moe_ffn_hidden_size (the family reads the one it means).
+ */
 static const struct hf_field mixtral_fields[] = {
 	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.moe_ffn_hidden_size"),
+	OPT("intermediate_size", "model.ffn_hidden_size"),
 	REQ("num_hidden_layers", "model.layers"),
 	REQ("num_attention_heads", "model.attention_heads"),
 	OPT("num_key_value_heads", "model.kv_heads"),

@@ -204,5 +204,18 @@ check("help-replay", ["help", "replay"], 0, stdout="Usage: gpumem replay")
 check("help-unknown", ["help", "nosuch"], 2, "not a command")
 check("help-version", ["--help"], 0, stdout="--version")
 
+# plan --params: the tensor list needs no GPU; a custom model has none.
+check("plan-params", ["plan", os.path.join(ROOT, "models", "llama-2-7b.yaml"),
+                      "--params"], 0,
+      stdout="model.layers.*.self_attn.q_proj.weight")
+check("plan-params-json", ["plan", os.path.join(ROOT, "models", "gpt2.yaml"),
+                           "--params", "--format", "json",
+                           "--set", "hardware.gpu=nosuch"], 0,
+      stdout='"tensors"')
+check("plan-params-custom", ["plan", path("custom.yaml", "model:\n"
+                             "  architecture: custom\n"
+                             "  parameters: 1e9\n"), "--params"], 2,
+      "no Hugging Face tensors")
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
