@@ -17,24 +17,45 @@
 
 #include "error.h"
 
-/* Where a family's groups live under the model's top module. */
+/*
+ * Where a family's groups live under the model's top module, by family
+ * name (model.architecture). A family without rows here gets "model."
+ * before every group but the head's (lm_head, score): the layout of
+ * transformers' *ForCausalLM classes (Llama, Mistral, Qwen, Mixtral,
+ * DeepSeek).
+ */
 struct hf_prefix {
-	enum gm_arch arch;
+	const char *family;
 	const char *group;       /* a group name's start */
 	const char *prefix;      /* put before it */
 };
 
 static const struct hf_prefix prefixes[] = {
-	{GM_ARCH_LLAMA, "embed_tokens", "model."},
-	{GM_ARCH_LLAMA, "layers.", "model."},
-	{GM_ARCH_LLAMA, "norm", "model."},
-	{GM_ARCH_GPT2, "wte", "transformer."},
-	{GM_ARCH_GPT2, "wpe", "transformer."},
-	{GM_ARCH_GPT2, "h.", "transformer."},
-	{GM_ARCH_GPT2, "ln_f", "transformer."},
-	{GM_ARCH_BERT, "embeddings.", "bert."},
-	{GM_ARCH_BERT, "layer.", "bert.encoder."},
+	{"gpt2", "wte", "transformer."},
+	{"gpt2", "wpe", "transformer."},
+	{"gpt2", "h.", "transformer."},
+	{"gpt2", "ln_f", "transformer."},
+	{"bert", "embeddings.", "bert."},
+	{"bert", "layer.", "bert.encoder."},
 };
+
+/* The prefix of group name in family fam (see prefixes[]). */
+static const char *prefix_of(const char *fam, const char *name)
+{
+	bool listed = false;
+
+	for (size_t k = 0; k < sizeof(prefixes) / sizeof(prefixes[0]); k++) {
+		if (strcmp(prefixes[k].family, fam))
+			continue;
+		listed = true;
+		if (!strncmp(name, prefixes[k].group,
+			     strlen(prefixes[k].group)))
+			return prefixes[k].prefix;
+	}
+	if (listed || !strcmp(name, "lm_head") || !strcmp(name, "score"))
+		return "";
+	return "model.";
+}
 
 /* BERT's linears whose bias params.c folds into the weight (in + 1). */
 static const char *const bias_folded[] = {
@@ -59,7 +80,7 @@ static bool is_layernorm(const char *name)
 
 static bool folds_bias(const struct gm_spec_model *m, const char *name)
 {
-	if (m->architecture != GM_ARCH_BERT)
+	if (strcmp(gm_arch_name(m->architecture), "bert"))
 		return false;
 	for (size_t i = 0; i < sizeof(bias_folded) / sizeof(bias_folded[0]);
 	     i++) {
@@ -99,19 +120,13 @@ int gm_params_hf(const struct gm_spec_model *m,
 				   gm_arch_name(m->architecture));
 	for (int i = 0; !rc && i < l->n; i++) {
 		const struct gm_ptensor *pt = &l->t[i];
-		const char *prefix = "";
+		const char *prefix = prefix_of(gm_arch_name(m->architecture),
+					       pt->name);
 		uint64_t count = pt->flags & GM_PT_LAYER ? l->layers : 1;
 		uint64_t cols = pt->cols > 1 ? pt->cols : 0;
 
 		if (pt->flags & GM_PT_TIED)
 			continue;
-		for (size_t k = 0; k < sizeof(prefixes) / sizeof(prefixes[0]);
-		     k++) {
-			if (prefixes[k].arch == m->architecture &&
-			    !strncmp(pt->name, prefixes[k].group,
-				     strlen(prefixes[k].group)))
-				prefix = prefixes[k].prefix;
-		}
 		if (ends_with(pt->name, ".weight") ||
 		    ends_with(pt->name, ".bias")) {
 			rc = put(out, n, prefix, pt->name, "", pt->rows, cols,
