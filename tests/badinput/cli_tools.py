@@ -217,5 +217,16 @@ check("plan-params-custom", ["plan", path("custom.yaml", "model:\n"
                              "  parameters: 1e9\n"), "--params"], 2,
       "no Hugging Face tensors")
 
+# A message about model.hf_config's file shows its line with a caret,
+# in plan and fit alike.
+HFBAD = path("hfbad.yaml", "model:\n  hf_config: %s\n" % os.path.join(
+    ROOT, "tests", "data", "bad", "hf", "syntax.json"))
+for cmd in ("plan", "fit"):
+    p = check(cmd + "-hf-config-caret", [cmd, HFBAD, "--gpu", "h200"], 2,
+              "syntax.json:7:24: JSON syntax error")
+    expect(cmd + "-hf-config-caret-line",
+           '"num_hidden_layers": 32' in p.stderr and "^" in p.stderr,
+           p.stderr)
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
