@@ -77,7 +77,7 @@ struct gm_pool_options {
 
 	/* Never move a free segment to another stream's arena (PyTorch:
 	 * a stream's cached blocks serve only that stream until they are
-	 * released, allocators.md 1.11); for replays of PyTorch. */
+	 * released, c10/cuda/CUDACachingAllocator.cpp); for replays of PyTorch. */
 	bool no_cross_stream;
 };
 

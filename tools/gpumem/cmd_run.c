@@ -57,7 +57,7 @@ static void usage(FILE *out)
 		"(GPUMEM_PINNED=off)\n"
 		"  -h, --help         this help\n\n"
 		"Each option sets the GPUMEM_* variable of the same name "
-		"(see README.md).\n");
+		"(see allocator/README.md).\n");
 }
 
 /*
