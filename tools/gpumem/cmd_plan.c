@@ -50,8 +50,9 @@ static void help(void)
 	       "microseconds instead of milliseconds)\n"
 	       "  --trace FILE     write the replayed allocations (the most "
 	       "loaded rank's\n                   step) as the RMM CSV "
-	       "`gpumem replay` reads; implies\n                   "
-	       "--reserve-model simulated\n"
+	       "`gpumem replay` reads, with the\n                   "
+	       "replay's options on a first '# gpumem-replay:' line;\n"
+	       "                   implies --reserve-model simulated\n"
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
 }
