@@ -2,7 +2,7 @@
  * trace.h - allocation traces: RMM's CSV log reader and the replayer
  * (trace.c).
  *
- * Format (INTERFACES.md; rapidsai/rmm logging_resource_adaptor): a
+ * Format (rapidsai/rmm logging_resource_adaptor): a
  * header line naming the columns Thread, Time, Action, Pointer, Size,
  * Stream in any order, then one event per line. Action is "allocate",
  * "free" or "allocate failure" (kept, not replayed), or, our addition,

@@ -184,7 +184,7 @@ const char *gm_verify_verdict_name(enum gm_verify_verdict v);
 
 /*
  * The report: {"kind": "gpumem-verify", "host": host, "devices": [...]}
- * with one object per result (keys in README.md). NULL on no memory.
+ * with one object per result (keys in allocator/verify/README.md). NULL on no memory.
  */
 struct gm_val *gm_verify_report(const struct gm_verify_result *r, size_t n,
 				const char *host);

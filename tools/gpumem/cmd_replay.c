@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The H200's cudaMemGetInfo total (shared/reference/device-probe.md). */
+/* The H200's cudaMemGetInfo total (tools/bench/results/catalog-h200.md). */
 #define DEFAULT_CAPACITY (143155 * GM_MiB)
 /* Where segments without a recorded address go (sim.h): driver, whose
  * address order replays PyTorch's traces closer without segment lines
