@@ -65,7 +65,7 @@ static void peak_set(struct gm_val *o, const struct gm_terms *t)
 }
 
 /* JSON and the stages' rows: each term's closed form at its own largest
- * over the step (the keys of INTERFACES.md; not what is live at the
+ * over the step (the plan JSON keys; not what is live at the
  * peak), then at_peak: what each holds at the peak (they sum to
  * peak_allocated); rows of a stage table leave it out. */
 static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,

@@ -17,15 +17,15 @@ import subprocess
 import sys
 
 
-def run(args, stdin=None, env=None, stdout=subprocess.PIPE):
+def run(args, stdin=None, env=None, stdout=subprocess.PIPE, cwd=None):
     e = dict(os.environ)
     e.update(env or {})
     return subprocess.run(args, input=stdin, stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, env=e)
+                          stderr=subprocess.PIPE, text=True, env=e, cwd=cwd)
 
 
 def main():
-    g, spec = sys.argv[1], sys.argv[2]
+    g, spec = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     errs = []
 
     def want(cond, what, r=None):
@@ -41,7 +41,10 @@ def main():
          "'inference.precision'" in r.stderr,
          "--set precision names both sections", r)
     text = open(spec).read()
-    r = run([g, "plan", "-", "--format", "json"], stdin=text)
+    # a spec on standard input resolves relative paths (model.hf_config)
+    # against the current directory: run it from the spec's
+    r = run([g, "plan", "-", "--format", "json"], stdin=text,
+            cwd=os.path.dirname(spec))
     f = run([g, "plan", spec, "--format", "json"])
     want(r.returncode == f.returncode and r.stdout and
          json.loads(r.stdout)["per_gpu"] == json.loads(f.stdout)["per_gpu"],
