@@ -50,15 +50,18 @@ struct ctx {
 __attribute__((format(printf, 3, 4)))
 static int fail(struct ctx *c, const yaml_node_t *node, const char *fmt, ...)
 {
-	char msg[768];
+	char msg[768], text[768];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Values quoted in the message may hold control characters
+	 * ("\e[2J" in a double-quoted YAML string). */
+	gm_text_escape(text, sizeof(text), msg);
 	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: %s", c->path,
 			   node ? node->start_mark.line + 1 : 1,
-			   node ? node->start_mark.column + 1 : 1, msg);
+			   node ? node->start_mark.column + 1 : 1, text);
 }
 
 static const char *scalar(const yaml_node_t *n)
