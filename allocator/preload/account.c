@@ -5,6 +5,7 @@
 #include "cu.h"
 #include "error.h"
 #include "log.h"
+#include "oom_say.h"
 #include "report.h"
 #include "units.h"
 
@@ -168,6 +169,8 @@ void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
 				  &d->oom_cap, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	gm_pl_oom_say(d, size, d->refuse ? GM_PL_OOM_UNDERSIZED :
+		      GM_PL_OOM_CAP);
 }
 
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
@@ -252,6 +255,7 @@ void gm_pl_note_device_oom(struct gm_pl_dev *d, uint64_t size)
 	atomic_fetch_add_explicit(&d->oom_device, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	gm_pl_oom_say(d, size, GM_PL_OOM_DEVICE);
 }
 
 void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,

@@ -103,8 +103,11 @@ void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *o)
 			v);
 	parse_fraction(env_get(env, "GPUMEM_FRACTION"), o);
 	parse_size(env_get(env, "GPUMEM_LIMIT"), "GPUMEM_LIMIT", &o->limit);
-	parse_size(env_get(env, "GPUMEM_CLAIMED"), "GPUMEM_CLAIMED",
-		   &o->claimed);
+	/* a card's claimed capacity: GB = GiB (units.h) */
+	v = env_get(env, "GPUMEM_CLAIMED");
+	if (v && *v && (gm_claimed_size_parse(v, &o->claimed) || !o->claimed))
+		gm_warn("GPUMEM_CLAIMED=%s is not a size such as 80GB; "
+			"ignored", v);
 	v = env_get(env, "GPUMEM_ON_UNDERSIZED");
 	if (v && strcasecmp(v, "fail") == 0)
 		o->fail_undersized = true;

@@ -565,6 +565,8 @@ static struct gm_val *device_obj(const struct gm_verify_result *r, bool flat,
 	gm_obj_set_uint(o, "tested_bytes", r->tested_bytes);
 	if (r->real_bytes)
 		gm_obj_set_uint(o, "real_bytes", r->real_bytes);
+	if (r->emulate_scale > 1)
+		gm_obj_set_uint(o, "emulate_scale", r->emulate_scale);
 	gm_obj_set_uint(o, "alias_errors", r->alias_errors);
 	gm_obj_set_uint(o, "flipped_bit_errors", r->flip_errors);
 	gm_obj_set_uint(o, "garbage_errors", r->garbage_errors);

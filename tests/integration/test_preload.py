@@ -474,6 +474,64 @@ def case_cache_pluggable(c):
           d['pool_reserved_bytes'] == 40 * MiB, d)
 
 
+def oom_lines(p):
+    return [ln for ln in p.stderr.splitlines()
+            if ln.startswith('gpumem: ') and
+            'out of memory on device' in ln]
+
+
+def case_oom_line(c):
+    # A refused allocation is explained on stderr, once, in PyTorch's
+    # manner: asked, cap, allocated, reserved, largest free, verdict.
+    p = c.probe('cap', GPUMEM_LIMIT='1GiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1, p.stderr)
+    check('tried to allocate 600.00 MiB; cap 1.00 GiB, 512.00 MiB '
+          'allocated, 512.00 MiB reserved, largest free block 512.00 MiB: '
+          'cap (' in lines[0], lines[0])
+    # the driver's own out of memory: the card is full
+    p = c.probe('errors', GPUMEM_LIMIT='64MiB', FAKECUDA_FAIL_ALLOC='2')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 1.00 MiB' in lines[0] and
+          ': card full (' in lines[0], p.stderr)
+    # an undersized card refused by GPUMEM_ON_UNDERSIZED=fail
+    p = c.probe('refused', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='76G', GPUMEM_CLAIMED='80GiB',
+                GPUMEM_ON_UNDERSIZED='fail')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and ': undersized card (' in lines[0], p.stderr)
+    # cache mode: free cached bytes, no block that large
+    p = c.probe('cache_frag', GPUMEM_MODE='cache', GPUMEM_LIMIT='20MiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 14.00 MiB; cap 20.00 MiB, '
+          '4.00 MiB allocated, 20.00 MiB reserved, largest free block '
+          '12.00 MiB: fragmentation (' in lines[0], p.stderr)
+
+
+def case_oom_burst(c):
+    # Three refusals within milliseconds are one burst: one line.
+    p = c.probe('cache_cap', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 30.00 MiB' in lines[0] and
+          ': cap (' in lines[0], p.stderr)
+
+
+def case_run_report_path(c):
+    # gpumem run: a report or metrics path that cannot be written fails
+    # at start (exit 2, naming the option), before the program runs.
+    mark = c.path('ran')
+    for opt, path, why in (
+            ('--report', '/nonexistent/r.json', 'No such file or directory'),
+            ('--prometheus', c.tmp, 'is a directory'),
+            ('--report', os.path.join(mark, 'x', 'r.json'),
+             'No such file or directory')):
+        p = c.run([c.gpumem, 'run', opt, path, '--', 'touch', mark],
+                  c.env(preload=False), expect=2)
+        check(f'gpumem run: {opt}' in p.stderr and why in p.stderr,
+              p.stderr)
+        check(not os.path.exists(mark), 'the program ran')
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)

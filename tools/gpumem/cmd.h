@@ -93,6 +93,16 @@ int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);
 
 int gm_cmd_replay(int argc, char **argv);
+
+struct gm_sim_options;
+struct gm_pool_options;
+/*
+ * Write "# gpumem-replay: OPTIONS\n", the `gpumem replay` options that
+ * replay a trace on the card so and pool po (cmd_replay.c); replay reads
+ * the line back as its defaults. 0 or GM_EIO.
+ */
+int gm_replay_options_write(FILE *fp, const struct gm_sim_options *so,
+			    const struct gm_pool_options *po);
 int gm_cmd_run(int argc, char **argv);
 int gm_cmd_report(int argc, char **argv);
 

@@ -7,6 +7,8 @@
 #include "cmd.h"
 
 #include "emit.h"
+#include "pool.h"
+#include "sim.h"
 #include "error.h"
 #include "cap.h"
 #include "gpu.h"
@@ -75,11 +77,18 @@ struct trace_buf {
 		struct gm_step_event info;
 	} *ev;
 	size_t n, cap;
+	struct gm_sim_options so;  /* the replay's card and pool */
+	struct gm_pool_options po;
 };
 
-static int trace_begin(void *ctx)
+static int trace_begin(void *ctx, const struct gm_sim_options *so,
+		       const struct gm_pool_options *po)
 {
-	((struct trace_buf *)ctx)->n = 0;
+	struct trace_buf *t = ctx;
+
+	t->n = 0;
+	t->so = *so;
+	t->po = *po;
 	return 0;
 }
 
@@ -104,7 +113,9 @@ static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
  * microseconds) to path, atomically, with three more columns (readers
  * of RMM logs skip unknown ones): Step (0 = before the first), Tag
  * ("phase/kind" of the allocation, step.h) and Reserved (the pool's
- * reserved bytes after the call). 0 or GM_EIO (diag says why). */
+ * reserved bytes after the call); first a "# gpumem-replay:" line with
+ * the replay's options, so that `gpumem replay` reproduces the plan.
+ * 0 or GM_EIO (diag says why). */
 static int trace_write(const char *path, const struct trace_buf *t,
 		       struct gm_diag *diag)
 {
@@ -114,7 +125,8 @@ static int trace_write(const char *path, const struct trace_buf *t,
 
 	if (rc)
 		return rc;
-	ok = fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
+	ok = gm_replay_options_write(f.fp, &t->so, &t->po) == 0 &&
+	     fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
 		   "Reserved\n", f.fp) >= 0;
 	for (size_t i = 0; ok && i < t->n; i++) {
 		const struct trace_ev *e = &t->ev[i];

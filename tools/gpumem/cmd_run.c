@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LIB "libgpumem-preload.so"
@@ -51,7 +52,8 @@ static void usage(FILE *out)
 		"  --mode MODE        limit (pass through, account, cap) or "
 		"cache\n"
 		"  --claimed SIZE     capacity the card is sold as (undersized "
-		"check)\n"
+		"check; GB is\n"
+		"                     the maker's: 80GB = 80GiB)\n"
 		"  --on-undersized W  warn (default) or fail\n"
 		"  --no-pinned        no pinned host memory cache "
 		"(GPUMEM_PINNED=off)\n"
@@ -98,6 +100,44 @@ static int find_library(char *out, size_t len, const char *env_name,
 	return GM_ENOTFOUND;
 }
 
+/*
+ * --report / --prometheus PATH: the library writes it at exit (or while
+ * the program runs), so a directory that is not there or not writable is
+ * found now, before the program runs, not after it. A directory part
+ * holding %p or %r is the library's to expand and is not checked here.
+ * Returns 0 or GM_EXIT_USAGE with a message naming the option.
+ */
+static int check_output_path(const char *opt, const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!*path)
+		return gm_cmd_usage_error("run", "--%s needs a file name", opt);
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return gm_cmd_usage_error("run", "--%s: %s is a directory", opt,
+					  path);
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (strchr(dir, '%'))
+		return 0;
+	if (stat(dir, &st) != 0)
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s: %s",
+					  opt, path, dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s is "
+					  "not a directory", opt, path, dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s: %s",
+					  opt, path, dir, strerror(errno));
+	return 0;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -134,7 +174,8 @@ int gm_cmd_run(int argc, char **argv)
 			break;
 		case 'l':
 		case 'c':
-			if (gm_size_parse(optarg, &bytes) || !bytes)
+			if ((c == 'l' ? gm_size_parse(optarg, &bytes) :
+			     gm_claimed_size_parse(optarg, &bytes)) || !bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
 					c == 'l' ? "limit" : "claimed", optarg);
@@ -142,9 +183,13 @@ int gm_cmd_run(int argc, char **argv)
 			       optarg, 1);
 			break;
 		case 'r':
+			if (check_output_path("report", optarg))
+				return GM_EXIT_USAGE;
 			setenv("GPUMEM_REPORT", optarg, 1);
 			break;
 		case 'p':
+			if (check_output_path("prometheus", optarg))
+				return GM_EXIT_USAGE;
 			setenv("GPUMEM_PROMETHEUS", optarg, 1);
 			break;
 		case 'm':

@@ -70,6 +70,20 @@ static void test_opts(void **state)
 	assert_int_equal(o.rank, -1);
 }
 
+/* GPUMEM_CLAIMED is a claimed capacity: "80GB" is 80 GiB. */
+static void test_opts_claimed(void **state)
+{
+	char *env[] = {"GPUMEM_CLAIMED=80GB", NULL};
+	char *bin[] = {"GPUMEM_CLAIMED=76GiB", NULL};
+	struct gm_pl_opts o;
+
+	(void)state;
+	gm_pl_opts_parse(env, &o);
+	assert_int_equal(o.claimed, 80ULL << 30);
+	gm_pl_opts_parse(bin, &o);
+	assert_int_equal(o.claimed, 76ULL << 30);
+}
+
 static void test_ptrmap(void **state)
 {
 	static struct gm_ptrmap m;
@@ -157,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_variants),
 		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_opts_claimed),
 		cmocka_unit_test(test_ptrmap),
 		cmocka_unit_test(test_cap_and_clamp),
 		cmocka_unit_test(test_cache_accounting),
