@@ -539,6 +539,48 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
 	return round_size(pool, size);
 }
 
+/* ==== What a new segment can serve ==== */
+
+static uint64_t segment_size(const struct gm_pool *p, uint64_t rounded);
+
+/* The largest request in [lo, hi] whose new segment fits in room, when
+ * the segment size grows with the request over that range; 0 if none. */
+static uint64_t servable_in(const struct gm_pool *p, uint64_t lo,
+			    uint64_t hi, uint64_t room)
+{
+	uint64_t best = 0;
+
+	while (lo <= hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (segment_size(p, round_size(p, mid)) <= room) {
+			best = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	return best;
+}
+
+uint64_t gm_pool_servable(const struct gm_pool *p, uint64_t room)
+{
+	uint64_t best, mid;
+
+	if (p->opt.no_cache || p->opt.virtual_segments)
+		return servable_in(p, 1, room, room);
+	/* Three ranges of get_allocation_size (segment_size): small
+	 * requests (2 MiB segments), the shared 20 MiB segments, and large
+	 * ones; within each the segment grows with the request. */
+	best = servable_in(p, MIN_LARGE_ALLOC, room, room);
+	if (best)
+		return best;
+	mid = servable_in(p, SMALL_SIZE + 1, MIN_LARGE_ALLOC - 1, room);
+	if (mid)
+		return mid;
+	return servable_in(p, 1, SMALL_SIZE, room);
+}
+
 /* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
 static int pool_of(uint64_t rounded)
 {
@@ -986,15 +1028,23 @@ static struct blk *blk_new(struct arena *a)
 	return calloc(1, sizeof(*b));
 }
 
+/* Forget b's record_stream() uses and their events (all destroyed or
+ * never recorded by now): a block that is free again, and whatever
+ * reuses its memory, starts with none. */
+static void uses_clear(struct blk *b)
+{
+	if (!b->uses && !b->events)
+		return;
+	free(b->uses);
+	free(b->events);
+	b->uses = NULL;
+	b->events = NULL;
+	b->nuses = b->capuses = 0;
+}
+
 static void blk_put(struct arena *a, struct blk *b)
 {
-	if (b->uses) { /* record_stream() was used */
-		free(b->uses);
-		free(b->events);
-		b->uses = NULL;
-		b->events = NULL;
-		b->nuses = b->capuses = 0;
-	}
+	uses_clear(b);
 	b->link = a->spare;
 	a->spare = b;
 }
@@ -1854,6 +1904,7 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 {
 	struct seg *s = b->seg;
 
+	uses_clear(b);
 	b->state = B_FREE;
 	s->used -= b->node.size;
 	merge_free(a, b);

@@ -238,6 +238,14 @@ struct gm_val *gm_pool_stats_val(const struct gm_pool_stats *st);
 struct gm_val *gm_pool_snapshot(struct gm_pool *pool);
 struct gm_val *gm_pool_oom_val(const struct gm_pool_oom *oom);
 
+/*
+ * The largest request (bytes) that a new segment of at most room bytes
+ * can serve under the pool's size policy (rounding, segment sizes): what
+ * may be reported as free when room bytes can still be reserved. 0 when
+ * not even the smallest request fits.
+ */
+uint64_t gm_pool_servable(const struct gm_pool *pool, uint64_t room);
+
 /* The size a request is rounded to under the pool's options. */
 uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);
 

@@ -14,8 +14,10 @@
 #include "cmd.h"
 
 #include "error.h"
+#include "options.h"
 #include "units.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LIB "libgpumem-preload.so"
@@ -138,6 +141,66 @@ static int check_output_path(const char *opt, const char *path)
 	return 0;
 }
 
+/*
+ * The cap settings in the environment (set by the options above or
+ * inherited) as the library will read them: one it cannot read would
+ * leave every allocation refused, so the program is not started. Returns
+ * true (after the message) when one cannot be read.
+ */
+static bool refuse_env(void)
+{
+	extern char **environ;
+	static struct gm_pl_opts o;
+
+	gm_pl_opts_caps(environ, &o);
+	if (!o.bad[0])
+		return false;
+	fprintf(stderr, "gpumem run: %s (from the environment); not "
+		"starting the program with a cap that cannot be read\n", o.bad);
+	return true;
+}
+
+/*
+ * The dynamic linker splits LD_PRELOAD at spaces and colons and skips an
+ * object it cannot open, so a library path with either would run the
+ * program uncapped: true (after the message) for such a path.
+ */
+static bool splits(const char *path)
+{
+	if (!strpbrk(path, " :"))
+		return false;
+	fprintf(stderr, "gpumem run: the library path '%s' has a space or a "
+		"colon, where LD_PRELOAD splits it (the program would run "
+		"uncapped); install or copy it to a path without them, or set "
+		"GPUMEM_PRELOAD_LIBRARY / GPUMEM_PINNED_LIBRARY to one\n", path);
+	return true;
+}
+
+/*
+ * Does the dynamic linker really load the preload library with this
+ * LD_PRELOAD value? It skips an object it cannot open or load (a split
+ * path, another architecture, a missing dependency) with a message and
+ * runs the program uncapped. So this program is run once under it, as a
+ * probe (GPUMEM_RUN_PROBE set: gm_cmd_run answers whether the library's
+ * gpumem_malloc is in the process). True when it loaded.
+ */
+static bool preload_loads(const char *preload)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("GPUMEM_RUN_PROBE", "1", 1);
+		setenv("GPUMEM_LOG", "error", 1); /* the program warns */
+		execl("/proc/self/exe", "gpumem", "run", (char *)NULL);
+		_exit(126);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return true; /* cannot tell: let the program run */
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -155,18 +218,17 @@ int gm_cmd_run(int argc, char **argv)
 	char lib[2 * PATH_MAX + 2], pinned[PATH_MAX], *preload;
 	bool use_pinned = true;
 	const char *old;
-	uint64_t bytes;
-	double f;
-	char *end;
-	int c;
+	uint64_t bytes, num, den;
+	int c, lib_len;
 
+	if (getenv("GPUMEM_RUN_PROBE")) /* preload_loads() */
+		return dlsym(RTLD_DEFAULT, "gpumem_malloc") ? 0 : 1;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			f = strtod(optarg, &end);
-			if (*end || !(f > 0.0 && f <= 1.0))
+			if (gm_pl_fraction_parse(optarg, &num, &den))
 				return gm_cmd_usage_error("run", "--fraction: "
 					"'%s' is not a fraction in (0, 1]",
 					optarg);
@@ -220,16 +282,24 @@ int gm_cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		return gm_cmd_usage_error("run", "no COMMAND to run (put it "
 					  "after --)");
+	if (refuse_env())
+		return GM_EXIT_USAGE;
 	if (find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
 			 "preload", LIB)) {
 		fprintf(stderr, "gpumem run: cannot find %s (set "
 			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
 		return GM_EXIT_USAGE;
 	}
+	if (splits(lib))
+		return GM_EXIT_USAGE;
+	lib_len = (int)strlen(lib);
 	if (use_pinned && find_library(pinned, sizeof(pinned),
 				       "GPUMEM_PINNED_LIBRARY", "pinned",
 				       PINNED_LIB) == 0) {
 		size_t n = strlen(lib);
+
+		if (splits(pinned))
+			return GM_EXIT_USAGE;
 
 		/* LD_PRELOAD takes ':' or ' ' between entries. */
 		if (n + 1 + strlen(pinned) >= sizeof(lib))
@@ -247,6 +317,12 @@ int gm_cmd_run(int argc, char **argv)
 		snprintf(preload, n, "%s:%s", lib, old);
 	} else {
 		preload = lib;
+	}
+	if (!preload_loads(preload)) {
+		fprintf(stderr, "gpumem run: the dynamic linker did not load "
+			"%.*s (LD_PRELOAD=%s); not running the program "
+			"uncapped\n", lib_len, lib, preload);
+		return GM_EXIT_USAGE;
 	}
 	setenv("LD_PRELOAD", preload, 1);
 	execvp(argv[optind], argv + optind);
