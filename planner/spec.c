@@ -26,7 +26,9 @@
 #include <yaml.h>
 
 #include "error.h"
+#include "hf_config.h"
 #include "text.h"
+#include "yaml_check.h"
 
 /* A spec is a page of YAML; anything larger is not one. */
 #define GM_SPEC_MAX_FILE (1u << 20)
@@ -153,6 +155,7 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	STR(GM_K_HF_CONFIG, "hf_config", GM_K_MODEL, hf_config),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,
 	    training.micro_batch_size, 1, GM_MAX_BATCH),
@@ -236,6 +239,11 @@ static int find_dotted(const char *key)
 	return find_key(sec, dot + 1, strlen(dot + 1));
 }
 
+int gm__spec_find(const char *dotted)
+{
+	return find_dotted(dotted);
+}
+
 /* ==== Messages ==== */
 
 /* Format "PREFIX: message" into c->diag, return GM_EINVAL. */
@@ -308,6 +316,9 @@ int gm__spec_blame(struct gm__spec_ctx *c, int id, const char *fmt, ...)
 		w = &c->spec->where[gm__spec_keys[id].parent];
 	if (w->origin == GM_SPEC_SET)
 		snprintf(prefix, sizeof(prefix), "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s (%s)",
+			 c->spec->hf_path, w->line, w->column, w->field, key);
 	else if (w->origin == GM_SPEC_FILE)
 		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s", c->path,
 			 w->line, w->column, key);
@@ -826,54 +837,28 @@ static int syntax_error(struct gm__spec_ctx *c, yaml_parser_t *p,
 }
 
 /*
- * Nesting deeper than this is refused before the document is built: a
- * spec is two levels deep, and libyaml's scanner does work per open
- * collection for every token (a 400 KB file of '[' took minutes).
+ * Bounds checked before the document is built (gm_yaml_scan): a spec is
+ * two levels deep and has no use for many anchors; also no tags, no NUL
+ * bytes (yaml_check.h says why).
  */
-#define GM_SPEC_MAX_DEPTH 32
+static const struct gm_yaml_limits spec_limits = {
+	.max_depth = 32,
+	.max_anchors = 256,
+	.max_aliases = 256,
+	.depth_hint = "a spec is a mapping of sections of keys",
+};
 
-/*
- * An event pass that stops at the first collection opened deeper than
- * GM_SPEC_MAX_DEPTH (file:line:column of it). Syntax errors are left to
- * the document pass, which reports them. 0 or GM_EINVAL / GM_ENOMEM.
- */
-static int check_depth(struct gm__spec_ctx *c, const char *buf, size_t n)
+/* The event pass: 0, or GM_EINVAL at file:line:column, GM_ENOMEM. */
+static int check_events(struct gm__spec_ctx *c, const char *buf, size_t n)
 {
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	unsigned depth = 0;
-	int rc = 0;
-	bool done = false;
+	struct gm_yaml_fault f;
+	int rc = gm_yaml_scan(buf, n, &spec_limits, &f);
 
-	if (!yaml_parser_initialize(&parser))
-		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
-	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, n);
-	while (!done && !rc && yaml_parser_parse(&parser, &ev)) {
-		switch (ev.type) {
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			if (++depth <= GM_SPEC_MAX_DEPTH)
-				break;
-			rc = fail_at(c, (unsigned)ev.start_mark.line + 1,
-				     (unsigned)ev.start_mark.column + 1,
-				     "nesting too deep (more than %d levels); "
-				     "a spec is a mapping of sections of keys",
-				     GM_SPEC_MAX_DEPTH);
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		case YAML_STREAM_END_EVENT:
-			done = true;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&parser);
-	return rc;
+	if (rc == 1)
+		return fail_at(c, f.line, f.col, "%s", f.msg);
+	if (rc)
+		return gm_diag_set(c->diag, rc, "out of memory");
+	return 0;
 }
 
 /*
@@ -887,7 +872,7 @@ static int load_doc(struct gm__spec_ctx *c, const char *buf, size_t n)
 	yaml_node_t *root;
 	int rc;
 
-	rc = check_depth(c, buf, n);
+	rc = check_events(c, buf, n);
 	if (rc)
 		return rc;
 	if (!yaml_parser_initialize(&parser))
@@ -1034,6 +1019,8 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	for (int i = 0; !rc && i < n_sets; i++)
 		rc = apply_set(&c, sets[i]);
 	c.set_key = NULL;
+	if (!rc)
+		rc = gm__hf_config_apply(&c);
 	if (rc)
 		return rc;
 	if (!spec->name[0])
@@ -1066,6 +1053,9 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		snprintf(buf, len, "%s:%u:%u", spec->path, w->line, w->column);
 	else if (w->origin == GM_SPEC_SET)
 		snprintf(buf, len, "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(buf, len, "%s:%u:%u", spec->hf_path, w->line,
+			 w->column);
 	else
 		snprintf(buf, len, "%s", spec->path);
 	return buf;

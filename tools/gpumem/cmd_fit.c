@@ -130,7 +130,7 @@ int gm_cmd_fit(int argc, char **argv)
 	const char *names[MAX_GPUS];
 	const struct gm_catalog *cat = gm_catalog_builtin();
 	struct gm_catalog catalog = {0};
-	const char *paths[2] = {NULL, NULL};
+	const char *paths[3] = {NULL, NULL, NULL};
 	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
@@ -213,8 +213,9 @@ int gm_cmd_fit(int argc, char **argv)
 		cat = &catalog;
 	}
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
 	if (rc) {
-		gm_cmd_file_error("fit", diag.msg, paths, 2);
+		gm_cmd_file_error("fit", diag.msg, paths, paths[2] ? 3 : 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
