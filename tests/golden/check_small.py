@@ -20,12 +20,12 @@ import sys
 def run(args, stdin=None, env=None, stdout=subprocess.PIPE, cwd=None):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run(args, input=stdin, stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, env=e, cwd=cwd)
+    return subprocess.run(args, input=stdin, stdout=stdout, cwd=cwd,
+                          stderr=subprocess.PIPE, text=True, env=e)
 
 
 def main():
-    g, spec = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    g, spec = sys.argv[1], sys.argv[2]
     errs = []
 
     def want(cond, what, r=None):
@@ -41,10 +41,11 @@ def main():
          "'inference.precision'" in r.stderr,
          "--set precision names both sections", r)
     text = open(spec).read()
-    # a spec on standard input resolves relative paths (model.hf_config)
-    # against the current directory: run it from the spec's
+    # a spec on standard input has no folder: its relative paths
+    # (model.hf_config) are read from the current directory
+    g = os.path.abspath(g)
     r = run([g, "plan", "-", "--format", "json"], stdin=text,
-            cwd=os.path.dirname(spec))
+            cwd=os.path.dirname(os.path.abspath(spec)))
     f = run([g, "plan", spec, "--format", "json"])
     want(r.returncode == f.returncode and r.stdout and
          json.loads(r.stdout)["per_gpu"] == json.loads(f.stdout)["per_gpu"],
