@@ -26,6 +26,7 @@
 #include <yaml.h>
 
 #include "error.h"
+#include "hf_config.h"
 #include "text.h"
 #include "yaml_check.h"
 
@@ -154,6 +155,7 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	STR(GM_K_HF_CONFIG, "hf_config", GM_K_MODEL, hf_config),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,
 	    training.micro_batch_size, 1, GM_MAX_BATCH),
@@ -237,6 +239,11 @@ static int find_dotted(const char *key)
 	return find_key(sec, dot + 1, strlen(dot + 1));
 }
 
+int gm__spec_find(const char *dotted)
+{
+	return find_dotted(dotted);
+}
+
 /* ==== Messages ==== */
 
 /* Format "PREFIX: message" into c->diag, return GM_EINVAL. */
@@ -309,6 +316,9 @@ int gm__spec_blame(struct gm__spec_ctx *c, int id, const char *fmt, ...)
 		w = &c->spec->where[gm__spec_keys[id].parent];
 	if (w->origin == GM_SPEC_SET)
 		snprintf(prefix, sizeof(prefix), "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s (%s)",
+			 c->spec->hf_path, w->line, w->column, w->field, key);
 	else if (w->origin == GM_SPEC_FILE)
 		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s", c->path,
 			 w->line, w->column, key);
@@ -1009,6 +1019,8 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	for (int i = 0; !rc && i < n_sets; i++)
 		rc = apply_set(&c, sets[i]);
 	c.set_key = NULL;
+	if (!rc)
+		rc = gm__hf_config_apply(&c);
 	if (rc)
 		return rc;
 	if (!spec->name[0])
@@ -1041,6 +1053,9 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		snprintf(buf, len, "%s:%u:%u", spec->path, w->line, w->column);
 	else if (w->origin == GM_SPEC_SET)
 		snprintf(buf, len, "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(buf, len, "%s:%u:%u", spec->hf_path, w->line,
+			 w->column);
 	else
 		snprintf(buf, len, "%s", spec->path);
 	return buf;

@@ -1,8 +1,7 @@
 /*
  * spec.h - a model spec: what `gpumem plan` reads (defined in spec.c).
  *
- * The YAML schema, key by key, is documented in models/README.md and
- * spelled as in INTERFACES.md. gm_spec_load() parses a file with libyaml,
+ * The YAML schema, key by key, is documented in models/README.md. gm_spec_load() parses a file with libyaml,
  * applies defaults and --set overrides, and validates; every message
  * names file:line:column of the offending key or value. Sizes are counts
  * (layers, tokens, elements) unless a name ends in _bytes.
@@ -117,11 +116,13 @@ enum gm_spec_origin {
 	GM_SPEC_DEFAULT = 0, /* not given: the documented default */
 	GM_SPEC_FILE,        /* the YAML file, at line:column */
 	GM_SPEC_SET,         /* a --set option */
+	GM_SPEC_HF,          /* model.hf_config's file, at line:column */
 };
 
 struct gm_spec_where {
 	enum gm_spec_origin origin;
 	unsigned line, column;
+	const char *field;          /* GM_SPEC_HF: the config.json field */
 };
 
 #define GM_SPEC_MAX_KEYS 64
@@ -136,6 +137,8 @@ struct gm_spec {
 	struct gm_spec_parallel parallelism;
 	char gpu[128];              /* hardware.gpu: a catalog name or alias;
 				     * "" = not given */
+	char hf_config[512];        /* model.hf_config as written; "" = none */
+	char hf_path[1024];         /* the config.json it names (hf_config.h) */
 	/* Per key of the schema (by its index in spec.c's table); use
 	 * gm_spec_given() and gm_spec_where() rather than reading it. */
 	struct gm_spec_where where[GM_SPEC_MAX_KEYS];

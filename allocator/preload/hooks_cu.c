@@ -6,7 +6,8 @@
  * record the pointer or give the charge back. Over the cap the answer is
  * CUDA_ERROR_OUT_OF_MEMORY, the driver's own code, so the runtime and the
  * frameworks raise their usual out-of-memory errors. Frees are untracked
- * before the real free (see gm_pl_untrack). No logging, no host malloc.
+ * before the real free, their charge released after it (see
+ * gm_pl_untrack). No logging, no host malloc.
  *
  * In cache mode (cache.h) the device allocations (cuMemAlloc,
  * cuMemAllocPitch, cuMemAllocAsync, cuMemAllocFromPoolAsync) are served
@@ -38,8 +39,10 @@ void *gm__pl_real[GM_PL_N_HOOKS];
 /* The real function of hook id (resolving the driver on first use). */
 static void *real(enum gm_pl_hook id)
 {
-	void *fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	gm__pl_init();
@@ -132,7 +135,8 @@ static bool cache_free(gm_cu_ptr p, bool sync, uintptr_t key,
 	return true;
 }
 
-/* Untrack key, free it with the real function, put it back on failure. */
+/* Untrack key, free it with the real function, then release its charge
+ * (the driver no longer holds it), or put it back when the free failed. */
 #define GM__FREE(map, key, call)                                           \
 	do {                                                               \
 		struct gm_ptrmap_entry e_;                                 \
@@ -143,7 +147,9 @@ static bool cache_free(gm_cu_ptr p, bool sync, uintptr_t key,
 			had_ = gm_pl_untrack((map), (key), &e_);           \
 		}                                                          \
 		r_ = (call);                                               \
-		if (r_ != GM_CU_SUCCESS && had_)                           \
+		if (had_ && r_ == GM_CU_SUCCESS)                           \
+			gm_pl_release(&e_);                                \
+		else if (had_)                                             \
 			gm_pl_restore((map), &e_);                         \
 		return r_;                                                 \
 	} while (0)
@@ -189,7 +195,10 @@ GM_EXPORT gm_cu_result cuMemAllocManaged(gm_cu_ptr *p, size_t size,
 
 /*
  * The pitch is chosen by the driver, so the size is known only after the
- * call: charge then, and free again if that goes over the cap.
+ * call. The width rounded up to 512 B (an estimate of the pitch; its
+ * alignment is the driver's) is charged before the call, so that what the
+ * driver holds stays under the cap, then the charge is corrected to the
+ * pitch the driver chose (freed again if a larger pitch does not fit).
  */
 GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 					  size_t width, size_t height,
@@ -202,21 +211,21 @@ GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 		(gm_cu_result(*)(gm_cu_ptr))real(GM_PL_HOOK_MEM_FREE);
 	struct gm_pl_dev *d;
 	gm_cu_result r;
-	uint64_t size;
+	uint64_t guess, size;
+	size_t w = (width + 511) & ~(size_t)511;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, pitch, width, height, elem);
+	if (!p || !pitch || !width || !height || w < width ||
+	    height > SIZE_MAX / w)
+		return GM_CU_ERROR_INVALID_VALUE;
 	if (gm_pl_cache_on()) {
 		/* The pool picks the pitch: the width rounded up to 512 B,
 		 * the pool's block alignment. Element sizes as the driver
 		 * accepts them (4, 8 or 16 bytes). */
-		size_t w = (width + 511) & ~(size_t)511;
-
-		if (!pitch || !width || !height || w < width ||
-		    (elem != 4 && elem != 8 && elem != 16) ||
-		    height > SIZE_MAX / w)
+		if (elem != 4 && elem != 8 && elem != 16)
 			return GM_CU_ERROR_INVALID_VALUE;
 		if (cache_alloc(d, p, w * height, GM_PL_SYNC_KEY, &r)) {
 			if (r == GM_CU_SUCCESS)
@@ -224,15 +233,17 @@ GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 			return r;
 		}
 	}
+	guess = (uint64_t)w * height;
+	if (gm_pl_charge(d, guess, GM_PL_KIND_DEVICE))
+		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(p, pitch, width, height, elem);
+	if (r != GM_CU_SUCCESS)
+		return settle(d, &gm__pl.ptrs, r, 0, guess, GM_PL_KIND_DEVICE);
 	gm__pl_tls.seen_alloc++;
-	if (r != GM_CU_SUCCESS) {
-		if (r == GM_CU_ERROR_OUT_OF_MEMORY)
-			gm_pl_note_device_oom(d, width * height);
-		return r;
-	}
 	size = (uint64_t)*pitch * height;
-	if (gm_pl_charge(d, size, GM_PL_KIND_DEVICE)) {
+	if (gm_pl_recharge(d, guess, size, GM_PL_KIND_DEVICE)) {
+		gm_pl_uncharge(d, guess, GM_PL_KIND_DEVICE);
+		gm_pl_note_cap_oom(d, size);
 		if (rfree)
 			rfree(*p);
 		*p = 0;
@@ -417,6 +428,7 @@ GM_EXPORT gm_cu_result cuMemGetInfo_v2(size_t *free_bytes,
 	if (r == GM_CU_SUCCESS && !gm__pl_tls.guard && (d = current_dev())) {
 		uint64_t f64 = f, t64 = t;
 		gm_pl_clamp_info(d, &f64, &t64);
+		f64 = gm_pl_cache_servable(d, f64);
 		f = (size_t)f64;
 		t = (size_t)t64;
 		gm__pl_tls.seen_info++;

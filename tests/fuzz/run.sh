@@ -23,12 +23,9 @@ base="allocator/base/error.c allocator/base/units.c allocator/base/text.c
 yaml="allocator/base/yaml_check.c"
 catalog="allocator/catalog/catalog.c allocator/catalog/catalog_report.c"
 core="allocator/core/tree.c allocator/core/pool.c allocator/core/sim.c
-      allocator/core/trace.c"
-planner="planner/spec.c planner/spec_rules.c planner/spec_gpu.c
-	 planner/spec_excerpt.c planner/params.c planner/states.c
-	 planner/activations.c planner/reserve.c planner/step.c planner/block.c
-	 planner/reduce.c planner/model.c planner/fit.c planner/report.c
-	 planner/gpu.c"
+      allocator/core/trace.c allocator/core/trace_torch.c"
+# every planner source, the per-family and per-recipe folders included
+planner=$(ls planner/*.c planner/*/*.c 2>/dev/null | tr '\n' ' ')
 # planner/report.h and allocator/preload/report.h share a name: the
 # preload directory only for the report target.
 inc="-Iallocator/base -Iallocator/core -Iallocator/seam -Iallocator/catalog"

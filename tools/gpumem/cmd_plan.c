@@ -7,11 +7,15 @@
 #include "cmd.h"
 
 #include "emit.h"
+#include "pool.h"
+#include "sim.h"
 #include "error.h"
+#include "cap.h"
 #include "gpu.h"
 #include "log.h"
 #include "model.h"
 #include "params.h"
+#include "params_hf.h"
 #include "report.h"
 #include "spec.h"
 
@@ -26,7 +30,8 @@ static void help(void)
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
 	       "[--catalog FILE]\n"
-	       "                  [--trace FILE]\n\n"
+	       "                  [--trace FILE] [--fraction F] [--limit SIZE] "
+	       "[--params]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
@@ -36,8 +41,14 @@ static void help(void)
 	       "formats print bytes.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
-	       "  --catalog FILE   read this GPU catalog instead of the "
-	       "built-in one\n"
+	       "  --catalog FILE   add this file's GPUs to the built-in "
+	       "catalog (same name:\n                   replaces)\n"
+	       "  --fraction F     plan under a per-process cap of F (0 < F <= 1) of the\n"
+	       "                   card's CUDA total, as `gpumem run --fraction` or\n"
+	       "                   torch.cuda.set_per_process_memory_fraction enforce\n"
+	       "  --limit SIZE     the same as a size (40GiB, 80GB); with both, the\n"
+	       "                   smaller wins. The cap covers the allocator's memory\n"
+	       "                   (peak reserved), not the CUDA context or NCCL\n"
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
@@ -48,10 +59,16 @@ static void help(void)
 	       "microseconds instead of milliseconds)\n"
 	       "  --trace FILE     write the replayed allocations (the most "
 	       "loaded rank's\n                   step) as the RMM CSV "
-	       "`gpumem replay` reads; implies\n                   "
-	       "--reserve-model simulated\n"
+	       "`gpumem replay` reads, with the\n                   "
+	       "replay's options on a first '# gpumem-replay:' line;\n"
+	       "                   implies --reserve-model simulated\n"
+	       "  --params         list the model's parameter tensors as "
+	       "transformers'\n                   named_parameters() names "
+	       "them (\"*\" = each layer) and\n                   stop; no "
+	       "GPU needed\n"
 	       "  --help           this text\n\n"
-	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
+	       "Exit status: 0 fits (under the cap, when one is given), 1 "
+	       "does not fit, 2 bad\ninput.\n");
 }
 
 /* Write an SVG atomically. */
@@ -69,6 +86,68 @@ int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
 	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
+/*
+ * `--params`: the spec's parameter tensors (params_hf.h) in the chosen
+ * format: table = one line per tensor "NAME SHAPE xCOUNT", else an
+ * object {name, parameters, tensors: [{name, shape, count}]}. Returns
+ * an exit code.
+ */
+static int print_params(const struct gm_spec *spec, enum gm_format format)
+{
+	struct gm_hf_tensor t[GM_HF_TENSORS_MAX];
+	struct gm_param_layout pl;
+	struct gm_diag diag = {{0}};
+	struct gm_val *v, *arr;
+	int n, rc;
+
+	rc = gm_params_layout(&spec->model, &pl, &diag);
+	if (!rc)
+		rc = gm_params_hf(&spec->model, &pl, t, &n, &diag);
+	if (rc) {
+		fprintf(stderr, "gpumem plan: --params: %s: %s\n", spec->path,
+			diag.msg);
+		return gm_exit_code(rc);
+	}
+	if (format == GM_FORMAT_TABLE) {
+		printf("%s: %llu parameters\n", spec->name,
+		       (unsigned long long)pl.total);
+		for (int i = 0; i < n; i++) {
+			char shape[64];
+			if (t[i].dims == 2)
+				snprintf(shape, sizeof(shape), "%llu x %llu",
+					 (unsigned long long)t[i].shape[0],
+					 (unsigned long long)t[i].shape[1]);
+			else
+				snprintf(shape, sizeof(shape), "%llu",
+					 (unsigned long long)t[i].shape[0]);
+			printf("  %-56s %-16s x%llu\n", t[i].name, shape,
+			       (unsigned long long)t[i].count);
+		}
+		return GM_EXIT_OK;
+	}
+	v = gm_val_obj();
+	gm_obj_set_str(v, "name", spec->name);
+	gm_obj_set_uint(v, "parameters", pl.total);
+	arr = gm_val_arr();
+	for (int i = 0; i < n; i++) {
+		struct gm_val *e = gm_val_obj(), *shape = gm_val_arr();
+		for (int d = 0; d < t[i].dims; d++)
+			gm_arr_push(shape, gm_val_uint(t[i].shape[d]));
+		gm_obj_set_str(e, "name", t[i].name);
+		gm_obj_set(e, "shape", shape);
+		gm_obj_set_uint(e, "count", t[i].count);
+		gm_arr_push(arr, e);
+	}
+	gm_obj_set(v, "tensors", arr);
+	rc = gm_emit(stdout, v, format);
+	gm_val_free(v);
+	if (rc) {
+		gm_error("cannot print the parameter list");
+		return GM_EXIT_USAGE;
+	}
+	return GM_EXIT_OK;
+}
+
 /* The replay's pool calls, kept until the plan is done (a replay that
  * did not fit the card is followed by one on an unlimited card, which
  * voids what came before: begin() starts over). */
@@ -79,11 +158,18 @@ struct trace_buf {
 		struct gm_step_event info;
 	} *ev;
 	size_t n, cap;
+	struct gm_sim_options so;  /* the replay's card and pool */
+	struct gm_pool_options po;
 };
 
-static int trace_begin(void *ctx)
+static int trace_begin(void *ctx, const struct gm_sim_options *so,
+		       const struct gm_pool_options *po)
 {
-	((struct trace_buf *)ctx)->n = 0;
+	struct trace_buf *t = ctx;
+
+	t->n = 0;
+	t->so = *so;
+	t->po = *po;
 	return 0;
 }
 
@@ -108,7 +194,9 @@ static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
  * microseconds) to path, atomically, with three more columns (readers
  * of RMM logs skip unknown ones): Step (0 = before the first), Tag
  * ("phase/kind" of the allocation, step.h) and Reserved (the pool's
- * reserved bytes after the call). 0 or GM_EIO (diag says why). */
+ * reserved bytes after the call); first a "# gpumem-replay:" line with
+ * the replay's options, so that `gpumem replay` reproduces the plan.
+ * 0 or GM_EIO (diag says why). */
 static int trace_write(const char *path, const struct trace_buf *t,
 		       struct gm_diag *diag)
 {
@@ -118,7 +206,8 @@ static int trace_write(const char *path, const struct trace_buf *t,
 
 	if (rc)
 		return rc;
-	ok = fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
+	ok = gm_replay_options_write(f.fp, &t->so, &t->po) == 0 &&
+	     fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
 		   "Reserved\n", f.fp) >= 0;
 	for (size_t i = 0; ok && i < t->n; i++) {
 		const struct trace_ev *e = &t->ev[i];
@@ -150,10 +239,14 @@ int gm_cmd_plan(int argc, char **argv)
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
 		{"trace", required_argument, NULL, 't'},
+		{"fraction", required_argument, NULL, 'F'},
+		{"limit", required_argument, NULL, 'L'},
+		{"params", no_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *gpu = NULL, *trace = NULL, *paths[2] = {NULL, NULL};
+	const char *gpu = NULL, *trace = NULL, *paths[3] = {NULL, NULL, NULL};
+	bool params = false;
 	struct trace_buf tb = {0};
 	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
 	struct gm_catalog catalog = {0};
@@ -181,6 +274,9 @@ int gm_cmd_plan(int argc, char **argv)
 			break;
 		case 't':
 			trace = optarg;
+			break;
+		case 'p':
+			params = true;
 			break;
 		case 'h':
 			help();
@@ -210,21 +306,29 @@ int gm_cmd_plan(int argc, char **argv)
 	}
 	paths[0] = argv[optind];
 	paths[1] = a.catalog;
-	rc = paths[1] ? gm_catalog_load(&catalog, paths[1], &diag) : 0;
+	rc = paths[1] ? gm_catalog_load_over(&catalog, paths[1],
+						     NULL, &diag) : 0;
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
+	if (!rc && params) {
+		code = print_params(spec, a.format);
+		goto out;
+	}
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)
-		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+		gm_plan_gpu_cap(&g, a.fraction, a.limit);
+	if (!rc)
+		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	if (!rc && trace && plan->per_gpu_stage != a.model.trace_stage) {
 		/* the most loaded stage is another: replay it again */
 		a.model.trace_stage = plan->per_gpu_stage;
-		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	}
 	if (rc) {
-		gm_cmd_file_error("plan", diag.msg, paths, 2);
+		gm_cmd_file_error("plan", diag.msg, paths, paths[2] ? 3 : 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
