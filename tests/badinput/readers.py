@@ -112,6 +112,32 @@ if as_root:
     expect("no-temporaries-left", sorted(os.listdir(shared)) ==
            ["dangling.json", "plan.svg", "theirs.json", "verify.json"],
            repr(os.listdir(shared)))
+# The preload library's GPUMEM_REPORT and GPUMEM_PROMETHEUS go through the
+# same writer: a root process under the fake driver neither writes
+# through the planted links nor creates the dangling one's target.
+build = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(GPUMEM))))
+probe = os.path.join(build, "tests", "integration", "pl_probe")
+lib = os.path.join(build, "allocator", "preload", "libgpumem-preload.so")
+if as_root and os.path.exists(probe) and os.path.exists(lib):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUMEM_", "FAKECUDA", "RANK"))}
+    env.update(LD_PRELOAD=lib, LD_LIBRARY_PATH=os.path.join(build, "tests",
+                                                            "fake"),
+               ASAN_OPTIONS=":".join(x for x in (
+                   os.environ.get("ASAN_OPTIONS"),
+                   "verify_asan_link_order=0") if x),
+               GPUMEM_LIMIT="64MiB",
+               GPUMEM_REPORT=os.path.join(shared, "verify.json"),
+               GPUMEM_PROMETHEUS=os.path.join(shared, "dangling.json"))
+    p = subprocess.run([probe, "plain"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    expect("preload-report-foreign-link", p.returncode == 0 and
+           "GPUMEM_REPORT" in p.stderr and "not followed" in p.stderr and
+           "GPUMEM_PROMETHEUS" in p.stderr, repr((p.returncode, p.stderr)))
+    expect("preload-secret-unchanged", read(secret) == "secret")
+    expect("preload-dangling-not-created",
+           not os.path.exists(os.path.join(private, "new")))
 # Our own file there is written as before.
 check("verify-output-shared-dir",
       EMU + ["--output", os.path.join(shared, "mine.json")], 0)
