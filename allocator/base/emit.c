@@ -414,10 +414,11 @@ static void table_text(char *buf, size_t len, const char *key,
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
 						   : gm_gib(v->as.u);
-		/* GiB with two decimals, except where that would print
-		 * 0.00: small sizes keep their own unit (KiB, MiB). */
-		if (v->kind == GM_VAL_UINT && v->as.u < GM_GiB / 100)
-			gm_size_format(buf, len, v->as.u);
+		/* GiB with two decimals, as the column says (INTERFACES:
+		 * tables print GiB); a size that is not 0 but would print
+		 * as 0.00 says so */
+		if (gib != 0 && gib > -0.005 && gib < 0.005)
+			snprintf(buf, len, "%s0.01 GiB", gib < 0 ? ">-" : "<");
 		else
 			snprintf(buf, len, "%.2f GiB", gib);
 		return;
