@@ -137,7 +137,9 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	rc = gm_emit(stdout, v, format);
 	gm_val_free(v);
 	if (rc) {
-		gm_error("cannot print the parameter list");
+		/* a write error: main() says why, once */
+		if (rc != GM_EIO)
+			gm_error("cannot print the parameter list");
 		return GM_EXIT_USAGE;
 	}
 	return GM_EXIT_OK;
