@@ -9,6 +9,7 @@
 #ifndef GM_REPORT_H
 #define GM_REPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "fit.h"
@@ -17,8 +18,14 @@
 struct gm_val;
 
 struct gm_val *gm_plan_report(const struct gm_plan *p);
+/* The same for a table: the per-GPU rows as held at the peak (they add
+ * up to peak allocated), then each term's closed form at its own
+ * largest, headed as not at the peak. */
+struct gm_val *gm_plan_report_table(const struct gm_plan *p);
+/* table: bf16 TFLOP/s of a card without bf16 as "125 (fp16)" (else a
+ * number and bf16_is_fp16). */
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n);
+			     size_t n, bool table);
 
 /* gpumem plan (fits NULL, one plan): a bar per stage; gpumem fit: a
  * row per GPU, plans[i] at fits[i]'s micro-batch. */

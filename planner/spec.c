@@ -112,7 +112,11 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
  * layers x 12 x hidden^2 parameters, micro-batch x sequence x hidden
  * activations) stays well inside 64 bits.
  */
-#define GM_MAX_LAYERS   10000u
+/* layers: 8 x the deepest published dense transformer (126 blocks,
+ * Llama 3.1 405B); the replay emits every block of every micro-batch in
+ * flight, so its time grows with layers (10,000 took 15 s a plan, 34 s
+ * a fit on one card; 1,024 take 0.45 s a plan) */
+#define GM_MAX_LAYERS   1024u
 #define GM_MAX_HIDDEN   (1u << 20)  /* 1,048,576 */
 #define GM_MAX_FFN      (1u << 22)  /* 4,194,304 */
 #define GM_MAX_HEADS    (1u << 16)  /* 65,536 */
@@ -593,6 +597,41 @@ static void section_words(int section, char *buf, size_t len)
 		snprintf(buf, len, "in %s", gm__spec_keys[section].name);
 }
 
+/* Key i's dotted name ("training.micro_batch_size") into buf. */
+static void dotted_name(int i, char *buf, size_t len)
+{
+	int p = gm__spec_keys[i].parent;
+
+	if (p < 0) {
+		snprintf(buf, len, "%s", gm__spec_keys[i].name);
+		return;
+	}
+	dotted_name(p, buf, len);
+	snprintf(buf + strlen(buf), len - strlen(buf), ".%s",
+		 gm__spec_keys[i].name);
+}
+
+/* Every key named word in some section, as "'a.word' or 'b.word'"; 0
+ * when none. */
+static size_t sectioned(const char *word, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < GM_K_COUNT; i++) {
+		char d[256];
+
+		if (gm__spec_keys[i].parent < 0 ||
+		    strcmp(gm__spec_keys[i].name, word))
+			continue;
+		dotted_name(i, d, sizeof(d));
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s'%s'",
+			 n ? " or " : "", d);
+		n++;
+	}
+	return n;
+}
+
 /*
  * "unknown key 'x' in model; did you mean 'y'?" at line:col (or the --set
  * being applied). A dotted key at the top level ("model.layers:") gets
@@ -617,6 +656,14 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			       "nested, as '%s:' under '%s:'", name, where,
 			       gm__spec_keys[id].name,
 			       gm__spec_keys[gm__spec_keys[id].parent].name);
+	if (section < 0) {
+		/* a section's key at the top: name the section */
+		char both[1024];
+
+		if (sectioned(name, both, sizeof(both)))
+			return fail_at(c, line, col, "unknown key '%s' %s; "
+				       "did you mean %s?", name, where, both);
+	}
 	if (suggest(name, cands, n, near, sizeof(near)))
 		return fail_at(c, line, col,
 			       "unknown key '%s' %s; did you mean %s?", name,
@@ -755,7 +802,7 @@ static int check_utf8(struct gm__spec_ctx *c, const char *buf, size_t n)
 /* Read the whole file (at most GM_SPEC_MAX_FILE bytes), NUL-terminated. */
 static int read_file(struct gm__spec_ctx *c, char **out, size_t *n)
 {
-	FILE *f = fopen(c->path, "rb");
+	FILE *f = c->from_stdin ? stdin : fopen(c->path, "rb");
 	char *buf = NULL;
 	size_t got;
 	int rc = 0;
@@ -787,7 +834,8 @@ static int read_file(struct gm__spec_ctx *c, char **out, size_t *n)
 	buf = NULL;
 out:
 	free(buf);
-	fclose(f);
+	if (f != stdin)
+		fclose(f);
 	return rc;
 }
 
@@ -936,6 +984,14 @@ static int set_unknown(struct gm__spec_ctx *c, const char *key)
 		return fail_at(c, 0, 0, "'%s' takes a value, not keys", sec);
 	if (parent >= 0)
 		return unknown_key(c, 0, 0, parent, dot + 1);
+	if (!dot) {
+		/* a key of a section given without it */
+		char both[1024];
+
+		if (sectioned(key, both, sizeof(both)))
+			return fail_at(c, 0, 0, "unknown key '%s'; did you "
+				       "mean %s?", key, both);
+	}
 	for (int i = 0; i < GM_K_COUNT; i++) {
 		if (gm__spec_keys[i].parent < 0)
 			cands[n++] = gm__spec_keys[i].name;
@@ -1007,6 +1063,11 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	size_t n = 0;
 	int rc;
 
+	if (!strcmp(path, "-")) {
+		/* the spec on standard input; messages say <stdin>:l:c */
+		c.from_stdin = true;
+		c.path = path = GM_SPEC_STDIN;
+	}
 	memset(spec, 0, sizeof(*spec));
 	gm_text_copy(spec->path, sizeof(spec->path), path);
 	rc = read_file(&c, &buf, &n);
@@ -1024,7 +1085,7 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	if (rc)
 		return rc;
 	if (!spec->name[0])
-		default_name(spec, path);
+		default_name(spec, c.from_stdin ? "stdin" : path);
 	gm__spec_defaults(spec);
 	return gm__spec_validate(&c);
 }

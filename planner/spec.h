@@ -144,8 +144,12 @@ struct gm_spec {
 	struct gm_spec_where where[GM_SPEC_MAX_KEYS];
 };
 
+/* How messages name a spec read from standard input (path "-"). */
+#define GM_SPEC_STDIN "<stdin>"
+
 /*
- * Load and validate a spec. sets: n strings "dotted.key=value" applied
+ * Load and validate a spec (path "-": standard input, named
+ * GM_SPEC_STDIN in messages). sets: n strings "dotted.key=value" applied
  * over the file (as `--set` gives them) before validation; a bad --set
  * is reported naming the option. Returns 0 or GM_EINVAL/GM_EIO/GM_ENOMEM
  * with diag->msg "file:line:column: message" (plus a hint where one

@@ -96,7 +96,8 @@ int gm__spec_find(const char *dotted);
 struct gm__spec_ctx {
 	struct gm_spec *spec;
 	struct gm_diag *diag;
-	const char *path;
+	const char *path;             /* as messages name it */
+	bool from_stdin;              /* path "-": read standard input */
 	const char *set_key;          /* the --set being applied, or NULL */
 	unsigned root_line, root_col; /* the top-level mapping (1-based) */
 };

@@ -145,6 +145,11 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 	if (given(s, GM_K_ACT_PER_TOKEN) && a != GM_ARCH_CUSTOM)
 		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
 				      "architecture 'custom' only");
+	if (given(s, GM_K_ACT_PER_TOKEN) && s->task != GM_TASK_TRAIN)
+		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
+				      "task 'train' only (a forward pass "
+				      "without autograd saves no "
+				      "activations)");
 	if (s->model.head == GM_HEAD_MASKED_LM && a != GM_ARCH_BERT &&
 	    a != GM_ARCH_CUSTOM)
 		return gm__spec_blame(c, GM_K_HEAD, "masked-lm needs "

@@ -2,6 +2,7 @@
 #include "emit.h"
 
 #include "error.h"
+#include "text.h"
 #include "units.h"
 
 #include <errno.h>
@@ -369,83 +370,10 @@ static bool is_bytes_key(const char *key)
 	return n >= 6 && strcmp(key + n - 6, "_bytes") == 0;
 }
 
-/*
- * The length of the UTF-8 sequence at s (NUL-terminated), 0 when it is
- * not valid UTF-8; *cp gets the code point.
- */
-static size_t utf8_seq(const unsigned char *s, uint32_t *cp)
-{
-	size_t len;
-
-	if (s[0] < 0x80) {
-		*cp = s[0];
-		return 1;
-	}
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, *cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, *cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, *cp = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		*cp = *cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && *cp < 0x800) || (len == 4 && *cp < 0x10000) ||
-	    (*cp >= 0xd800 && *cp <= 0xdfff) || *cp > 0x10ffff)
-		return 0;
-	return len;
-}
-
-/* A code point a terminal may act on: C0 and C1 controls and DEL. */
-static bool is_control(uint32_t cp)
-{
-	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
-}
-
-/*
- * s for a table or CSV cell, written into buf (at most len - 1 bytes, cut
- * at a whole character): control characters (ESC starts a terminal's
- * escape sequences) as \n, \r, \t or \xHH / \u00HH, bytes that are
- * not UTF-8 as \xHH; everything else as it is.
- */
+/* s for a table or CSV cell: control characters escaped (text.h). */
 static void cell_text(char *buf, size_t len, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t at = 0;
-
-	while (*p) {
-		char esc[8];
-		uint32_t cp;
-		size_t n = utf8_seq(p, &cp), w;
-
-		if (n == 0)
-			w = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
-		else if (cp == '\n')
-			w = (size_t)snprintf(esc, sizeof(esc), "\\n");
-		else if (cp == '\r')
-			w = (size_t)snprintf(esc, sizeof(esc), "\\r");
-		else if (cp == '\t')
-			w = (size_t)snprintf(esc, sizeof(esc), "\\t");
-		else if (is_control(cp))
-			w = (size_t)snprintf(esc, sizeof(esc),
-					     cp < 0x80 ? "\\x%02x" : "\\u%04x",
-					     (unsigned)cp);
-		else
-			w = 0;
-		if (at + (w ? w : n) >= len)
-			break;
-		if (w)
-			memcpy(buf + at, esc, w);
-		else
-			memcpy(buf + at, p, n);
-		at += w ? w : n;
-		p += n ? n : 1;
-	}
-	buf[len ? (at < len ? at : len - 1) : 0] = '\0';
+	gm_text_escape(buf, len, s);
 }
 
 /* Plain text of a scalar (JSON number syntax for numbers). */
@@ -486,10 +414,11 @@ static void table_text(char *buf, size_t len, const char *key,
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
 						   : gm_gib(v->as.u);
-		/* GiB with two decimals, except where that would print
-		 * 0.00: small sizes keep their own unit (KiB, MiB). */
-		if (v->kind == GM_VAL_UINT && v->as.u < GM_GiB / 100)
-			gm_size_format(buf, len, v->as.u);
+		/* GiB with two decimals, as the column says (INTERFACES:
+		 * tables print GiB); a size that is not 0 but would print
+		 * as 0.00 says so */
+		if (gib != 0 && gib > -0.005 && gib < 0.005)
+			snprintf(buf, len, "%s0.01 GiB", gib < 0 ? ">-" : "<");
 		else
 			snprintf(buf, len, "%.2f GiB", gib);
 		return;
@@ -553,11 +482,11 @@ static void json_string(FILE *out, const char *s)
 			break;
 		default: {
 			uint32_t cp;
-			size_t n = utf8_seq(p, &cp);
+			size_t n = gm_text_utf8((const char *)p, &cp);
 
 			/* DEL and C1 controls too, which JSON allows raw but
 			 * a terminal may act on. */
-			if (n && is_control(cp)) {
+			if (n && gm_text_is_control(cp)) {
 				fprintf(out, "\\u%04x", (unsigned)cp);
 				p += n - 1;
 			} else {

@@ -55,15 +55,18 @@ struct ctx {
 __attribute__((format(printf, 3, 4)))
 static int fail(struct ctx *c, const yaml_node_t *node, const char *fmt, ...)
 {
-	char msg[768];
+	char msg[768], text[768];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Values quoted in the message may hold control characters
+	 * ("\e[2J" in a double-quoted YAML string). */
+	gm_text_escape(text, sizeof(text), msg);
 	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: %s", c->path,
 			   node ? node->start_mark.line + 1 : 1,
-			   node ? node->start_mark.column + 1 : 1, msg);
+			   node ? node->start_mark.column + 1 : 1, text);
 }
 
 static const char *scalar(const yaml_node_t *n)
@@ -1012,30 +1015,43 @@ static const struct gm_yaml_limits catalog_limits = {
 	.depth_hint = "a catalog is a mapping of lists of GPU entries",
 };
 
-/* Read the whole file (at most GM_CATALOG_MAX_FILE bytes) into c->buf. */
+/* Read the whole file (at most GM_CATALOG_MAX_FILE bytes) into c->buf,
+ * growing the buffer as it fills. */
 static int read_all(struct ctx *c)
 {
 	FILE *fp = fopen(c->path, "rb");
-	char *buf;
-	size_t got;
+	size_t cap = 64 << 10, got = 0;
+	char *buf = NULL;
 	int rc = 0;
 
 	if (!fp)
 		return gm_diag_set(c->diag, GM_EIO, "%s: %s", c->path,
 				   strerror(errno));
-	buf = malloc(GM_CATALOG_MAX_FILE + 1);
-	if (!buf) {
-		fclose(fp);
-		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	buf = malloc(cap);
+	while (!rc && buf) {
+		got += fread(buf + got, 1, cap - got, fp);
+		if (ferror(fp))
+			rc = gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
+					 c->path, strerror(errno));
+		else if (got > GM_CATALOG_MAX_FILE)
+			rc = gm_diag_set(c->diag, GM_EINVAL, "%s: larger than "
+					 "%u bytes; not a GPU catalog", c->path,
+					 GM_CATALOG_MAX_FILE);
+		else if (feof(fp))
+			break;
+		else if (got == cap) {
+			char *more = realloc(buf, cap * 2);
+
+			if (!more)
+				break;
+			buf = more;
+			cap *= 2;
+		}
 	}
-	got = fread(buf, 1, GM_CATALOG_MAX_FILE + 1, fp);
-	if (ferror(fp))
-		rc = gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
-				 c->path, strerror(errno));
-	else if (got > GM_CATALOG_MAX_FILE)
-		rc = gm_diag_set(c->diag, GM_EINVAL, "%s: larger than %u "
-				 "bytes; not a GPU catalog", c->path,
-				 GM_CATALOG_MAX_FILE);
+	if (!rc && !buf)
+		rc = gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	else if (!rc && !feof(fp))
+		rc = gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
 	fclose(fp);
 	if (rc) {
 		free(buf);

@@ -3,6 +3,7 @@
 
 #include "emit.h"
 #include "error.h"
+#include "text.h"
 #include "yaml_check.h"
 
 #include <errno.h>
@@ -163,16 +164,20 @@ static int key_check(const struct gm_val *v, const yaml_event_t *e,
 		     const char *path, struct gm_diag *diag)
 {
 	struct gm_yaml_fault f;
+	char text[200];
 
 	if (gm_yaml_event_fault(e, &f))
 		return gm_diag_set(diag, GM_EINVAL, "%s:%u:%u: %s", path,
 				   f.line, f.col, f.msg);
-	if (gm_obj_get(v, (const char *)e->data.scalar.value))
+
+	if (gm_obj_get(v, (const char *)e->data.scalar.value)) {
+		gm_text_escape(text, sizeof(text),
+			       (const char *)e->data.scalar.value);
 		return gm_diag_set(diag, GM_EINVAL, "%s:%zu:%zu: duplicate "
-				   "key \"%.200s\"", path,
+				   "key \"%s\"", path,
 				   e->start_mark.line + 1,
-				   e->start_mark.column + 1,
-				   (const char *)e->data.scalar.value);
+				   e->start_mark.column + 1, text);
+	}
 	return 0;
 }
 
@@ -579,11 +584,14 @@ static int check_verify_dev(const struct src *s, const struct gm_val *d,
 	verdict = gm_val_as_str(gm_obj_get(d, "verdict"));
 	if (strcmp(verdict, "ok") && strcmp(verdict, "undersized") &&
 	    strcmp(verdict, "faulty") && strcmp(verdict, "error")) {
+		char text[200];
+
+		gm_text_escape(text, sizeof(text), verdict);
 		where(s->marks, gm_obj_get(d, "verdict"), &line, &col);
 		return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s%sverdict:"
 				   " '%s' is not ok, undersized, faulty or "
 				   "error", s->path, line, col, what,
-				   *what ? "." : "", verdict);
+				   *what ? "." : "", text);
 	}
 	return 0;
 }

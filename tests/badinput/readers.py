@@ -43,7 +43,8 @@ def check(name, args, code, needle=None, stdout=None, **kw):
     bad = p.returncode != code or \
         (needle is not None and needle not in p.stderr) or \
         (stdout is not None and stdout not in p.stdout) or \
-        "Sanitizer" in p.stderr or "runtime error" in p.stderr
+        "Sanitizer" in p.stderr or "runtime error" in p.stderr or \
+        "\x1b" in p.stderr + p.stdout  # no terminal escape gets through
     if bad:
         failures += 1
         print("FAIL %s: rc %d, stdout %r, stderr %r" %
@@ -187,6 +188,20 @@ p = check("report-many-devices-fast",
           0, timeout=30)
 expect("report-many-devices-rows", p is not None and
        p.stdout.count('"device":') == 8192)
+
+# Messages quote input values with their control characters escaped.
+check("report-verdict-escape", ["report", path("verdict.json",
+      '{"kind":"gpumem-verify","devices":[{"device":0,'
+      '"verdict":"\\u001b[2Jok"}]}')], 2, "verdict: '\\x1b[2Jok' is not ok")
+check("report-duplicate-key-escape", ["report", path("dupkey.json",
+      '{"kind":"gpumem-report","devices":[],"\\u001bk":1,"\\u001bk":2}')],
+      2, 'duplicate key "\\x1bk"')
+with open(os.path.join(ROOT, "tests", "data", "catalog", "test-gpu.yaml")) as f:
+    cat = f.read().replace("architecture: hopper",
+                           'architecture: "hop\\e[2Jper"')
+check("catalog-message-escape", ["plan", SPEC, "--catalog",
+                                 path("esc-cat.yaml", cat)], 2,
+      "unknown architecture 'hop\\x1b[2Jper'")
 
 print("%d failures" % failures)
 shutil.rmtree(TMP, ignore_errors=True)

@@ -37,8 +37,15 @@ static void help(void)
 	       "gradients, optimizer states,\nactivations, logits, "
 	       "temporaries, KV cache, buffers; peak allocated and\nreserved "
 	       "(PyTorch's caching allocator), memory outside the allocator, "
-	       "and\nwhether it fits. Tables print GiB (2^30 bytes); other "
-	       "formats print bytes.\n\n"
+	       "and\nwhether it fits, and where a run that does not fit "
+	       "stops (out of memory:\nthe first request the caching "
+	       "allocator refuses after freeing its cache and\nretrying). "
+	       "The table's rows are what is live at the peak; each term's "
+	       "closed\nform at its own largest follows. Tables print GiB "
+	       "(2^30 bytes); other\nformats print bytes. SPEC.yaml \"-\" "
+	       "reads standard input (messages say\n<stdin>:line:column). "
+	       "Each option but --set is given at most once; --gpu\nand "
+	       "--set hardware.gpu both name the GPU, so give one.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
 	       "  --catalog FILE   add this file's GPUs to the built-in "
@@ -62,8 +69,9 @@ static void help(void)
 	       "microseconds instead of milliseconds)\n"
 	       "  --trace FILE     write the replayed allocations (the most "
 	       "loaded rank's\n                   step) as the RMM CSV "
-	       "`gpumem replay` reads; implies\n                   "
-	       "--reserve-model simulated\n"
+	       "`gpumem replay` reads, with the\n                   "
+	       "replay's options on a first '# gpumem-replay:' line;\n"
+	       "                   implies --reserve-model simulated\n"
 	       "  --params         list the model's parameter tensors as "
 	       "transformers'\n                   named_parameters() names "
 	       "them (\"*\" = each layer) and\n                   stop; no "
@@ -135,9 +143,8 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	return GM_EXIT_OK;
 }
 
-/* The replay's pool calls, kept until the plan is done (a replay that
- * did not fit the card is followed by one on an unlimited card, which
- * voids what came before: begin() starts over). */
+/* The replay's pool calls, kept until the plan is done (begin() starts
+ * over: one replay per plan). */
 struct trace_buf {
 	struct trace_ev {
 		uint64_t addr, bytes;
@@ -258,9 +265,15 @@ int gm_cmd_plan(int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'g':
+			if ((rc = gm_cmd_once("plan", &a.given, 1u << 8,
+					      "--gpu")))
+				return rc;
 			gpu = optarg;
 			break;
 		case 't':
+			if ((rc = gm_cmd_once("plan", &a.given, 1u << 9,
+					      "--trace")))
+				return rc;
 			trace = optarg;
 			break;
 		case 'p':
@@ -274,6 +287,10 @@ int gm_cmd_plan(int argc, char **argv)
 						  "'%s'", argv[optind - 1]);
 		}
 	}
+	if (gpu && gm_plan_args_sets(&a, "hardware.gpu"))
+		return gm_cmd_usage_error("plan", "--gpu and --set "
+					  "hardware.gpu both name the GPU; "
+					  "give one");
 	if (optind + 1 != argc)
 		return gm_cmd_usage_error("plan", optind == argc ?
 					  "a spec file is needed" :
@@ -347,9 +364,12 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	v = gm_plan_report(plan);
-	if (!v || gm_emit(stdout, v, a.format)) {
-		gm_error("cannot print the report");
+	v = a.format == GM_FORMAT_TABLE ? gm_plan_report_table(plan) :
+	    gm_plan_report(plan);
+	if (!v || (rc = gm_emit(stdout, v, a.format))) {
+		/* a write error: main() says why, once */
+		if (!v || rc != GM_EIO)
+			gm_error("cannot print the report");
 		code = GM_EXIT_USAGE;
 		goto out;
 	}

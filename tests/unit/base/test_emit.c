@@ -138,7 +138,7 @@ static void table(void **state)
 			       "\n"
 			       "per gpu:\n"
 			       "  weights    1.00 GiB\n"
-			       "  workspace  8.00 MiB\n"
+			       "  workspace  0.01 GiB\n"
 			       "  ratio      0.5\n"
 			       "\n"
 			       "stages:\n"
