@@ -201,6 +201,8 @@ int gm_cmd_fit(int argc, char **argv)
 		cat = &catalog;
 	}
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	if (!rc)
+		rc = gm_spec_check_modelled(spec, &diag);
 	if (rc) {
 		gm_cmd_file_error("fit", diag.msg, paths, 2);
 		code = gm_exit_code(rc);

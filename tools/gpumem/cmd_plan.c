@@ -214,6 +214,8 @@ int gm_cmd_plan(int argc, char **argv)
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
+		rc = gm_spec_check_modelled(spec, &diag);
+	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)
