@@ -533,13 +533,57 @@ static bool suggest(const char *word, const char *const *names, size_t n,
 	return used > 0 && used < len;
 }
 
+/*
+ * Names users write for what the planner does not model yet
+ * (planner/README.md, "Not modelled"): refused with that message rather
+ * than "unknown", so nobody reads it as a typo. Keys are by section.
+ */
+static const struct {
+	int id;            /* an enum key, or a section for a key name */
+	const char *name;  /* the value, or the key */
+	const char *what;
+} not_modelled[] = {
+	{GM_K_PRECISION, "fp8", "FP8 training (Transformer Engine's "
+				"fp8_autocast)"},
+	{GM_K_PRECISION, "fp8-mixed", "FP8 training (Transformer Engine's "
+				      "fp8_autocast)"},
+	{GM_K_PRECISION, "fp8-true", "FP8 training"},
+	{GM_K_INF_PRECISION, "fp8", "FP8 weights"},
+	{GM_K_INF_PRECISION, "int8", "int8 weights (LLM.int8)"},
+	{GM_K_INF_PRECISION, "int4", "4-bit weights"},
+	{GM_K_PARALLELISM, "context_parallel", "context parallelism (ring "
+					       "attention over the sequence)"},
+	{GM_K_PARALLELISM, "ulysses_parallel", "DeepSpeed-Ulysses sequence "
+					       "parallelism"},
+	{GM_K_PARALLELISM, "sequence_parallel_size", "DeepSpeed-Ulysses "
+						     "sequence parallelism"},
+	{GM_K_PARALLELISM, "cpu_offload", "FSDP's CPUOffloadPolicy"},
+	{GM_K_TRAINING, "fp8", "FP8 training"},
+};
+
+/* The not-modelled entry of (id, name), or NULL. */
+static const char *unmodelled(int id, const char *name)
+{
+	for (size_t i = 0; i < GM_N(not_modelled); i++) {
+		if (not_modelled[i].id == id &&
+		    !strcmp(not_modelled[i].name, name))
+			return not_modelled[i].what;
+	}
+	return NULL;
+}
+
 /* One of k->names, exactly; otherwise suggest the closest or list them. */
 static int parse_enum(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		      const char *s, int *out)
 {
 	const struct gm__spec_keydef *k = &gm__spec_keys[id];
+	const char *what = unmodelled(id, s);
 	char list[256] = "";
 
+	if (what)
+		return fail_value(c, m, id, "'%s': %s is not modelled yet "
+				  "(planner/README.md, \"Not modelled\")", s,
+				  what);
 	for (size_t i = 0; i < k->n_names; i++) {
 		if (!strcmp(s, k->names[i]))
 			return *out = (int)i, 0;
@@ -752,6 +796,10 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			cands[n++] = gm__spec_keys[id].name;
 	}
 	section_words(section, where, sizeof(where));
+	if (section >= 0 && unmodelled(section, name))
+		return fail_at(c, line, col, "'%s' %s: %s is not modelled yet "
+			       "(planner/README.md, \"Not modelled\")", name,
+			       where, unmodelled(section, name));
 	id = section < 0 && !c->set_key ? find_dotted(name) : -1;
 	if (id >= 0 && gm__spec_keys[id].parent >= 0)
 		return fail_at(c, line, col, "unknown key '%s' %s; write it "
