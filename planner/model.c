@@ -97,6 +97,9 @@ struct ctx {
 	const struct gm_plan_gpu *gpu;
 	uint64_t alloc_cap;         /* what the caching allocator may take:
 				     * the card less context and NCCL */
+	double unshard;             /* FSDP: bytes of an unsharded parameter
+				     * element (full.weights, or 2 under
+				     * MixedPrecisionPolicy) */
 };
 
 /* The TP divisor of pt: t for a tensor split over the ranks, 1 for a
@@ -229,6 +232,22 @@ static double matmul_elems(const struct ctx *c)
 			e += n;
 		}
 	return e;
+}
+
+/*
+ * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 3 with a
+ * *-mixed precision under framework pytorch and
+ * fsdp_mixed_precision param-dtype (torch/distributed/fsdp/
+ * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy).
+ */
+static bool fsdp_param_dtype(const struct gm_spec *sp)
+{
+	enum gm_precision p = sp->training.precision;
+
+	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage == 3 &&
+	       sp->training.framework == GM_FW_PYTORCH &&
+	       (p == GM_PREC_BF16_MIXED || p == GM_PREC_FP16_MIXED) &&
+	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;
 }
 
 /* Largest FSDP unit (one block, or the root: embeddings + head). */
@@ -506,6 +525,7 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		/* FSDP2: its buffers from the parameter list (step.c) */
 		st->fsdp = true;
 		st->fsdp_d = c->d;
+		st->fsdp_unshard = c->unshard / c->full.weights;
 		return;
 	}
 	if (zero <= 1 && bucket > 0) {
@@ -517,7 +537,7 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		st->n_comm = 2;
 	} else if (zero == 3) {
 		u = largest_unit(c);
-		st->comm[0].bytes = u * c->full.weights;
+		st->comm[0].bytes = u * c->unshard;
 		st->comm[0].count = 2;
 		st->comm[1].bytes = u * c->full.gradients;
 		st->comm[1].count = 1;
@@ -683,7 +703,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	else if (c->d > 1 && zero == 2)
 		comm = largest_unit(c) * c->full.gradients;
 	else if (c->d > 1)
-		comm = largest_unit(c) * (2 * c->full.weights +
+		comm = largest_unit(c) * (2 * c->unshard +
 					  c->full.gradients);
 	T->communication = comm;
 	/* one cuBLAS workspace for the forward's thread, one for the
@@ -1079,6 +1099,18 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.full = gm_state_bytes(opts->recipe, prec,
 				spec->task == GM_TASK_TRAIN ?
 				spec->training.optimizer : GM_OPT_SGD);
+	c.unshard = c.full.weights;
+	if (fsdp_param_dtype(spec)) {
+		/* FSDP2 MixedPrecisionPolicy(param_dtype=16-bit,
+		 * reduce_dtype=fp32): fp32 shards, gradients and states as
+		 * *-mixed; the unsharded parameters 16-bit and no autocast,
+		 * so the forward and backward run as *-true (activations,
+		 * residual stream and logits in 16 bits; inputs cast at
+		 * each unit: cast_forward_inputs) */
+		c.full.autocast = false;
+		c.full.residual = c.full.compute;
+		c.unshard = c.full.compute;
+	}
 	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
 			      par->zero_stage : 0, (unsigned long)c.d);
 	c.ws = (double)gm_cublas_workspace_bytes(gpu->sm_major);

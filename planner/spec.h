@@ -215,10 +215,9 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 
 /*
  * Refuse what a loaded spec asks for that `gpumem plan` does not model
- * yet (models/README.md, "Not modelled"): a framework other than
+ * yet (planner/README.md, "Not modelled"): a framework other than
  * pytorch, training.loop keep-outputs, past_key_values built in training
- * (use_cache true or auto without checkpointing), LoRA / QLoRA, FSDP's
- * param-dtype policy. gm_spec_load() accepts them (their values are
+ * (use_cache true or auto without checkpointing), LoRA / QLoRA. gm_spec_load() accepts them (their values are
  * read and checked); plan and fit call this after loading. Returns 0 or
  * GM_EINVAL with diag "file:line:column: KEY: ... is not modelled yet".
  */

@@ -73,8 +73,9 @@ static const char *const lora_default[][2] = {
 /*
  * How the run is built: each default is what the planner modelled
  * before these keys existed (a plain PyTorch step as tools/measure runs
- * it: model(..., use_cache=False), only the loss kept; FSDP under
- * torch.autocast). A DeepSpeed JSON implies framework deepspeed.
+ * it: model(..., use_cache=False), only the loss kept), except FSDP
+ * with *-mixed, which is a MixedPrecisionPolicy (param-dtype) as users
+ * run it. A DeepSpeed JSON implies framework deepspeed.
  */
 static void recipe_defaults(struct gm_spec *s)
 {
@@ -95,8 +96,10 @@ static void recipe_defaults(struct gm_spec *s)
 					     sizeof(t->lora_targets[0]), n);
 		}
 	}
+	/* FSDP with *-mixed: a MixedPrecisionPolicy, as Lightning,
+	 * accelerate and torchtitan build it (INTERFACES.md) */
 	if (!given(s, GM_K_FSDP_MP))
-		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST;
+		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
 	if (!given(s, GM_K_VPP))
 		s->parallelism.virtual_pipeline_stages = 1;
 }
@@ -473,7 +476,7 @@ static int check_adapter(struct gm__spec_ctx *c)
 
 /*
  * Values the planner reads but does not model yet are refused, so no
- * key is accepted and then ignored (models/README.md, "Not modelled").
+ * key is accepted and then ignored (planner/README.md, "Not modelled").
  * Their analytic model-state rows exist (planner/recipe/); the step
  * emitter does not use them yet.
  */
@@ -504,11 +507,6 @@ static int check_modelled(struct gm__spec_ctx *c)
 	if (t->adapter != GM_ADAPTER_NONE)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
 				      gm_adapter_name(t->adapter), tail);
-	if (s->parallelism.zero_stage == 3 &&
-	    s->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE &&
-	    is_mixed(t->precision))
-		return gm__spec_blame(c, GM_K_FSDP_MP, "'param-dtype' %s; "
-				      "'autocast' is", tail);
 	return 0;
 }
 

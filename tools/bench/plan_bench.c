@@ -44,7 +44,9 @@ static struct gm_spec base(void)
 		.precision = GM_PREC_BF16_MIXED, .optimizer = GM_OPT_ADAMW};
 	s.parallelism = (struct gm_spec_parallel){
 		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
-		.virtual_pipeline_stages = 1};
+		.virtual_pipeline_stages = 1,
+		/* FSDP as tools/measure runs it (the traces) */
+		.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST};
 	return s;
 }
 

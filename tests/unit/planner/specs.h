@@ -24,7 +24,9 @@ static inline struct gm_spec spec_llama(unsigned L, unsigned h, unsigned f,
 		.attention = GM_ATTN_SDPA};
 	s.parallelism = (struct gm_spec_parallel){
 		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
-		.virtual_pipeline_stages = 1};
+		.virtual_pipeline_stages = 1,
+		/* FSDP as tools/measure runs it (the traces) */
+		.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST};
 	return s;
 }
 

@@ -294,6 +294,50 @@ static void tp_vocab_replicated(void **state)
  * and the GiB figure are separate lines, so labels 150 px apart do not
  * overlap (findings-newuser 27).
  */
+/*
+ * FSDP with *-mixed as a MixedPrecisionPolicy (param-dtype): the same
+ * fp32 shards, gradients and Adam states as under autocast (16 bytes
+ * per parameter over d), no whole-model autocast cache, 16-bit
+ * unsharded units, activations and residual stream in 16 bits.
+ */
+static void fsdp_param_dtype(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan ac, pd;
+	double P;
+
+	(void)state;
+	s.parallelism.data_parallel = 8;
+	s.parallelism.zero_stage = 3;
+	s.training.activation_checkpointing = GM_CKPT_FULL;
+	ac = plan(s, &h200);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	pd = plan(s, &h200);
+	P = (double)pd.per_gpu.parameters; /* the stage's, before sharding */
+	assert_true(fabs(pd.per_gpu.weights + pd.per_gpu.gradients +
+			 pd.per_gpu.optimizer_states - 16 * P / 8) < 64);
+	assert_true(pd.per_gpu.weights == ac.per_gpu.weights);
+	assert_true(pd.per_gpu.optimizer_states ==
+		    ac.per_gpu.optimizer_states);
+	/* autocast's cache held 2 bytes of every matmul weight (> 12 GiB
+	 * for 6.5e9 of them); param-dtype's temporaries are far below */
+	assert_true(ac.per_gpu.temporary - pd.per_gpu.temporary >
+		    12.0 * GM_GiB);
+	/* full checkpointing keeps each block's input: fp32 residual under
+	 * autocast, 16-bit under param-dtype (the int64 ids and labels
+	 * stay: a little under twice) */
+	assert_true(ac.per_gpu.activations / pd.per_gpu.activations > 1.9 &&
+		    ac.per_gpu.activations / pd.per_gpu.activations < 2);
+	assert_true(pd.per_gpu.communication < ac.per_gpu.communication);
+	assert_true(pd.per_gpu.peak_reserved < ac.per_gpu.peak_reserved);
+	/* only FSDP: DDP's plan does not change */
+	s.parallelism.zero_stage = 0;
+	ac = plan(s, &h200);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST;
+	pd = plan(s, &h200);
+	assert_true(ac.per_gpu.peak_reserved == pd.per_gpu.peak_reserved);
+}
+
 static void svg_labels_wrap(void **state)
 {
 	struct gm_plan p[2];
@@ -329,6 +373,7 @@ int main(void)
 		cmocka_unit_test(largest_shapes_do_not_wrap),
 		cmocka_unit_test(fit_pairs_are_exact),
 		cmocka_unit_test(svg_labels_wrap),
+		cmocka_unit_test(fsdp_param_dtype),
 		cmocka_unit_test(tp_vocab_replicated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -308,7 +308,8 @@ static void excerpt(void **state)
 
 
 /* The recipe keys' defaults: today's meaning (a plain PyTorch step,
- * use_cache=False, FSDP under autocast), PEFT's LoRA defaults. */
+ * use_cache=False) but FSDP with *-mixed as a MixedPrecisionPolicy;
+ * PEFT's LoRA defaults. */
 static void recipe_defaults(void **state)
 {
 	(void)state;
@@ -322,7 +323,7 @@ static void recipe_defaults(void **state)
 	assert_string_equal(spec.training.lora_targets[0], "q_proj");
 	assert_string_equal(spec.training.lora_targets[1], "v_proj");
 	assert_int_equal(spec.parallelism.fsdp_mixed_precision,
-			 GM_FSDP_MP_AUTOCAST);
+			 GM_FSDP_MP_PARAM_DTYPE);
 	assert_int_equal(spec.parallelism.virtual_pipeline_stages, 1);
 	assert_int_equal(spec.deepspeed.reduce_bucket_size, 500000000);
 	assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
