@@ -51,7 +51,7 @@ for set in "$@"; do
 		python3 "$root/tools/measure/measure.py" --done "$part" 2>/dev/null && continue
 		[ $(( $(date +%s) - t0 )) -lt "$total" ] || { echo "# time budget spent before $name"; rc=1; break; }
 		rm -f "$part"
-		timeout -k 5 150 python3 "$mp" --manifest "$man" --only "$name" \
+		timeout -k 5 "${MEASURE_PART_S:-240}" python3 "$mp" --manifest "$man" --only "$name" \
 			--out "$part" "${trace[@]}" >"$o/parts/$name.log" 2>&1
 		grep -v '^#' "$o/parts/$name.log" | tail -2
 	done 2>&1 | tee -a "$o/measure.log"

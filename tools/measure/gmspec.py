@@ -1,7 +1,7 @@
 """gmspec - read a gpumem model spec (YAML or JSON) into a plain dict.
 
 The measurement tools read the same spec files as `gpumem plan` (schema in
-shared INTERFACES.md and models/README.md). This reader is deliberately
+models/README.md). This reader is deliberately
 strict: unknown keys, wrong types and values outside the schema are errors
 (SpecError), so that the harness never silently runs something other than
 what the planner is asked about. Defaults mirror the planner's; where a

@@ -161,11 +161,18 @@ def load_4bit(torch, transformers, cfg, dtype):
     quantize is to load)."""
     import tempfile
     d = tempfile.mkdtemp(prefix="measure-qlora-")
-    with torch.device("cpu"):
-        m = transformers.AutoModelForCausalLM.from_config(cfg,
-                                                          torch_dtype=dtype)
+    # random weights made on the GPU (a 7B model's CPU initialisation
+    # alone outlasts a configuration's time limit), then the cache emptied
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device("cuda"):
+            m = transformers.AutoModelForCausalLM.from_config(cfg)
+    finally:
+        torch.set_default_dtype(old)
     m.save_pretrained(d)
     del m
+    torch.cuda.empty_cache()
     q = transformers.BitsAndBytesConfig(
         load_in_4bit=True, bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
