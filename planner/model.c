@@ -8,6 +8,7 @@
 #include "activations.h"
 #include "block.h"
 #include "error.h"
+#include "recipe.h"
 #include "reserve.h"
 #include "units.h"
 
@@ -259,6 +260,54 @@ static double largest_unit(const struct ctx *c)
 	root /= c->tv;
 	blk /= c->t;
 	return root > blk ? root : blk;
+}
+
+/*
+ * The recipe's name, host bytes and build peak (planner/recipe/) for the
+ * stage in c whose terms are T. Inference: the weights loaded.
+ */
+static void recipe_row(const struct ctx *c, const struct gm_terms *T,
+		       struct gm_plan *out)
+{
+	const struct gm_spec *sp = c->spec;
+	struct gm_recipe_in in = {0};
+	struct gm_recipe_states rs;
+	struct gm_diag diag;
+
+	if (sp->task != GM_TASK_TRAIN) {
+		snprintf(out->recipe, sizeof(out->recipe), "pytorch-inference-%s",
+			 gm_precision_name(sp->inference.precision));
+		out->init_peak = T->weights;
+		out->host = 0;
+		return;
+	}
+	in.params = (double)T->parameters;
+	in.trainable = in.params;
+	in.matmul_params = matmul_elems(c);
+	in.largest_layer = largest_unit(c);
+	in.precision = sp->training.precision;
+	/* the build does not depend on the optimizer; Adafactor's states
+	 * are per tensor shape (above) */
+	in.optimizer = sp->training.optimizer == GM_OPT_ADAFACTOR
+			       ? GM_OPT_SGD : sp->training.optimizer;
+	in.dp = (uint64_t)c->d;
+	in.zero = sp->parallelism.zero_stage;
+	in.built_whole = sp->parallelism.built_whole;
+	for (int i = 0; in.built_whole && i < c->pl->n; i++) {
+		double cnt;
+		in.built_params += stage_elems(c, &c->pl->t[i], &cnt) *
+				   tdiv(c, &c->pl->t[i]);
+	}
+	in.fsdp_mp = sp->parallelism.fsdp_mixed_precision;
+	if (gm_recipe_states(sp->training.framework, &in, &rs, &diag)) {
+		snprintf(out->recipe, sizeof(out->recipe), "%s",
+			 gm_framework_name(sp->training.framework));
+		out->init_peak = T->weights;
+		return;
+	}
+	snprintf(out->recipe, sizeof(out->recipe), "%s", rs.name);
+	out->init_peak = rs.init_peak;
+	out->host = rs.host;
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
@@ -1152,7 +1201,14 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	out->per_gpu = out->stages[best];
 	out->per_gpu_stage = best;
-	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
+	c.r = best;
+	c.layers = stage_layers(pl.layers, c.p, c.r);
+	c.first = c.r == 0;
+	c.last = c.r + 1 == c.p;
+	recipe_row(&c, &out->per_gpu, out);
+	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
+		    out->init_peak + out->per_gpu.cuda_context <=
+			    (double)gpu->capacity_bytes;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
 		double h = (double)gpu->capacity_bytes -

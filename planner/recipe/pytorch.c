@@ -64,6 +64,8 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 	double w = param_bytes(in->precision), P = in->params;
 	double T = in->trainable, d = in->dp > 1 ? (double)in->dp : 1;
 	double U = in->largest_layer;
+	double B = in->built_whole && in->built_params > P ? in->built_params
+							   : P;
 	bool mixed = is_mixed(in->precision);
 	const char *prec = gm_precision_name(in->precision);
 
@@ -76,7 +78,7 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 	out->gradients = w * T;
 	out->optimizer = opt_bytes(in->optimizer, w) * T;
 	out->cache = mixed ? 2 * in->matmul_params : 0;
-	out->init_peak = w * P;
+	out->init_peak = w * B;
 	if (in->dp < 2) {
 		snprintf(out->name, sizeof(out->name), "pytorch-%s", prec);
 		return 0;
@@ -94,16 +96,19 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 		out->gathered = 2 * uw * U + uw * U + 4 * U;
 		if (pd)
 			out->cache = 0;
-		/* a whole-model build, then fully_shard's padded shards */
-		out->init_peak = in->built_whole ? w * P + w * P / d
-						 : w * P / d + uw * U;
+		/* a whole-model build, then each fully_shard allocates its
+		 * unit's shards and frees the unit's full tensors (step.c,
+		 * "FSDP2"); built sharded (meta device): the shards */
+		out->init_peak = in->built_whole ? w * B + w * U / d
+						 : w * P / d;
 		snprintf(out->name, sizeof(out->name), "pytorch-fsdp2-%s%s",
 			 prec, mixed ? pd ? "-param-dtype" : "-autocast" : "");
 		return 0;
 	}
 	/* DDP's buckets: a flat copy of the gradients, built with DDP */
 	out->buffers = w * T;
-	out->init_peak = w * P + out->buffers;
+	out->init_peak = w * P + out->buffers > w * B ? w * P + out->buffers
+						      : w * B;
 	if (in->zero >= 1)
 		out->optimizer /= d;
 	if (in->zero >= 2)

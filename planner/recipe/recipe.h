@@ -43,6 +43,9 @@ struct gm_recipe_in {
 	unsigned zero;        /* parallelism.zero_stage */
 	bool built_whole;     /* the whole model is built on each rank first
 			       * (false: meta device / zero.Init) */
+	double built_params;  /* built_whole: parameters built whole on the
+			       * rank before tensor parallel and FSDP shard
+			       * them (0: params) */
 	enum gm_fsdp_mp fsdp_mp;
 	enum gm_offload offload_optimizer, offload_parameters;
 	bool distributed_optimizer;

@@ -338,6 +338,53 @@ static void fsdp_param_dtype(void **state)
 	assert_true(ac.per_gpu.peak_reserved == pd.per_gpu.peak_reserved);
 }
 
+/*
+ * The plan names its recipe and its build peak: a model built whole on
+ * every rank, then sharded by FSDP2, peaks at the whole fp32 model plus
+ * one unit's shards, which the op-by-op replay reaches too (it emits the
+ * build); DDP builds the weights and its buckets.
+ */
+static void recipe_and_init_peak(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan p;
+	double P;
+
+	(void)state;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-bf16-mixed");
+	assert_true(p.init_peak == 4.0 * (double)p.per_gpu.parameters);
+	assert_true(p.host == 0);
+	s.parallelism.data_parallel = 4;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-ddp-bf16-mixed");
+	assert_true(p.init_peak == 8.0 * (double)p.per_gpu.parameters);
+	s.parallelism.zero_stage = 3;
+	s.parallelism.built_whole = true;
+	s.parallelism.data_parallel = 64; /* the build dominates the step */
+	s.training.micro_batch_size = 1;
+	s.training.sequence_length = 256;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-fsdp2-bf16-mixed-autocast");
+	P = (double)p.per_gpu.parameters;
+	assert_true(p.init_peak > 4 * P && p.init_peak < 4 * P * 1.01);
+	assert_true(fabs(p.init_peak - p.per_gpu.peak_allocated) <
+		    0.001 * p.init_peak);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	s.parallelism.built_whole = false;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-fsdp2-bf16-mixed-param-dtype");
+	assert_true(fabs(p.init_peak - 4 * P / 64) < 1);
+	s.task = GM_TASK_INFERENCE;
+	s.inference.precision = GM_PREC_BF16_TRUE;
+	s.inference.batch_size = 1;
+	s.inference.prompt_length = 128;
+	s.parallelism.zero_stage = 0;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-inference-bf16-true");
+	assert_true(p.init_peak == p.per_gpu.weights);
+}
+
 static void svg_labels_wrap(void **state)
 {
 	struct gm_plan p[2];
@@ -374,6 +421,7 @@ int main(void)
 		cmocka_unit_test(fit_pairs_are_exact),
 		cmocka_unit_test(svg_labels_wrap),
 		cmocka_unit_test(fsdp_param_dtype),
+		cmocka_unit_test(recipe_and_init_peak),
 		cmocka_unit_test(tp_vocab_replicated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
