@@ -612,7 +612,16 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 			struct gm_terms *T)
 {
 	step_frame(c, st);
-	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
+	if (c->o->fits_only && T->peak_allocated > (double)c->alloc_cap) {
+		/* reserved >= allocated: it cannot fit, no replay needed */
+		memset(&T->sim, 0, sizeof(T->sim));
+		T->sim.out_of_memory = true;
+		return;
+	}
+	if (c->o->fits_only ?
+	    gm_step_replay_fits(st, c->alloc_cap ? c->alloc_cap : 512,
+				&T->sim) :
+	    gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
 				    &T->sim, c->r == c->o->trace_stage ?
 				    c->o->trace : NULL)) {
 		/* host memory ran out: keep the analytic figure */
@@ -699,6 +708,12 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	layer_dims(c, &d, s, b);
 	layer_saved = gm_act_layer_saved(&l, &d, sp->training.
 					 activation_checkpointing);
+	if (sp->model.architecture == GM_ARCH_CUSTOM)
+		/* custom: the measured figure, bytes saved per token of the
+		 * micro-batch over the whole model (models/README.md),
+		 * spread evenly over its layers */
+		layer_saved = sp->model.activation_bytes_per_token * tok /
+			      (double)c->pl->layers;
 	if (c->last && logits_per_token(c) > 0)
 		/* final norm + lm_head input (cast): R h + C h, SEQ */
 		head_saved = tok * d.h * (c->full.residual + c->full.compute) /
@@ -927,7 +942,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		/* sequence parallelism (Megatron's; no Hugging Face
 		 * counterpart to read the op order from) keeps the
 		 * aggregated block */
-		bool prog = !c->o->paper && !d.sp &&
+		bool prog = sp->model.architecture != GM_ARCH_CUSTOM &&
+			    !c->o->paper && !d.sp &&
 			    !block_program(c, &st.blk, s, b, false);
 
 		/* the final norm op by op where there is one */
@@ -954,7 +970,8 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		if (prog)
 			st.trans = 0;
 		else if (sp->training.activation_checkpointing ==
-			 GM_CKPT_FULL)
+			 GM_CKPT_FULL ||
+			 sp->model.architecture == GM_ARCH_CUSTOM)
 			st.act[st.n_act++] = layer_saved;
 		else
 			for (int i = 0; i < l.n; i++)
@@ -1209,6 +1226,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
 		    out->init_peak + out->per_gpu.cuda_context <=
 			    (double)gpu->capacity_bytes;
+	for (unsigned i = 0; i < c.p; i++)
+		out->fits &= !out->stages[i].sim.out_of_memory;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
 		double h = (double)gpu->capacity_bytes -
