@@ -80,6 +80,54 @@ static int size_parse(const char *text, bool claimed, uint64_t *bytes)
 	return 0;
 }
 
+#define GM_UNITS_LIST \
+	"B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or K, M, G, T = KiB...TiB; " \
+	"GB = 10^9, GiB = 2^30"
+
+char *gm_size_error(const char *text, char *buf, size_t len)
+{
+	double value, scale;
+	char *end;
+
+	if (!text || !*text) {
+		snprintf(buf, len, "empty");
+		return buf;
+	}
+	if (text[0] == '-') {
+		snprintf(buf, len, "below zero");
+		return buf;
+	}
+	if (number_parse(text, &value, &end) != 0) {
+		snprintf(buf, len, "not a number followed by a unit "
+			 "(units: " GM_UNITS_LIST ")");
+		return buf;
+	}
+	while (*end == ' ')
+		end++;
+	if (scale_of(end, false, &scale) != 0) {
+		snprintf(buf, len, "unknown unit '%s' (units: " GM_UNITS_LIST
+			 "; case matters)", end);
+		return buf;
+	}
+	if (value * scale >= 18446744073709551616.0)
+		snprintf(buf, len, "too large (above 2^64 - 1 bytes)");
+	else
+		snprintf(buf, len, "a size");
+	return buf;
+}
+
+int gm_size_bare_small(const char *text)
+{
+	double value;
+	char *end;
+
+	if (!text || number_parse(text, &value, &end) != 0)
+		return 0;
+	while (*end == ' ')
+		end++;
+	return *end == '\0' && value < (double)GM_MiB;
+}
+
 int gm_size_parse(const char *text, uint64_t *bytes)
 {
 	return size_parse(text, false, bytes);

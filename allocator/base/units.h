@@ -26,6 +26,20 @@
 int gm_size_parse(const char *text, uint64_t *bytes);
 
 /*
+ * Why text is not a size for gm_size_parse: writes a short phrase such as
+ * "unknown unit 'gb' (units: B, KB, ...; GB = 10^9)" or "no number" into
+ * buf and returns buf. For text that parses, writes "a size".
+ */
+char *gm_size_error(const char *text, char *buf, size_t len);
+
+/*
+ * True when text is a number with no unit (read as bytes) and the bytes
+ * are below 1 MiB: a cap given so is most likely a forgotten unit
+ * ("--limit 12"), which callers warn about.
+ */
+int gm_size_bare_small(const char *text);
+
+/*
  * Parse a card's claimed capacity (verify --claimed, gpumem run
  * --claimed, GPUMEM_CLAIMED, claimed= of verify --emulate): as
  * gm_size_parse, except that KB/MB/GB/TB mean what memory makers mean

@@ -124,10 +124,21 @@ static void parse_size(const char *v, const char *name, uint64_t *out,
 
 	if (!v || !*v)
 		return;
-	if (gm_size_parse(v, &b) != 0 || b == 0) {
+	if (gm_size_parse(v, &b) != 0) {
+		char why[256];
+
+		if (!o->bad[0])
+			snprintf(o->bad, sizeof(o->bad), "%s=%s is not a size: %s", name, v,
+				 gm_size_error(v, why, sizeof(why)));
+		return;
+	}
+	if (b == 0) {
 		set_bad(o, name, v, "a size such as 40GiB or 80GB");
 		return;
 	}
+	if (gm_size_bare_small(v))
+		gm_warn("%s=%s has no unit and is read as %s bytes (write "
+			"e.g. %sGiB)", name, v, v, v);
 	*out = b;
 }
 

@@ -34,7 +34,7 @@ struct gm_pl_opts {
 	long rank;             /* RANK, LOCAL_RANK, ...; -1 = none */
 	char report[GM_PL_PATH_MAX];     /* GPUMEM_REPORT; "" = none */
 	char prometheus[GM_PL_PATH_MAX]; /* GPUMEM_PROMETHEUS; "" = none */
-	char bad[256]; /* "GPUMEM_LIMIT=50% is not a size ..."; "" = ok */
+	char bad[512]; /* "GPUMEM_LIMIT=50% is not a size ..."; "" = ok */
 };
 
 /*

@@ -294,5 +294,24 @@ for cmd in ("plan", "fit"):
            '"num_hidden_layers": 32' in p.stderr and "^" in p.stderr,
            p.stderr)
 
+# --limit: a wrong unit is named (its case matters), a bare number below
+# 1 MiB is read as bytes with a warning, the single-letter binary suffix
+# is accepted quietly.
+SPEC = os.path.join(ROOT, "models", "gpt2.yaml")
+for cmd in ("plan", "fit"):
+    check(cmd + "-limit-unit-case", [cmd, SPEC, "--limit", "80gb"], 2,
+          "--limit: '80gb' is not a size: unknown unit 'gb' (units: B, KB")
+    check(cmd + "-limit-no-number", [cmd, SPEC, "--limit", "GB"], 2,
+          "--limit: 'GB' is not a size: not a number followed by a unit")
+    p = run([cmd, SPEC, "--gpu", "h200", "--limit", "12"])
+    expect(cmd + "-limit-bare-warns",
+           "warning: --limit 12 has no unit and is read as 12 bytes"
+           in p.stderr, p.stderr[-400:])
+    p = run([cmd, SPEC, "--gpu", "h200", "--limit", "12G"])
+    expect(cmd + "-limit-G-quiet", "warning" not in p.stderr and
+           p.returncode in (0, 1), p.stderr[-400:])
+check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
+      "--limit: '80gb' is not a size: unknown unit 'gb'")
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

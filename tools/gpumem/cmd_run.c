@@ -237,10 +237,23 @@ int gm_cmd_run(int argc, char **argv)
 		case 'l':
 		case 'c':
 			if ((c == 'l' ? gm_size_parse(optarg, &bytes) :
-			     gm_claimed_size_parse(optarg, &bytes)) || !bytes)
+			     gm_claimed_size_parse(optarg, &bytes))) {
+				char why[256];
+
+				return gm_cmd_usage_error("run", "--%s: '%s' is not a size: "
+					"%s", c == 'l' ? "limit" : "claimed",
+					optarg, gm_size_error(optarg, why,
+							      sizeof(why)));
+			}
+			if (!bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
 					c == 'l' ? "limit" : "claimed", optarg);
+			if (c == 'l' && gm_size_bare_small(optarg))
+				fprintf(stderr, "gpumem run: warning: --limit "
+					"%s has no unit and is read as %s bytes "
+					"(write e.g. %sGiB)\n", optarg, optarg,
+					optarg);
 			setenv(c == 'l' ? "GPUMEM_LIMIT" : "GPUMEM_CLAIMED",
 			       optarg, 1);
 			break;

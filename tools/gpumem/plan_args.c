@@ -10,6 +10,8 @@
 #include "report.h"
 #include "units.h"
 
+#include <stdio.h>
+
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -140,10 +142,21 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 						  optarg);
 		return 0;
 	case 'L':
-		if (gm_size_parse(optarg, &a->limit) || a->limit == 0)
+		if (gm_size_parse(optarg, &a->limit)) {
+			char why[256];
+
+			return gm_cmd_usage_error(name, "--limit: '%s' is not a size: %s",
+						  optarg, gm_size_error(optarg,
+						  why, sizeof(why)));
+		}
+		if (a->limit == 0)
 			return gm_cmd_usage_error(name, "--limit: '%s' is not "
 						  "a size above 0 (e.g. 40GiB, "
 						  "80GB)", optarg);
+		if (gm_size_bare_small(optarg))
+			fprintf(stderr, "gpumem %s: warning: --limit %s has "
+				"no unit and is read as %s bytes (write e.g. "
+				"%sGiB)\n", name, optarg, optarg, optarg);
 		return 0;
 	case ':':
 		return gm_cmd_usage_error(name, "%s needs a value",

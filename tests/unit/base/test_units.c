@@ -70,6 +70,44 @@ static void rejects(void **state)
 	assert_int_equal(gm_size_parse(NULL, &b), GM_EINVAL);
 }
 
+/* The reason for a refusal names what is wrong, e.g. the unit's case. */
+static void error_reasons(void **state)
+{
+	char why[256];
+
+	(void)state;
+	assert_non_null(strstr(gm_size_error("80gb", why, sizeof(why)),
+			       "unknown unit 'gb' (units: B, KB, MB, GB"));
+	assert_non_null(strstr(why, "GB = 10^9"));
+	assert_non_null(strstr(gm_size_error("12 XB", why, sizeof(why)),
+			       "unknown unit 'XB'"));
+	assert_non_null(strstr(gm_size_error("GB", why, sizeof(why)),
+			       "not a number"));
+	assert_string_equal(gm_size_error("", why, sizeof(why)),
+			    "empty");
+	assert_string_equal(gm_size_error("-1GB", why, sizeof(why)),
+			    "below zero");
+	assert_non_null(strstr(gm_size_error("99999999TiB", why,
+					     sizeof(why)), "too large"));
+	assert_string_equal(gm_size_error("12G", why, sizeof(why)),
+			    "a size");
+	/* single letters are binary: 12G = 12 GiB */
+	assert_true(parse_ok("12G") == 12 * GM_GiB);
+}
+
+/* A bare number under 1 MiB: the callers warn that it is bytes. */
+static void bare_small(void **state)
+{
+	(void)state;
+	assert_true(gm_size_bare_small("12"));
+	assert_true(gm_size_bare_small("1048575"));
+	assert_false(gm_size_bare_small("1048576"));
+	assert_false(gm_size_bare_small("12GiB"));
+	assert_false(gm_size_bare_small("12 B"));
+	assert_false(gm_size_bare_small("x"));
+	assert_false(gm_size_bare_small(NULL));
+}
+
 static void fractions(void **state)
 {
 	uint64_t b;
@@ -102,6 +140,8 @@ int main(void)
 		cmocka_unit_test(decimal_and_binary),
 		cmocka_unit_test(claimed_capacity),
 		cmocka_unit_test(rejects),
+		cmocka_unit_test(error_reasons),
+		cmocka_unit_test(bare_small),
 		cmocka_unit_test(fractions),
 		cmocka_unit_test(formatting),
 	};

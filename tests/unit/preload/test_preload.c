@@ -108,6 +108,14 @@ static void test_opts_bad(void **state)
 		gm_pl_opts_caps(env, &o);
 		assert_int_equal(strncmp(o.bad, bad[i], name), 0);
 	}
+	/* the reason names the unit whose case is wrong */
+	{
+		char *env[] = {(char *)"GPUMEM_LIMIT=80gb", NULL};
+
+		gm_pl_opts_caps(env, &o);
+		assert_non_null(strstr(o.bad, "GPUMEM_LIMIT=80gb is not a "
+				       "size: unknown unit 'gb' (units: B,"));
+	}
 	assert_int_equal(gm_pl_fraction_parse("0.29", &n, &d), 0);
 	assert_int_equal(n, 29);
 	assert_int_equal(d, 100);
