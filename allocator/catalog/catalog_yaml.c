@@ -207,8 +207,8 @@ static int map_fields(struct ctx *c, yaml_node_t *n, const char *what,
 			const char *hint = gm_text_suggest(scalar(k), keys,
 							   nkeys);
 			if (hint)
-				return fail(c, k, "unknown key '%s' in %s "
-					    "(did you mean '%s'?)",
+				return fail(c, k, "unknown key '%s' in %s; "
+					    "did you mean '%s'?",
 					    scalar(k), what, hint);
 			return fail(c, k, "unknown key '%s' in %s",
 				    scalar(k), what);
@@ -441,10 +441,10 @@ static int get_memtype(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
 		}
 	}
 	hint = gm_text_suggest(scalar(n), mem_types, N_MEM_TYPES);
-	return fail(c, n, "unknown memory_type '%s'%s%s%s (one of HBM2, "
+	return fail(c, n, "unknown memory_type '%s' (one of HBM2, "
 		    "HBM2e, HBM3, HBM3e, GDDR5, GDDR5X, GDDR6, GDDR6X, "
-		    "GDDR7)", scalar(n), hint ? " (did you mean '" : "",
-		    hint ? hint : "", hint ? "'?)" : "");
+		    "GDDR7)%s%s%s", scalar(n), hint ? "; did you mean '" : "",
+		    hint ? hint : "", hint ? "'?" : "");
 }
 
 static int get_marketed(struct ctx *c, yaml_node_t *n, struct gm_gpu *g)
@@ -484,8 +484,8 @@ static int get_arch(struct ctx *c, yaml_node_t *n, struct gm_gpu *g,
 					     : c->base_archs[i - c->n_archs].name;
 	hint = gm_text_suggest(scalar(n), names, nn);
 	if (hint)
-		return fail(c, n, "unknown architecture '%s' (did you mean "
-			    "'%s'?); list it under 'architectures'",
+		return fail(c, n, "unknown architecture '%s'; did you mean "
+			    "'%s'? (or list it under 'architectures')",
 			    scalar(n), hint);
 	return fail(c, n, "unknown architecture '%s'; list it under "
 		    "'architectures'", scalar(n));

@@ -338,8 +338,8 @@ static void load_over_conflicts(void **state)
 			 "    source: test data\n");
 	assert_int_equal(gm_catalog_load_over(&cat, path, NULL, &diag),
 			 GM_EINVAL);
-	snprintf(want, sizeof(want), "%s:4:19: unknown architecture 'hoper' "
-		 "(did you mean 'hopper'?); list it under 'architectures'",
+	snprintf(want, sizeof(want), "%s:4:19: unknown architecture 'hoper'; "
+		 "did you mean 'hopper'? (or list it under 'architectures')",
 		 path);
 	assert_string_equal(diag.msg, want);
 	unlink(path);
