@@ -313,5 +313,20 @@ for cmd in ("plan", "fit"):
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
 
+# An inference spec's training section is ignored, with one warning.
+INF = path("inf-training.yaml", "task: inference\nmodel:\n"
+           "  architecture: gpt2\n  layers: 2\n  hidden_size: 64\n"
+           "  attention_heads: 2\n  vocab_size: 100\n"
+           "training:\n  micro_batch_size: 4\n")
+for cmd in ("plan", "fit"):
+    p = run([cmd, INF, "--gpu", "h200"])
+    expect(cmd + "-inference-training-warns", p.returncode in (0, 1) and
+           p.stderr.count("inf-training.yaml:8:1: training: ignored for "
+                          "task inference") == 1 and
+           p.stderr.startswith("gpumem %s: " % cmd), p.stderr[-400:])
+p = run(["plan", SPEC, "--gpu", "h200"])
+expect("plan-train-no-ignored-warning", "ignored" not in p.stderr,
+       p.stderr[-400:])
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -94,6 +94,12 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
 		      const struct gm_fit *fits, size_t n,
 		      struct gm_diag *diag);
+/*
+ * Warn on stderr about a loaded spec's sections that the task ignores:
+ * "gpumem NAME: SPEC:L:C: training: ignored for task inference".
+ */
+void gm_plan_spec_warn(const char *name, const struct gm_spec *spec);
+
 int gm_plan_write_html(const char *path, const struct gm_spec *spec,
 		       const struct gm_model_opts *opts,
 		       const struct gm_plan *plans, const struct gm_fit *fits,

@@ -167,3 +167,14 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 	}
 	return -1;
 }
+
+void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
+{
+	char where[1200];
+
+	if (spec->task != GM_TASK_INFERENCE || !gm_spec_given(spec, "training"))
+		return;
+	fprintf(stderr, "gpumem %s: %s: training: ignored for task "
+		"inference\n", name, gm_spec_where(spec, "training", where,
+						    sizeof(where)));
+}
