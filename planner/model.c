@@ -1122,6 +1122,38 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		T->peak_reserved = T->peak_allocated;
 }
 
+/*
+ * The batch shape a plan is for, and where an unwritten length came
+ * from (gm__spec_defaults: sequence_length and prompt_length default to
+ * model.max_position_embeddings, else 2048), so that a user sees why a
+ * config.json's 131072 positions make the plan large.
+ */
+static void shape_describe(const struct gm_spec *spec, char *buf,
+			   size_t len)
+{
+	bool infer = spec->task == GM_TASK_INFERENCE;
+	const char *key = infer ? "inference.prompt_length"
+				: "training.sequence_length";
+	const char *from = "";
+
+	if (!gm_spec_given(spec, key))
+		from = spec->model.max_position_embeddings ?
+		       " (default: model.max_position_embeddings)" :
+		       " (default 2048)";
+	if (infer)
+		snprintf(buf, len, "batch %llu x %llu prompt tokens%s + %llu "
+			 "generated",
+			 (unsigned long long)spec->inference.batch_size,
+			 (unsigned long long)spec->inference.prompt_length,
+			 from,
+			 (unsigned long long)spec->inference.generate_length);
+	else
+		snprintf(buf, len, "micro-batch %llu x %llu tokens%s",
+			 (unsigned long long)spec->training.micro_batch_size,
+			 (unsigned long long)spec->training.sequence_length,
+			 from);
+}
+
 int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	    const struct gm_model_opts *opts, struct gm_plan *out,
 	    struct gm_diag *diag)
@@ -1143,6 +1175,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	if (rc)
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", spec->name);
+	shape_describe(spec, out->shape, sizeof(out->shape));
 	out->gpu = *gpu;
 	out->parameters = pl.from_shape ? pl.total :
 			  (uint64_t)llround(spec->model.parameters);

@@ -128,6 +128,8 @@ struct gm_plan {
 	unsigned per_gpu_stage;    /* its index in stages[] */
 	unsigned n_stages;
 	struct gm_terms stages[GM_STAGES_MAX];
+	char shape[160];           /* the step's batch shape in words:
+				    * "micro-batch 1 x 1024 tokens (...)" */
 	char recipe[96];           /* what was planned, in words a user
 				    * knows (planner/recipe/) */
 	double init_peak;          /* bytes on the GPU while the model is

@@ -96,6 +96,9 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	struct gm_val *o = gm_val_obj(), *st;
 
 	gm_obj_set_str(o, "name", p->name);
+	/* the table only: JSON keeps its documented keys */
+	if (table && p->shape[0])
+		gm_obj_set_str(o, "batch shape", p->shape);
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
 	/* only under --fraction / --limit: the allocator's cap (cap.h) */

@@ -328,5 +328,23 @@ p = run(["plan", SPEC, "--gpu", "h200"])
 expect("plan-train-no-ignored-warning", "ignored" not in p.stderr,
        p.stderr[-400:])
 
+# The plan table's batch shape says where an unwritten length came from.
+p = run(["plan", INF, "--gpu", "h200"])
+expect("plan-shape-inference", "batch shape                  batch 1 x 1024 "
+       "prompt tokens (default: model.max_position_embeddings) + 0 generated"
+       in p.stdout, p.stdout[:400])
+LL = path("llama-noseq.yaml", "model:\n  architecture: llama\n"
+          "  layers: 2\n  hidden_size: 64\n  attention_heads: 2\n"
+          "  vocab_size: 100\ntraining:\n  micro_batch_size: 3\n")
+p = run(["plan", LL, "--gpu", "h200"])
+expect("plan-shape-default-2048", "micro-batch 3 x 2048 tokens (default "
+       "2048)" in p.stdout, p.stdout[:400])
+p = run(["plan", LL, "--gpu", "h200", "--set", "model.max_position_embeddings=131072"])
+expect("plan-shape-default-max-pos", "micro-batch 3 x 131072 tokens "
+       "(default: model.max_position_embeddings)" in p.stdout, p.stdout[:400])
+p = run(["plan", LL, "--gpu", "h200", "--set", "training.sequence_length=512"])
+expect("plan-shape-given", "micro-batch 3 x 512 tokens\n" in p.stdout,
+       p.stdout[:400])
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
