@@ -346,5 +346,10 @@ p = run(["plan", LL, "--gpu", "h200", "--set", "training.sequence_length=512"])
 expect("plan-shape-given", "micro-batch 3 x 512 tokens\n" in p.stdout,
        p.stdout[:400])
 
+# fit exits 1 when no card fits (planner/README.md § gpumem fit).
+p = run(["fit", os.path.join(ROOT, "tests", "data", "plan",
+                             "llama-2-7b-h200.yaml"), "--gpu", "l4"])
+expect("fit-none-fits-exit-1", p.returncode == 1, "rc %d" % p.returncode)
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
