@@ -374,6 +374,7 @@ static int store(struct hf_ctx *h, int id, const struct gm_json_node *n,
 		break;
 	case GM_KIND_STR:
 	case GM_KIND_MAP:
+	case GM_KIND_LIST:
 		return gm_json_fail(h->j, n, false, h->c->diag,
 				    "%s: cannot fill %s", field, key);
 	}

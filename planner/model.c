@@ -7,6 +7,7 @@
 #include "activations.h"
 #include "block.h"
 #include "error.h"
+#include "recipe.h"
 #include "reserve.h"
 #include "units.h"
 
@@ -96,6 +97,9 @@ struct ctx {
 	const struct gm_plan_gpu *gpu;
 	uint64_t alloc_cap;         /* what the caching allocator may take:
 				     * the card less context and NCCL */
+	double unshard;             /* FSDP: bytes of an unsharded parameter
+				     * element (full.weights, or 2 under
+				     * MixedPrecisionPolicy) */
 };
 
 /* The TP divisor of pt: t for a tensor split over the ranks, 1 for a
@@ -230,6 +234,22 @@ static double matmul_elems(const struct ctx *c)
 	return e;
 }
 
+/*
+ * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 3 with a
+ * *-mixed precision under framework pytorch and
+ * fsdp_mixed_precision param-dtype (torch/distributed/fsdp/
+ * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy).
+ */
+static bool fsdp_param_dtype(const struct gm_spec *sp)
+{
+	enum gm_precision p = sp->training.precision;
+
+	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage == 3 &&
+	       sp->training.framework == GM_FW_PYTORCH &&
+	       (p == GM_PREC_BF16_MIXED || p == GM_PREC_FP16_MIXED) &&
+	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;
+}
+
 /* Largest FSDP unit (one block, or the root: embeddings + head). */
 static double largest_unit(const struct ctx *c)
 {
@@ -239,6 +259,54 @@ static double largest_unit(const struct ctx *c)
 	root /= c->tv;
 	blk /= c->t;
 	return root > blk ? root : blk;
+}
+
+/*
+ * The recipe's name, host bytes and build peak (planner/recipe/) for the
+ * stage in c whose terms are T. Inference: the weights loaded.
+ */
+static void recipe_row(const struct ctx *c, const struct gm_terms *T,
+		       struct gm_plan *out)
+{
+	const struct gm_spec *sp = c->spec;
+	struct gm_recipe_in in = {0};
+	struct gm_recipe_states rs;
+	struct gm_diag diag;
+
+	if (sp->task != GM_TASK_TRAIN) {
+		snprintf(out->recipe, sizeof(out->recipe), "pytorch-inference-%s",
+			 gm_precision_name(sp->inference.precision));
+		out->init_peak = T->weights;
+		out->host = 0;
+		return;
+	}
+	in.params = (double)T->parameters;
+	in.trainable = in.params;
+	in.matmul_params = matmul_elems(c);
+	in.largest_layer = largest_unit(c);
+	in.precision = sp->training.precision;
+	/* the build does not depend on the optimizer; Adafactor's states
+	 * are per tensor shape (above) */
+	in.optimizer = sp->training.optimizer == GM_OPT_ADAFACTOR
+			       ? GM_OPT_SGD : sp->training.optimizer;
+	in.dp = (uint64_t)c->d;
+	in.zero = sp->parallelism.zero_stage;
+	in.built_whole = sp->parallelism.built_whole;
+	for (int i = 0; in.built_whole && i < c->pl->n; i++) {
+		double cnt;
+		in.built_params += stage_elems(c, &c->pl->t[i], &cnt) *
+				   tdiv(c, &c->pl->t[i]);
+	}
+	in.fsdp_mp = sp->parallelism.fsdp_mixed_precision;
+	if (gm_recipe_states(sp->training.framework, &in, &rs, &diag)) {
+		snprintf(out->recipe, sizeof(out->recipe), "%s",
+			 gm_framework_name(sp->training.framework));
+		out->init_peak = T->weights;
+		return;
+	}
+	snprintf(out->recipe, sizeof(out->recipe), "%s", rs.name);
+	out->init_peak = rs.init_peak;
+	out->host = rs.host;
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
@@ -505,6 +573,7 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		/* FSDP2: its buffers from the parameter list (step.c) */
 		st->fsdp = true;
 		st->fsdp_d = c->d;
+		st->fsdp_unshard = c->unshard / c->full.weights;
 		return;
 	}
 	if (zero <= 1 && bucket > 0) {
@@ -516,7 +585,7 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 		st->n_comm = 2;
 	} else if (zero == 3) {
 		u = largest_unit(c);
-		st->comm[0].bytes = u * c->full.weights;
+		st->comm[0].bytes = u * c->unshard;
 		st->comm[0].count = 2;
 		st->comm[1].bytes = u * c->full.gradients;
 		st->comm[1].count = 1;
@@ -697,7 +766,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	else if (c->d > 1 && zero == 2)
 		comm = largest_unit(c) * c->full.gradients;
 	else if (c->d > 1)
-		comm = largest_unit(c) * (2 * c->full.weights +
+		comm = largest_unit(c) * (2 * c->unshard +
 					  c->full.gradients);
 	T->communication = comm;
 	/* one cuBLAS workspace for the forward's thread, one for the
@@ -1095,6 +1164,18 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.full = gm_state_bytes(opts->recipe, prec,
 				spec->task == GM_TASK_TRAIN ?
 				spec->training.optimizer : GM_OPT_SGD);
+	c.unshard = c.full.weights;
+	if (fsdp_param_dtype(spec)) {
+		/* FSDP2 MixedPrecisionPolicy(param_dtype=16-bit,
+		 * reduce_dtype=fp32): fp32 shards, gradients and states as
+		 * *-mixed; the unsharded parameters 16-bit and no autocast,
+		 * so the forward and backward run as *-true (activations,
+		 * residual stream and logits in 16 bits; inputs cast at
+		 * each unit: cast_forward_inputs) */
+		c.full.autocast = false;
+		c.full.residual = c.full.compute;
+		c.unshard = c.full.compute;
+	}
 	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
 			      par->zero_stage : 0, (unsigned long)c.d);
 	c.ws = (double)gm_cublas_workspace_bytes(gpu->sm_major);
@@ -1136,7 +1217,14 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	out->per_gpu = out->stages[best];
 	out->per_gpu_stage = best;
-	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
+	c.r = best;
+	c.layers = stage_layers(pl.layers, c.p, c.r);
+	c.first = c.r == 0;
+	c.last = c.r + 1 == c.p;
+	recipe_row(&c, &out->per_gpu, out);
+	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
+		    out->init_peak + out->per_gpu.cuda_context <=
+			    (double)gpu->capacity_bytes;
 	for (unsigned i = 0; i < c.p; i++)
 		out->fits &= !out->stages[i].sim.out_of_memory;
 	{

@@ -128,7 +128,14 @@ struct gm_plan {
 	unsigned per_gpu_stage;    /* its index in stages[] */
 	unsigned n_stages;
 	struct gm_terms stages[GM_STAGES_MAX];
-	bool fits;
+	char recipe[96];           /* what was planned, in words a user
+				    * knows (planner/recipe/) */
+	double init_peak;          /* bytes on the GPU while the model is
+				    * built and wrapped, before step 1 */
+	double host;               /* host bytes per rank (offloaded states,
+				    * pinned buffers) */
+	bool fits;                 /* steady state and init_peak, each with
+				    * cuda_context, within the card */
 	int64_t headroom_bytes;    /* capacity - device_used */
 	uint64_t gradient_accumulation_steps;
 };

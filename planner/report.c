@@ -118,6 +118,10 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	} else {
 		gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false, true));
 	}
+	gm_obj_set_str(o, "recipe", p->recipe);
+	gm_obj_set_uint(o, "init_peak_bytes", u(p->init_peak));
+	if (p->host > 0)
+		gm_obj_set_uint(o, "host_bytes", u(p->host));
 	gm_obj_set_bool(o, "fits", p->fits);
 	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);
 	gm_obj_set_uint(o, "gradient_accumulation_steps",

@@ -52,6 +52,12 @@ static const char *const attn_names[] = {"flash", "sdpa", "eager"};
 static const char *const tpv_names[] = {"sharded", "replicated"};
 static const char *const kv_names[] = {"fp32", "fp16", "bf16", "fp8",
 				       "int8"};
+static const char *const fw_names[] = {"pytorch", "deepspeed", "megatron"};
+static const char *const loop_names[] = {"trainer", "keep-outputs"};
+static const char *const cache_names[] = {"auto", "true", "false"};
+static const char *const adapter_names[] = {"none", "lora", "qlora"};
+static const char *const fsdp_mp_names[] = {"param-dtype", "autocast"};
+static const char *const offload_names[] = {"none", "cpu", "nvme"};
 
 #define GM_N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -92,6 +98,30 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
 {
 	return enum_name(kv_names, GM_N(kv_names), k);
 }
+const char *gm_framework_name(enum gm_framework f)
+{
+	return enum_name(fw_names, GM_N(fw_names), f);
+}
+const char *gm_loop_name(enum gm_loop l)
+{
+	return enum_name(loop_names, GM_N(loop_names), l);
+}
+const char *gm_use_cache_name(enum gm_use_cache u)
+{
+	return enum_name(cache_names, GM_N(cache_names), u);
+}
+const char *gm_adapter_name(enum gm_adapter a)
+{
+	return enum_name(adapter_names, GM_N(adapter_names), a);
+}
+const char *gm_fsdp_mp_name(enum gm_fsdp_mp m)
+{
+	return enum_name(fsdp_mp_names, GM_N(fsdp_mp_names), m);
+}
+const char *gm_offload_name(enum gm_offload o)
+{
+	return enum_name(offload_names, GM_N(offload_names), o);
+}
 
 /* ==== The key table (models/README.md documents each key) ==== */
 
@@ -125,6 +155,8 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
 #define GM_MAX_BATCH    (1u << 16)  /* 65,536 sequences */
 #define GM_MAX_GLOBAL   (1u << 30)  /* 1,073,741,824 sequences */
 #define GM_MAX_PARALLEL (1u << 16)  /* 65,536 ranks */
+#define GM_MAX_LORA_RANK (1u << 16) /* a LoRA rank above the widest layer
+				     * is refused by spec_rules.c */
 #define BOOL(id, nm, par, f)                                                \
 	[id] = {nm, par, GM_KIND_BOOL, OFF(f), 0, 0, 0, NULL, 0}
 #define ENUM(id, nm, par, f, names)                                         \
@@ -175,6 +207,19 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	     training.activation_checkpointing, ckpt_names),
 	ENUM(GM_K_ATTENTION, "attention", GM_K_TRAINING, training.attention,
 	     attn_names),
+	ENUM(GM_K_FRAMEWORK, "framework", GM_K_TRAINING, training.framework,
+	     fw_names),
+	STR(GM_K_DS_CONFIG, "deepspeed_config", GM_K_TRAINING,
+	    training.deepspeed_config),
+	ENUM(GM_K_LOOP, "loop", GM_K_TRAINING, training.loop, loop_names),
+	ENUM(GM_K_USE_CACHE, "use_cache", GM_K_TRAINING, training.use_cache,
+	     cache_names),
+	ENUM(GM_K_ADAPTER, "adapter", GM_K_TRAINING, training.adapter,
+	     adapter_names),
+	U64(GM_K_LORA_RANK, "lora_rank", GM_K_TRAINING, training.lora_rank,
+	    1, GM_MAX_LORA_RANK),
+	[GM_K_LORA_TARGETS] = {"lora_targets", GM_K_TRAINING, GM_KIND_LIST,
+			       OFF(training.lora_targets), 0, 0, 0, NULL, 0},
 	SEC(GM_K_INFERENCE, "inference", -1),
 	ENUM(GM_K_INF_PRECISION, "precision", GM_K_INFERENCE,
 	     inference.precision, prec_names),
@@ -201,6 +246,16 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	     parallelism.tp_vocab, tpv_names),
 	BOOL(GM_K_BUILT_WHOLE, "built_whole", GM_K_PARALLELISM,
 	     parallelism.built_whole),
+	ENUM(GM_K_FSDP_MP, "fsdp_mixed_precision", GM_K_PARALLELISM,
+	     parallelism.fsdp_mixed_precision, fsdp_mp_names),
+	ENUM(GM_K_OFFLOAD_OPT, "offload_optimizer", GM_K_PARALLELISM,
+	     parallelism.offload_optimizer, offload_names),
+	ENUM(GM_K_OFFLOAD_PARAM, "offload_parameters", GM_K_PARALLELISM,
+	     parallelism.offload_parameters, offload_names),
+	BOOL(GM_K_DIST_OPT, "distributed_optimizer", GM_K_PARALLELISM,
+	     parallelism.distributed_optimizer),
+	U64(GM_K_VPP, "virtual_pipeline_stages", GM_K_PARALLELISM,
+	    parallelism.virtual_pipeline_stages, 1, GM_MAX_LAYERS),
 	SEC(GM_K_HARDWARE, "hardware", -1),
 	STR(GM_K_GPU, "gpu", GM_K_HARDWARE, gpu),
 };
@@ -320,6 +375,10 @@ int gm__spec_blame(struct gm__spec_ctx *c, int id, const char *fmt, ...)
 		w = &c->spec->where[gm__spec_keys[id].parent];
 	if (w->origin == GM_SPEC_SET)
 		snprintf(prefix, sizeof(prefix), "--set %s", key);
+	else if (w->origin == GM_SPEC_DEEPSPEED)
+		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s (from the "
+			 "DeepSpeed config)", c->spec->deepspeed.path,
+			 w->line ? w->line : 1, w->line ? w->column : 1, key);
 	else if (w->origin == GM_SPEC_HF)
 		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s (%s)",
 			 c->spec->hf_path, w->line, w->column, w->field, key);
@@ -348,6 +407,7 @@ static const char *kind_expects(const struct gm__spec_keydef *k)
 	case GM_KIND_NUM: return "a number";
 	case GM_KIND_BOOL: return "true or false";
 	case GM_KIND_ENUM: return "a name";
+	case GM_KIND_LIST: return "a list of names";
 	}
 	return "a value";
 }
@@ -488,13 +548,57 @@ static bool suggest(const char *word, const char *const *names, size_t n,
 	return used > 0 && used < len;
 }
 
+/*
+ * Names users write for what the planner does not model yet
+ * (planner/README.md, "Not modelled"): refused with that message rather
+ * than "unknown", so nobody reads it as a typo. Keys are by section.
+ */
+static const struct {
+	int id;            /* an enum key, or a section for a key name */
+	const char *name;  /* the value, or the key */
+	const char *what;
+} not_modelled[] = {
+	{GM_K_PRECISION, "fp8", "FP8 training (Transformer Engine's "
+				"fp8_autocast)"},
+	{GM_K_PRECISION, "fp8-mixed", "FP8 training (Transformer Engine's "
+				      "fp8_autocast)"},
+	{GM_K_PRECISION, "fp8-true", "FP8 training"},
+	{GM_K_INF_PRECISION, "fp8", "FP8 weights"},
+	{GM_K_INF_PRECISION, "int8", "int8 weights (LLM.int8)"},
+	{GM_K_INF_PRECISION, "int4", "4-bit weights"},
+	{GM_K_PARALLELISM, "context_parallel", "context parallelism (ring "
+					       "attention over the sequence)"},
+	{GM_K_PARALLELISM, "ulysses_parallel", "DeepSpeed-Ulysses sequence "
+					       "parallelism"},
+	{GM_K_PARALLELISM, "sequence_parallel_size", "DeepSpeed-Ulysses "
+						     "sequence parallelism"},
+	{GM_K_PARALLELISM, "cpu_offload", "FSDP's CPUOffloadPolicy"},
+	{GM_K_TRAINING, "fp8", "FP8 training"},
+};
+
+/* The not-modelled entry of (id, name), or NULL. */
+static const char *unmodelled(int id, const char *name)
+{
+	for (size_t i = 0; i < GM_N(not_modelled); i++) {
+		if (not_modelled[i].id == id &&
+		    !strcmp(not_modelled[i].name, name))
+			return not_modelled[i].what;
+	}
+	return NULL;
+}
+
 /* One of k->names, exactly; otherwise suggest the closest or list them. */
 static int parse_enum(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		      const char *s, int *out)
 {
 	const struct gm__spec_keydef *k = &gm__spec_keys[id];
+	const char *what = unmodelled(id, s);
 	char list[256] = "";
 
+	if (what)
+		return fail_value(c, m, id, "'%s': %s is not modelled yet "
+				  "(planner/README.md, \"Not modelled\")", s,
+				  what);
 	for (size_t i = 0; i < k->n_names; i++) {
 		if (!strcmp(s, k->names[i]))
 			return *out = (int)i, 0;
@@ -509,6 +613,95 @@ static int parse_enum(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 	}
 	return fail_value(c, m, id, "unknown value '%s'; expected one of: %s",
 			  s, list);
+}
+
+/*
+ * Append one word of a list key (training.lora_targets) to its field:
+ * a PEFT module name, letters, digits, '_', '-' and '.', at most 31
+ * bytes, at most GM_LORA_MAX_TARGETS of them, no repeats.
+ */
+static int list_add(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
+		    const char *w, size_t n)
+{
+	struct gm_spec_training *t = &c->spec->training;
+
+	if (!n)
+		return fail_value(c, m, id, "an empty name in the list");
+	if (n >= sizeof(t->lora_targets[0]))
+		return fail_value(c, m, id, "'%.*s' is longer than %zu bytes",
+				  (int)n, w, sizeof(t->lora_targets[0]) - 1);
+	for (size_t i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)w[i]) && !strchr("_-.", w[i]))
+			return fail_value(c, m, id, "'%.*s' is not a module "
+					  "name (letters, digits, '_', '-', "
+					  "'.')", (int)n, w);
+	}
+	for (unsigned i = 0; i < t->n_lora_targets; i++) {
+		if (strlen(t->lora_targets[i]) == n &&
+		    !memcmp(t->lora_targets[i], w, n))
+			return fail_value(c, m, id, "'%.*s' is listed twice",
+					  (int)n, w);
+	}
+	if (t->n_lora_targets == GM_LORA_MAX_TARGETS)
+		return fail_value(c, m, id, "more than %d names",
+				  GM_LORA_MAX_TARGETS);
+	memcpy(t->lora_targets[t->n_lora_targets], w, n);
+	t->lora_targets[t->n_lora_targets++][n] = '\0';
+	return 0;
+}
+
+/* A list key given as one scalar: comma-separated words ("q_proj,
+ * v_proj", as --set gives it, or "all-linear"). */
+static int set_list_text(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
+			 const char *s)
+{
+	c->spec->training.n_lora_targets = 0;
+	for (;;) {
+		size_t n = strcspn(s, ",");
+		const char *w = s;
+		int rc;
+
+		while (n && isspace((unsigned char)*w))
+			w++, n--;
+		while (n && isspace((unsigned char)w[n - 1]))
+			n--;
+		rc = list_add(c, m, id, w, n);
+		if (rc)
+			return rc;
+		s += strcspn(s, ",");
+		if (!*s)
+			return 0;
+		s++;
+	}
+}
+
+/* A list key given as a YAML sequence of plain words. */
+static int set_list_node(struct gm__spec_ctx *c, yaml_document_t *doc,
+			 yaml_node_t *seq, int id)
+{
+	yaml_node_item_t *it;
+
+	c->spec->training.n_lora_targets = 0;
+	if (seq->data.sequence.items.start == seq->data.sequence.items.top)
+		return fail_value(c, &seq->start_mark, id, "an empty list");
+	for (it = seq->data.sequence.items.start;
+	     it < seq->data.sequence.items.top; it++) {
+		yaml_node_t *n = yaml_document_get_node(doc, *it);
+		const char *w;
+
+		if (n->type != YAML_SCALAR_NODE)
+			return fail_value(c, &n->start_mark, id, "expected a "
+					  "name, got %s", n->type ==
+					  YAML_MAPPING_NODE ? "a mapping"
+							    : "a list");
+		w = (const char *)n->data.scalar.value;
+		if (has_control(w))
+			return fail_value(c, &n->start_mark, id, "a name "
+					  "contains a control character");
+		if (list_add(c, &n->start_mark, id, w, strlen(w)))
+			return GM_EINVAL;
+	}
+	return 0;
 }
 
 /*
@@ -532,7 +725,8 @@ static int set_scalar(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 	if (k->kind == GM_KIND_MAP)
 		return fail_value(c, m, id, "expected a mapping (check "
 				  "indentation), got '%s'", s);
-	if (quoted && k->kind != GM_KIND_STR && k->kind != GM_KIND_ENUM)
+	if (quoted && k->kind != GM_KIND_STR && k->kind != GM_KIND_ENUM &&
+	    k->kind != GM_KIND_LIST)
 		return fail_value(c, m, id, "expected %s, got the quoted "
 				  "string \"%s\"", kind_expects(k), s);
 	switch (k->kind) {
@@ -560,6 +754,8 @@ static int set_scalar(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		return parse_bool(c, m, id, s, field);
 	case GM_KIND_ENUM:
 		return parse_enum(c, m, id, s, field);
+	case GM_KIND_LIST:
+		return set_list_text(c, m, id, s);
 	case GM_KIND_MAP:
 		break;
 	}
@@ -650,6 +846,10 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			cands[n++] = gm__spec_keys[id].name;
 	}
 	section_words(section, where, sizeof(where));
+	if (section >= 0 && unmodelled(section, name))
+		return fail_at(c, line, col, "'%s' %s: %s is not modelled yet "
+			       "(planner/README.md, \"Not modelled\")", name,
+			       where, unmodelled(section, name));
 	id = section < 0 && !c->set_key ? find_dotted(name) : -1;
 	if (id >= 0 && gm__spec_keys[id].parent >= 0)
 		return fail_at(c, line, col, "unknown key '%s' %s; write it "
@@ -708,6 +908,9 @@ static int walk_pair(struct gm__walk *w, yaml_node_pair_t *p, int section)
 	} else {
 		mark_where(&c->spec->where[id], &v->start_mark);
 	}
+	if (v->type == YAML_SEQUENCE_NODE &&
+	    gm__spec_keys[id].kind == GM_KIND_LIST)
+		return set_list_node(c, w->doc, v, id);
 	if (v->type != YAML_SCALAR_NODE)
 		return fail_value(c, &v->start_mark, id, "expected %s, got %s",
 				  kind_expects(&gm__spec_keys[id]),
@@ -1082,6 +1285,8 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	c.set_key = NULL;
 	if (!rc)
 		rc = gm__hf_config_apply(&c);
+	if (!rc)
+		rc = gm__spec_deepspeed(&c);
 	if (rc)
 		return rc;
 	if (!spec->name[0])
@@ -1114,6 +1319,12 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		snprintf(buf, len, "%s:%u:%u", spec->path, w->line, w->column);
 	else if (w->origin == GM_SPEC_SET)
 		snprintf(buf, len, "--set %s", key);
+	else if (w->origin == GM_SPEC_DEEPSPEED && w->line)
+		snprintf(buf, len, "%s:%u:%u", spec->deepspeed.path, w->line,
+			 w->column);
+	else if (w->origin == GM_SPEC_DEEPSPEED)
+		snprintf(buf, len, "%s (DeepSpeed's default)",
+			 spec->deepspeed.path);
 	else if (w->origin == GM_SPEC_HF)
 		snprintf(buf, len, "%s:%u:%u", spec->hf_path, w->line,
 			 w->column);

@@ -51,6 +51,31 @@ enum gm_attn { GM_ATTN_FLASH, GM_ATTN_SDPA, GM_ATTN_EAGER };
 
 enum gm_kv_dtype { GM_KV_FP32, GM_KV_FP16, GM_KV_BF16, GM_KV_FP8, GM_KV_INT8 };
 
+/* How the run is built (the recipe table, planner/recipe/). */
+enum gm_framework { GM_FW_PYTORCH, GM_FW_DEEPSPEED, GM_FW_MEGATRON };
+
+/* training.loop: what the training loop keeps of a step's outputs. */
+enum gm_loop {
+	GM_LOOP_TRAINER,      /* only the loss leaves the forward call */
+	GM_LOOP_KEEP_OUTPUTS, /* `outputs = model(**batch)` lives until the
+			       * next step's forward returns */
+};
+
+enum gm_use_cache { GM_CACHE_AUTO, GM_CACHE_TRUE, GM_CACHE_FALSE };
+
+enum gm_adapter { GM_ADAPTER_NONE, GM_ADAPTER_LORA, GM_ADAPTER_QLORA };
+
+/* parallelism.fsdp_mixed_precision (zero_stage 3, *-mixed, pytorch). */
+enum gm_fsdp_mp {
+	GM_FSDP_MP_PARAM_DTYPE, /* MixedPrecisionPolicy(param_dtype=16-bit) */
+	GM_FSDP_MP_AUTOCAST,    /* fp32 unsharded parameters, torch.autocast */
+};
+
+enum gm_offload { GM_OFFLOAD_NONE, GM_OFFLOAD_CPU, GM_OFFLOAD_NVME };
+
+/* The most PEFT module names lora_targets may list. */
+#define GM_LORA_MAX_TARGETS 16
+
 struct gm_spec_model {
 	enum gm_arch architecture;
 	uint64_t layers;
@@ -78,6 +103,15 @@ struct gm_spec_training {
 	enum gm_optimizer optimizer;
 	enum gm_ckpt activation_checkpointing;
 	enum gm_attn attention;
+	enum gm_framework framework;
+	char deepspeed_config[1024]; /* "" = none; relative to the spec */
+	enum gm_loop loop;
+	enum gm_use_cache use_cache;
+	enum gm_adapter adapter;
+	uint64_t lora_rank;
+	/* PEFT target module names ("q_proj", ..., or "all-linear") */
+	char lora_targets[GM_LORA_MAX_TARGETS][32];
+	unsigned n_lora_targets;
 };
 
 struct gm_spec_inference {
@@ -106,6 +140,30 @@ struct gm_spec_parallel {
 				     * rank, then FSDP / tensor parallel
 				     * shard it (false: built sharded, as
 				     * from a meta-device init) */
+	enum gm_fsdp_mp fsdp_mixed_precision;
+	enum gm_offload offload_optimizer;  /* DeepSpeed ZeRO */
+	enum gm_offload offload_parameters; /* DeepSpeed ZeRO-3 */
+	bool distributed_optimizer;         /* Megatron-LM */
+	uint64_t virtual_pipeline_stages;   /* Megatron-LM interleaved 1F1B */
+};
+
+/*
+ * What a DeepSpeed JSON (training.deepspeed_config) says beyond the
+ * spec's own keys, with DeepSpeed's defaults for what it leaves out
+ * (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig, v0.19.6).
+ * Sizes are elements, as DeepSpeed counts them.
+ */
+struct gm_spec_deepspeed {
+	bool loaded;                     /* a config was read */
+	char path[1024];                 /* the JSON file as opened */
+	uint64_t reduce_bucket_size;     /* 5e8 */
+	uint64_t allgather_bucket_size;  /* 5e8 */
+	uint64_t prefetch_bucket_size;   /* stage3_prefetch_bucket_size, 5e7 */
+	uint64_t max_live_parameters;    /* stage3_max_live_parameters, 1e9 */
+	uint64_t param_persistence_threshold; /* stage3_..., 1e5 */
+	bool contiguous_gradients;       /* true */
+	bool overlap_comm;               /* default: stage == 3 */
+	bool overlap_comm_given;
 };
 
 /*
@@ -117,6 +175,9 @@ enum gm_spec_origin {
 	GM_SPEC_FILE,        /* the YAML file, at line:column */
 	GM_SPEC_SET,         /* a --set option */
 	GM_SPEC_HF,          /* model.hf_config's file, at line:column */
+	GM_SPEC_DEEPSPEED,   /* training.deepspeed_config's JSON, at
+			      * line:column (or DeepSpeed's default for a
+			      * key it leaves out: line 0) */
 };
 
 struct gm_spec_where {
@@ -125,7 +186,7 @@ struct gm_spec_where {
 	const char *field;          /* GM_SPEC_HF: the config.json field */
 };
 
-#define GM_SPEC_MAX_KEYS 64
+#define GM_SPEC_MAX_KEYS 96
 
 struct gm_spec {
 	char name[128];
@@ -135,6 +196,7 @@ struct gm_spec {
 	struct gm_spec_training training;
 	struct gm_spec_inference inference;
 	struct gm_spec_parallel parallelism;
+	struct gm_spec_deepspeed deepspeed;
 	char gpu[128];              /* hardware.gpu: a catalog name or alias;
 				     * "" = not given */
 	char hf_config[512];        /* model.hf_config as written; "" = none */
@@ -157,6 +219,16 @@ struct gm_spec {
  */
 int gm_spec_load(struct gm_spec *spec, const char *path,
 		 const char *const *sets, int n_sets, struct gm_diag *diag);
+
+/*
+ * Refuse what a loaded spec asks for that `gpumem plan` does not model
+ * yet (planner/README.md, "Not modelled"): a framework other than
+ * pytorch, training.loop keep-outputs, past_key_values built in training
+ * (use_cache true or auto without checkpointing), LoRA / QLoRA. gm_spec_load() accepts them (their values are
+ * read and checked); plan and fit call this after loading. Returns 0 or
+ * GM_EINVAL with diag "file:line:column: KEY: ... is not modelled yet".
+ */
+int gm_spec_check_modelled(const struct gm_spec *spec, struct gm_diag *diag);
 
 /*
  * Whether a dotted key ("model.parameters") was given in the file or by
@@ -225,5 +297,11 @@ const char *gm_arch_name(enum gm_arch a);
 const char *gm_task_name(enum gm_task t);
 const char *gm_head_name(enum gm_head h);
 const char *gm_kv_dtype_name(enum gm_kv_dtype k);
+const char *gm_framework_name(enum gm_framework f);
+const char *gm_loop_name(enum gm_loop l);
+const char *gm_use_cache_name(enum gm_use_cache u);
+const char *gm_adapter_name(enum gm_adapter a);
+const char *gm_fsdp_mp_name(enum gm_fsdp_mp m);
+const char *gm_offload_name(enum gm_offload o);
 
 #endif

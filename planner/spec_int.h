@@ -43,6 +43,13 @@ enum gm__spec_key {
 	GM_K_OPTIMIZER,
 	GM_K_CKPT,
 	GM_K_ATTENTION,
+	GM_K_FRAMEWORK,
+	GM_K_DS_CONFIG,
+	GM_K_LOOP,
+	GM_K_USE_CACHE,
+	GM_K_ADAPTER,
+	GM_K_LORA_RANK,
+	GM_K_LORA_TARGETS,
 	GM_K_INFERENCE,
 	GM_K_INF_PRECISION,
 	GM_K_BATCH,
@@ -57,6 +64,11 @@ enum gm__spec_key {
 	GM_K_ZERO,
 	GM_K_TP_VOCAB,
 	GM_K_BUILT_WHOLE,
+	GM_K_FSDP_MP,
+	GM_K_OFFLOAD_OPT,
+	GM_K_OFFLOAD_PARAM,
+	GM_K_DIST_OPT,
+	GM_K_VPP,
 	GM_K_HARDWARE,
 	GM_K_GPU,
 	GM_K_COUNT
@@ -71,6 +83,8 @@ enum gm__spec_kind {
 	GM_KIND_NUM,  /* a positive number ("13.0e9"), stored in a double */
 	GM_KIND_BOOL, /* true/false (also yes/no, on/off), in a bool */
 	GM_KIND_ENUM, /* one of names[], stored as the index in an enum */
+	GM_KIND_LIST, /* training.lora_targets: a list of words (or one
+		       * word), stored by gm__spec_set_list() */
 };
 
 struct gm__spec_keydef {
@@ -116,5 +130,13 @@ void gm__spec_defaults(struct gm_spec *spec);
 
 /* Cross-key validation after defaults (spec_rules.c). 0 or GM_EINVAL. */
 int gm__spec_validate(struct gm__spec_ctx *c);
+
+/*
+ * Read training.deepspeed_config (dsconfig.c) after the spec's own keys:
+ * fills what the spec leaves out, the spec's DeepSpeed section with
+ * DeepSpeed's defaults, and refuses a JSON value that contradicts a key
+ * written in the spec file. 0 or GM_EINVAL/GM_EIO/GM_ENOMEM.
+ */
+int gm__spec_deepspeed(struct gm__spec_ctx *c);
 
 #endif

@@ -9,7 +9,10 @@
  */
 #include "spec_int.h"
 
+#include <string.h>
+
 #include "error.h"
+#include "text.h"
 
 /* Was key id given (file or --set)? */
 static bool given(const struct gm_spec *s, int id)
@@ -56,6 +59,51 @@ static void model_defaults(struct gm_spec *s)
 		m->num_labels = 2;
 }
 
+/*
+ * PEFT's default LoRA targets per model type (peft/utils/constants.py,
+ * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.20).
+ */
+static const char *const lora_default[][2] = {
+	[GM_ARCH_LLAMA] = {"q_proj", "v_proj"},
+	[GM_ARCH_GPT2] = {"c_attn", NULL},
+	[GM_ARCH_BERT] = {"query", "value"},
+	[GM_ARCH_CUSTOM] = {NULL, NULL},
+};
+
+/*
+ * How the run is built: each default is what the planner modelled
+ * before these keys existed (a plain PyTorch step as tools/measure runs
+ * it: model(..., use_cache=False), only the loss kept), except FSDP
+ * with *-mixed, which is a MixedPrecisionPolicy (param-dtype) as users
+ * run it. A DeepSpeed JSON implies framework deepspeed.
+ */
+static void recipe_defaults(struct gm_spec *s)
+{
+	struct gm_spec_training *t = &s->training;
+
+	if (!given(s, GM_K_FRAMEWORK) && t->deepspeed_config[0])
+		t->framework = GM_FW_DEEPSPEED;
+	if (!given(s, GM_K_USE_CACHE))
+		t->use_cache = GM_CACHE_FALSE;
+	if (!given(s, GM_K_LORA_RANK))
+		t->lora_rank = 8; /* peft LoraConfig.r */
+	if (!given(s, GM_K_LORA_TARGETS)) {
+		t->n_lora_targets = 0;
+		for (int i = 0; i < 2; i++) {
+			const char *n = lora_default[s->model.architecture][i];
+			if (n)
+				gm_text_copy(t->lora_targets[t->n_lora_targets++],
+					     sizeof(t->lora_targets[0]), n);
+		}
+	}
+	/* FSDP with *-mixed: a MixedPrecisionPolicy, as Lightning,
+	 * accelerate and torchtitan build it (INTERFACES.md) */
+	if (!given(s, GM_K_FSDP_MP))
+		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	if (!given(s, GM_K_VPP))
+		s->parallelism.virtual_pipeline_stages = 1;
+}
+
 /* The KV-cache dtype that matches the weights' precision. */
 static enum gm_kv_dtype kv_of(enum gm_precision p)
 {
@@ -99,6 +147,7 @@ void gm__spec_defaults(struct gm_spec *s)
 		s->parallelism.tensor_parallel = 1;
 	if (!given(s, GM_K_PP))
 		s->parallelism.pipeline_parallel = 1;
+	recipe_defaults(s);
 }
 
 /* The shape keys every non-custom architecture must give. */
@@ -309,11 +358,197 @@ static int check_inference(struct gm__spec_ctx *c)
 	return 0;
 }
 
+
+static bool is_mixed(enum gm_precision p)
+{
+	return p == GM_PREC_FP16_MIXED || p == GM_PREC_BF16_MIXED;
+}
+
+/*
+ * The keys of one framework (models/README.md, "How the run is built"):
+ * DeepSpeed's JSON and offload, Megatron-LM's distributed optimizer and
+ * interleaved schedule, FSDP's mixed-precision policy under PyTorch.
+ */
+static int check_framework(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	enum gm_framework fw = s->training.framework;
+	enum gm_precision pr = s->training.precision;
+
+	if (given(s, GM_K_DS_CONFIG) && fw != GM_FW_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_DS_CONFIG, "needs "
+				      "training.framework deepspeed, not "
+				      "'%s'", gm_framework_name(fw));
+	if (p->offload_optimizer != GM_OFFLOAD_NONE && fw != GM_FW_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_OFFLOAD_OPT, "is DeepSpeed ZeRO's "
+				      "offload: needs training.framework "
+				      "deepspeed (FSDP's CPUOffloadPolicy is "
+				      "not modelled yet)");
+	if (p->offload_parameters != GM_OFFLOAD_NONE && fw != GM_FW_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_OFFLOAD_PARAM, "is DeepSpeed "
+				      "ZeRO-3's offload: needs "
+				      "training.framework deepspeed");
+	/* DeepSpeed: offload_optimizer from stage 1, offload_param only
+	 * with stage 3 (runtime/zero/config.py; stage3.py) */
+	if (p->offload_optimizer != GM_OFFLOAD_NONE && p->zero_stage < 1)
+		return gm__spec_blame(c, GM_K_OFFLOAD_OPT, "needs zero_stage 1, "
+				      "2 or 3 (ZeRO-Offload partitions the "
+				      "optimizer)");
+	if (p->offload_parameters != GM_OFFLOAD_NONE && p->zero_stage != 3)
+		return gm__spec_blame(c, GM_K_OFFLOAD_PARAM, "needs zero_stage "
+				      "3 (only ZeRO-3 partitions parameters)");
+	if (p->distributed_optimizer && fw != GM_FW_MEGATRON)
+		return gm__spec_blame(c, GM_K_DIST_OPT, "is Megatron-LM's "
+				      "(--use-distributed-optimizer): needs "
+				      "training.framework megatron; the "
+				      "others shard with zero_stage");
+	if (fw == GM_FW_MEGATRON && p->zero_stage)
+		return gm__spec_blame(c, GM_K_ZERO, "Megatron-LM shards the "
+				      "optimizer with distributed_optimizer: "
+				      "true, not zero_stage");
+	if (p->virtual_pipeline_stages > 1 && fw != GM_FW_MEGATRON)
+		return gm__spec_blame(c, GM_K_VPP, "is Megatron-LM's "
+				      "interleaved 1F1B: needs "
+				      "training.framework megatron");
+	if (p->virtual_pipeline_stages > 1 && p->pipeline_parallel < 2)
+		return gm__spec_blame(c, GM_K_VPP, "needs pipeline_parallel "
+				      "above 1");
+	/* Megatron-LM: each model chunk holds the same number of layers
+	 * (megatron/core/transformer/transformer_block.py,
+	 * get_num_layers_to_build) */
+	if (p->virtual_pipeline_stages > 1 && s->model.layers %
+	    (p->pipeline_parallel * p->virtual_pipeline_stages))
+		return gm__spec_blame(c, GM_K_VPP, "%llu stages * %llu chunks "
+				      "do not divide model.layers %llu",
+				      (unsigned long long)p->pipeline_parallel,
+				      (unsigned long long)
+					      p->virtual_pipeline_stages,
+				      (unsigned long long)s->model.layers);
+	if (given(s, GM_K_FSDP_MP) && (fw != GM_FW_PYTORCH ||
+				       p->zero_stage != 3 || !is_mixed(pr)))
+		return gm__spec_blame(c, GM_K_FSDP_MP, "applies to FSDP "
+				      "(zero_stage 3) with a *-mixed precision "
+				      "under framework pytorch");
+	/* DeepSpeed and Megatron-LM keep fp32 master weights for 16-bit
+	 * training; the spec names that *-mixed */
+	if (fw != GM_FW_PYTORCH && (pr == GM_PREC_FP16_TRUE ||
+				    pr == GM_PREC_BF16_TRUE))
+		return gm__spec_blame(c, GM_K_PRECISION, "%s keeps fp32 master "
+				      "weights with 16-bit training: write "
+				      "%s", gm_framework_name(fw),
+				      pr == GM_PREC_FP16_TRUE ? "fp16-mixed"
+							      : "bf16-mixed");
+	if (fw != GM_FW_PYTORCH && (s->training.optimizer == GM_OPT_ADAMW_8BIT ||
+				    s->training.optimizer == GM_OPT_ADAFACTOR))
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' under %s is not "
+				      "modelled yet",
+				      gm_optimizer_name(s->training.optimizer),
+				      gm_framework_name(fw));
+	return 0;
+}
+
+/* The PEFT module names of each family's linear layers (Hugging Face
+ * modeling_llama.py, modeling_gpt2.py, modeling_bert.py). */
+static const char *const lora_names[][8] = {
+	[GM_ARCH_LLAMA] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+			   "up_proj", "down_proj", NULL},
+	[GM_ARCH_GPT2] = {"c_attn", "c_proj", "c_fc", NULL},
+	[GM_ARCH_BERT] = {"query", "key", "value", "dense", NULL},
+	[GM_ARCH_CUSTOM] = {NULL},
+};
+
+static int check_adapter(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	const char *const *names = lora_names[s->model.architecture];
+
+	if (t->adapter == GM_ADAPTER_NONE) {
+		if (given(s, GM_K_LORA_RANK))
+			return gm__spec_blame(c, GM_K_LORA_RANK, "applies to "
+					      "adapter lora or qlora");
+		if (given(s, GM_K_LORA_TARGETS))
+			return gm__spec_blame(c, GM_K_LORA_TARGETS, "applies to "
+					      "adapter lora or qlora");
+		return 0;
+	}
+	if (s->model.architecture == GM_ARCH_CUSTOM)
+		return gm__spec_blame(c, GM_K_ADAPTER, "needs a model shape "
+				      "(architecture llama, gpt2 or bert)");
+	if (s->task != GM_TASK_TRAIN)
+		return gm__spec_blame(c, GM_K_ADAPTER, "applies to task train");
+	for (unsigned i = 0; i < t->n_lora_targets; i++) {
+		const char *n = t->lora_targets[i];
+		bool ok = false;
+		char list[160] = "";
+
+		if (!strcmp(n, "all-linear")) {
+			if (t->n_lora_targets > 1)
+				return gm__spec_blame(c, GM_K_LORA_TARGETS,
+						      "'all-linear' stands "
+						      "alone (PEFT replaces "
+						      "the list with every "
+						      "linear but the head)");
+			continue;
+		}
+		for (int j = 0; names[j]; j++) {
+			ok = ok || !strcmp(n, names[j]);
+			strcat(list, j ? ", " : "");
+			strcat(list, names[j]);
+		}
+		if (!ok)
+			return gm__spec_blame(c, GM_K_LORA_TARGETS, "'%s' is not "
+					      "a linear layer of %s; expected "
+					      "some of: %s, or all-linear", n,
+					      gm_arch_name(s->model.architecture),
+					      list);
+	}
+	return 0;
+}
+
+/*
+ * Values the planner reads but does not model yet are refused, so no
+ * key is accepted and then ignored (planner/README.md, "Not modelled").
+ * Their analytic model-state rows exist (planner/recipe/); the step
+ * emitter does not use them yet.
+ */
+static int check_modelled(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	static const char tail[] = "is not modelled yet by `gpumem plan`";
+
+	if (s->task != GM_TASK_TRAIN)
+		return 0;
+	if (t->framework != GM_FW_PYTORCH)
+		return gm__spec_blame(c, given(s, GM_K_FRAMEWORK) ? GM_K_FRAMEWORK
+								  : GM_K_DS_CONFIG,
+				      "'%s' %s (its model-state rows are "
+				      "derived, the step is not: see "
+				      "models/README.md)",
+				      gm_framework_name(t->framework), tail);
+	if (t->loop == GM_LOOP_KEEP_OUTPUTS)
+		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' %s",
+				      tail);
+	if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
+	    GM_HEAD_CAUSAL_LM && t->activation_checkpointing == GM_CKPT_NONE)
+		return gm__spec_blame(c, GM_K_USE_CACHE, "'%s' (past_key_values "
+				      "built in training: a copy of every "
+				      "layer's keys and values) %s",
+				      gm_use_cache_name(t->use_cache), tail);
+	if (t->adapter != GM_ADAPTER_NONE)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
+				      gm_adapter_name(t->adapter), tail);
+	return 0;
+}
+
 int gm__spec_validate(struct gm__spec_ctx *c)
 {
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
-		check_lengths,  check_inference,
+		check_lengths,  check_inference, check_framework,
+		check_adapter,
 	};
 	int rc;
 
@@ -323,4 +558,14 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 			return rc;
 	}
 	return 0;
+}
+
+int gm_spec_check_modelled(const struct gm_spec *spec, struct gm_diag *diag)
+{
+	struct gm__spec_ctx c = {
+		.spec = (struct gm_spec *)spec, .diag = diag,
+		.path = spec->path, .root_line = 1, .root_col = 1,
+	};
+
+	return check_modelled(&c);
 }

@@ -229,6 +229,13 @@ static void cache_unref(struct em *e, uint64_t l)
 		efree(e, &e->c[pix(e, l, i)]);
 }
 
+/* An unsharded FSDP parameter's bytes per byte of its shard's element
+ * (gm_step.fsdp_unshard). */
+static double unshard_scale(const struct em *e)
+{
+	return e->st->fsdp_unshard > 0 ? e->st->fsdp_unshard : 1;
+}
+
 static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
 		     bool at_loss)
 {
@@ -242,7 +249,8 @@ static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
 		if (p->where != wh || p->grad_at_loss != at_loss ||
 		    p->grad_shared || *id != NONE)
 			continue;
-		*id = ealloc(e, fsdp ? p->grad * e->st->fsdp_d : p->grad,
+		*id = ealloc(e, fsdp ? p->grad * e->st->fsdp_d *
+					       unshard_scale(e) : p->grad,
 			     GM_SK_GRAD);
 	}
 }
@@ -268,6 +276,10 @@ static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
  * alive until zero_grad (with accumulation a later output is added to
  * them and freed). Model construction allocates the full weights; each
  * fully_shard allocates its unit's shards and frees the full ones.
+ * Under MixedPrecisionPolicy(param_dtype=16-bit, reduce_dtype=fp32)
+ * (_fsdp_api.py) the all-gather output, the unsharded parameters and
+ * their gradients are 16-bit (gm_step.fsdp_unshard) and the
+ * reduce-scatter input fp32 (foreach_reduce: reduce_dtype).
  */
 
 /* Whether parameter i belongs to unit u (u == L: the root). */
@@ -295,11 +307,13 @@ static void fsdp_unshard(struct em *e, uint64_t u)
 	if (!e->st->fsdp || e->gathered[u])
 		return;
 	efree(e, &e->ag);
-	e->ag = ealloc(e, unit_bytes(e, u, false), GM_SK_GATHER);
+	e->ag = ealloc(e, unit_bytes(e, u, false) * unshard_scale(e),
+		       GM_SK_GATHER);
 	for (int i = 0; i < e->np; i++)
 		if (in_unit(e, u, i))
 			e->up[pix(e, u, i)] = ealloc(e, e->st->p[i].weight *
-						     e->st->fsdp_d,
+						     e->st->fsdp_d *
+						     unshard_scale(e),
 						     GM_SK_WEIGHT);
 	e->gathered[u] = true;
 }

@@ -245,6 +245,12 @@ struct gm_step {
 	 */
 	bool fsdp;
 	double fsdp_d;
+	/* bytes of an unsharded parameter (and of its unsharded gradient)
+	 * per byte of its shard's element: 1 when FSDP unshards in the
+	 * parameters' own dtype; 0.5 under MixedPrecisionPolicy
+	 * (param_dtype 16-bit over fp32 shards), whose reduce-scatter input
+	 * stays in reduce_dtype fp32, the shards' dtype. 0 = 1. */
+	double fsdp_unshard;
 	/*
 	 * ZeroRedundancyOptimizer over zero1_d ranks (2 .. 256; else the
 	 * even split of p[].state): p[].state and opt_tmp are the even

@@ -2,8 +2,9 @@
  * test_badinput.c - the bad-input suite of model specs: NAME.yaml in DIR
  * must fail with GM_EINVAL and exactly the message on the first line of
  * NAME.expected. An optional NAME.set holds --set arguments, one per
- * line, applied over the file. A spec that loads is then checked for its
- * hardware.gpu against the built-in GPU catalog, as `gpumem plan` does.
+ * line, applied over the file. A spec that loads is then checked for
+ * what is not modelled yet and for its hardware.gpu against the built-in
+ * GPU catalog, as `gpumem plan` does.
  * Runs from inside DIR so that messages name "NAME.yaml".
  *
  * Usage: test-badinput DIR NAME   one case
@@ -57,10 +58,13 @@ static int read_sets(const char *name, char sets[][256])
 	return n;
 }
 
-/* hardware.gpu against the built-in catalog, as `gpumem plan` does. */
+/* What is not modelled yet, then hardware.gpu against the built-in
+ * catalog, as `gpumem plan` does. */
 static int check_gpu(const struct gm_spec *spec, struct gm_diag *diag)
 {
-	return gm_spec_check_gpu_catalog(spec, NULL, diag);
+	int rc = gm_spec_check_modelled(spec, diag);
+
+	return rc ? rc : gm_spec_check_gpu_catalog(spec, NULL, diag);
 }
 
 /* Run one case; prints a TAP line; returns 1 if it passed. */

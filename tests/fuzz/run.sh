@@ -29,7 +29,8 @@ planner=$(ls planner/*.c planner/*/*.c 2>/dev/null | tr '\n' ' ')
 # planner/report.h and allocator/preload/report.h share a name: the
 # preload directory only for the report target.
 inc="-Iallocator/base -Iallocator/core -Iallocator/seam -Iallocator/catalog"
-[ "$target" = report ] && inc="$inc -Iallocator/preload" || inc="$inc -Iplanner"
+[ "$target" = report ] && inc="$inc -Iallocator/preload" ||
+	inc="$inc -Iplanner$(for d in planner/*/; do printf ' -I%s' "${d%/}"; done)"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 -Werror=implicit-function-declaration
 	-Werror=int-conversion $inc"
 libs="-lyaml -lz -lpthread -lm"

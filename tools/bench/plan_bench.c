@@ -42,7 +42,11 @@ static struct gm_spec base(void)
 	s.training = (struct gm_spec_training){
 		.micro_batch_size = 1, .sequence_length = 4096,
 		.precision = GM_PREC_BF16_MIXED, .optimizer = GM_OPT_ADAMW};
-	s.parallelism = (struct gm_spec_parallel){1, 1, 1, false, 0, GM_TPV_SHARDED, false};
+	s.parallelism = (struct gm_spec_parallel){
+		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
+		.virtual_pipeline_stages = 1,
+		/* FSDP as tools/measure runs it (the traces) */
+		.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST};
 	return s;
 }
 

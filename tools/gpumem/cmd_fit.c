@@ -278,6 +278,8 @@ int gm_cmd_fit(int argc, char **argv)
 		cat = &catalog;
 	}
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	if (!rc)
+		rc = gm_spec_check_modelled(spec, &diag);
 	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
 	if (rc) {
 		gm_cmd_file_error("fit", diag.msg, paths, paths[2] ? 3 : 2);

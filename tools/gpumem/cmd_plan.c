@@ -323,6 +323,8 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	if (!rc)
+		rc = gm_spec_check_modelled(spec, &diag);
+	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)

@@ -258,6 +258,10 @@ def spec_yaml(name, shape, head, task, par=(1, 1, 0)):
     if par[1] > 1 or par[2] == 3:
         # and builds the model whole before sharding it
         out.append("  built_whole: true")
+    if par[2] == 3 and prec.endswith("-mixed"):
+        # measure_multi.py runs FSDP2 under torch.autocast with fp32
+        # unsharded parameters, not a MixedPrecisionPolicy
+        out.append("  fsdp_mixed_precision: autocast")
     out += ["hardware:",
             f"  gpu: {GPU}", ""]
     return "\n".join(out)

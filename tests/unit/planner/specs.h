@@ -22,7 +22,11 @@ static inline struct gm_spec spec_llama(unsigned L, unsigned h, unsigned f,
 		.micro_batch_size = 1, .sequence_length = 4096,
 		.precision = GM_PREC_BF16_MIXED, .optimizer = GM_OPT_ADAMW,
 		.attention = GM_ATTN_SDPA};
-	s.parallelism = (struct gm_spec_parallel){1, 1, 1, false, 0, GM_TPV_SHARDED, false};
+	s.parallelism = (struct gm_spec_parallel){
+		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
+		.virtual_pipeline_stages = 1,
+		/* FSDP as tools/measure runs it (the traces) */
+		.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST};
 	return s;
 }
 

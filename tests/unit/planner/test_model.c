@@ -289,6 +289,97 @@ static void tp_vocab_replicated(void **state)
 		    plan(r, &h200).per_gpu.peak_reserved);
 }
 
+/*
+ * FSDP with *-mixed as a MixedPrecisionPolicy (param-dtype): the same
+ * fp32 shards, gradients and Adam states as under autocast (16 bytes
+ * per parameter over d), no whole-model autocast cache, 16-bit
+ * unsharded units, activations and residual stream in 16 bits.
+ */
+static void fsdp_param_dtype(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan ac, pd;
+	double P;
+
+	(void)state;
+	s.parallelism.data_parallel = 8;
+	s.parallelism.zero_stage = 3;
+	s.training.activation_checkpointing = GM_CKPT_FULL;
+	ac = plan(s, &h200);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	pd = plan(s, &h200);
+	P = (double)pd.per_gpu.parameters; /* the stage's, before sharding */
+	assert_true(fabs(pd.per_gpu.weights + pd.per_gpu.gradients +
+			 pd.per_gpu.optimizer_states - 16 * P / 8) < 64);
+	assert_true(pd.per_gpu.weights == ac.per_gpu.weights);
+	assert_true(pd.per_gpu.optimizer_states ==
+		    ac.per_gpu.optimizer_states);
+	/* autocast's cache held 2 bytes of every matmul weight (> 12 GiB
+	 * for 6.5e9 of them); param-dtype's temporaries are far below */
+	assert_true(ac.per_gpu.temporary - pd.per_gpu.temporary >
+		    12.0 * GM_GiB);
+	/* full checkpointing keeps each block's input: fp32 residual under
+	 * autocast, 16-bit under param-dtype (the int64 ids and labels
+	 * stay: a little under twice) */
+	assert_true(ac.per_gpu.activations / pd.per_gpu.activations > 1.9 &&
+		    ac.per_gpu.activations / pd.per_gpu.activations < 2);
+	assert_true(pd.per_gpu.communication < ac.per_gpu.communication);
+	assert_true(pd.per_gpu.peak_reserved < ac.per_gpu.peak_reserved);
+	/* only FSDP: DDP's plan does not change */
+	s.parallelism.zero_stage = 0;
+	ac = plan(s, &h200);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST;
+	pd = plan(s, &h200);
+	assert_true(ac.per_gpu.peak_reserved == pd.per_gpu.peak_reserved);
+}
+
+/*
+ * The plan names its recipe and its build peak: a model built whole on
+ * every rank, then sharded by FSDP2, peaks at the whole fp32 model plus
+ * one unit's shards, which the op-by-op replay reaches too (it emits the
+ * build); DDP builds the weights and its buckets.
+ */
+static void recipe_and_init_peak(void **state)
+{
+	struct gm_spec s = l7b();
+	struct gm_plan p;
+	double P;
+
+	(void)state;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-bf16-mixed");
+	assert_true(p.init_peak == 4.0 * (double)p.per_gpu.parameters);
+	assert_true(p.host == 0);
+	s.parallelism.data_parallel = 4;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-ddp-bf16-mixed");
+	assert_true(p.init_peak == 8.0 * (double)p.per_gpu.parameters);
+	s.parallelism.zero_stage = 3;
+	s.parallelism.built_whole = true;
+	s.parallelism.data_parallel = 64; /* the build dominates the step */
+	s.training.micro_batch_size = 1;
+	s.training.sequence_length = 256;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-fsdp2-bf16-mixed-autocast");
+	P = (double)p.per_gpu.parameters;
+	assert_true(p.init_peak > 4 * P && p.init_peak < 4 * P * 1.01);
+	assert_true(fabs(p.init_peak - p.per_gpu.peak_allocated) <
+		    0.001 * p.init_peak);
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	s.parallelism.built_whole = false;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-fsdp2-bf16-mixed-param-dtype");
+	assert_true(fabs(p.init_peak - 4 * P / 64) < 1);
+	s.task = GM_TASK_INFERENCE;
+	s.inference.precision = GM_PREC_BF16_TRUE;
+	s.inference.batch_size = 1;
+	s.inference.prompt_length = 128;
+	s.parallelism.zero_stage = 0;
+	p = plan(s, &h200);
+	assert_string_equal(p.recipe, "pytorch-inference-bf16-true");
+	assert_true(p.init_peak == p.per_gpu.weights);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +391,8 @@ int main(void)
 		cmocka_unit_test(fits_and_fit_search),
 		cmocka_unit_test(largest_shapes_do_not_wrap),
 		cmocka_unit_test(fit_pairs_are_exact),
+		cmocka_unit_test(fsdp_param_dtype),
+		cmocka_unit_test(recipe_and_init_peak),
 		cmocka_unit_test(tp_vocab_replicated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -306,6 +306,154 @@ static void excerpt(void **state)
 			 GM_ENOTFOUND);
 }
 
+
+/* The recipe keys' defaults: today's meaning (a plain PyTorch step,
+ * use_cache=False) but FSDP with *-mixed as a MixedPrecisionPolicy;
+ * PEFT's LoRA defaults. */
+static void recipe_defaults(void **state)
+{
+	(void)state;
+	assert_int_equal(load("x.yaml", LLAMA, NULL, 0), 0);
+	assert_int_equal(spec.training.framework, GM_FW_PYTORCH);
+	assert_int_equal(spec.training.loop, GM_LOOP_TRAINER);
+	assert_int_equal(spec.training.use_cache, GM_CACHE_FALSE);
+	assert_int_equal(spec.training.adapter, GM_ADAPTER_NONE);
+	assert_int_equal(spec.training.lora_rank, 8);
+	assert_int_equal(spec.training.n_lora_targets, 2);
+	assert_string_equal(spec.training.lora_targets[0], "q_proj");
+	assert_string_equal(spec.training.lora_targets[1], "v_proj");
+	assert_int_equal(spec.parallelism.fsdp_mixed_precision,
+			 GM_FSDP_MP_PARAM_DTYPE);
+	assert_int_equal(spec.parallelism.virtual_pipeline_stages, 1);
+	assert_int_equal(spec.deepspeed.reduce_bucket_size, 500000000);
+	assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
+	/* lists: a YAML sequence, or one comma-separated --set */
+	{
+		const char *set[] = {"training.lora_targets=all-linear"};
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
+				      "lora\n  lora_targets: [q_proj, k_proj, "
+				      "down_proj]\n", NULL, 0), 0);
+		assert_int_equal(spec.training.n_lora_targets, 3);
+		assert_string_equal(spec.training.lora_targets[2], "down_proj");
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
+				      "lora\n", set, 1), 0);
+		assert_int_equal(spec.training.n_lora_targets, 1);
+		assert_string_equal(spec.training.lora_targets[0],
+				    "all-linear");
+		assert_int_equal(gm_spec_check_modelled(&spec, &diag),
+				 GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "not modelled yet"));
+	}
+	/* gpt2's default target is c_attn (PEFT's mapping) */
+	assert_int_equal(load("x.yaml", "model:\n  architecture: gpt2\n  "
+			      "layers: 12\n  hidden_size: 768\n  "
+			      "attention_heads: 12\n", NULL, 0), 0);
+	assert_int_equal(spec.training.n_lora_targets, 1);
+	assert_string_equal(spec.training.lora_targets[0], "c_attn");
+}
+
+static void write_file(const char *file, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * training.deepspeed_config: the JSON fills what the spec leaves out
+ * (with DeepSpeed's defaults for what the JSON leaves out), the spec
+ * file must agree with what the JSON writes, --set wins over both.
+ */
+static void deepspeed_config(void **state)
+{
+	const char *set[] = {"training.micro_batch_size=2"};
+	char where[1200];
+
+	(void)state;
+	write_file("ds.json", "{\n  \"train_micro_batch_size_per_gpu\": 4,\n"
+		   "  \"gradient_accumulation_steps\": 8,\n"
+		   "  \"bf16\": {\"enabled\": true},\n"
+		   "  \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+		   "{\"lr\": 1e-4}},\n"
+		   "  \"zero_optimization\": {\"stage\": 3,\n"
+		   "    \"offload_optimizer\": {\"device\": \"cpu\"},\n"
+		   "    \"reduce_bucket_size\": 2e8,\n"
+		   "    \"stage3_prefetch_bucket_size\": \"auto\"}\n}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n  precision: fp32\nparallelism:\n"
+			      "  data_parallel: 4\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:4:23: bf16.enabled: "
+				       "bf16-mixed contradicts "
+				       "training.precision fp32 at "));
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\nparallelism:\n  data_parallel: 4\n",
+			      NULL, 0), 0);
+	assert_true(spec.deepspeed.loaded);
+	assert_int_equal(spec.training.framework, GM_FW_DEEPSPEED);
+	assert_int_equal(spec.training.micro_batch_size, 4);
+	assert_int_equal(spec.training.global_batch_size, 4 * 8 * 4);
+	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
+	assert_int_equal(spec.training.optimizer, GM_OPT_ADAMW);
+	assert_int_equal(spec.parallelism.zero_stage, 3);
+	assert_int_equal(spec.parallelism.offload_optimizer, GM_OFFLOAD_CPU);
+	assert_int_equal(spec.parallelism.offload_parameters, GM_OFFLOAD_NONE);
+	assert_int_equal(spec.deepspeed.reduce_bucket_size, 200000000);
+	/* "auto" and what the JSON leaves out: DeepSpeed's defaults */
+	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 50000000);
+	assert_int_equal(spec.deepspeed.max_live_parameters, 1000000000);
+	assert_true(spec.deepspeed.contiguous_gradients);
+	assert_true(spec.deepspeed.overlap_comm); /* stage 3's default */
+	assert_true(gm_spec_given(&spec, "parallelism.zero_stage"));
+	assert_non_null(strstr(gm_spec_where(&spec, "parallelism.zero_stage",
+					     where, sizeof(where)),
+			       "ds.json:6:34"));
+	/* the step is not planned yet */
+	assert_int_equal(gm_spec_check_modelled(&spec, &diag), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "'deepspeed' is not modelled yet"));
+	/* --set wins over the JSON (a what-if) */
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", set, 1), 0);
+	assert_int_equal(spec.training.micro_batch_size, 2);
+	assert_int_equal(spec.training.global_batch_size, 2 * 8);
+	/* neither fp16 nor bf16: DeepSpeed trains in fp32 */
+	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 1}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), 0);
+	assert_int_equal(spec.training.precision, GM_PREC_FP32);
+	assert_false(spec.deepspeed.overlap_comm);
+	/* JSON that YAML would take: single quotes, a trailing comma,
+	 * bare words, two documents */
+	write_file("ds.json", "{'zero_optimization': {\"stage\": 1}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:2: JSON syntax error: a "
+				       "single-quoted string"));
+	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 1,}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:35: JSON syntax error: a "
+				       "',' before '}'"));
+	write_file("ds.json", "{\"bf16\": {\"enabled\": yes}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:22: JSON syntax error: "
+				       "'yes' is not a JSON value"));
+	write_file("ds.json", "{\"bf16\": {}}\n{}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:2:1: JSON syntax error"));
+	write_file("ds.json", "{\"optimizer\": {\"type\": \"Lamb\"}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:24: optimizer.type: "
+				       "\"Lamb\" is not modelled yet"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +471,8 @@ int main(void)
 		cmocka_unit_test(gpu_check),
 		cmocka_unit_test(gpu_check_catalog),
 		cmocka_unit_test(excerpt),
+		cmocka_unit_test(recipe_defaults),
+		cmocka_unit_test(deepspeed_config),
 	};
 	int rc;
 
