@@ -189,7 +189,7 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 		break;
 	}
 	/*
-	 * Transient (an estimate to calibrate, issue 6): backward of the
+	 * Transient (an estimate): backward of the
 	 * MLP holds the gradients of its widest tensors (3 f-wide for a
 	 * gated MLP: d(gate), d(up), d(product); 2 otherwise); flash/sdpa
 	 * backward holds dq, dk, dv plus an fp32 dq accumulator; eager

@@ -1,7 +1,6 @@
 /*
  * model.c - the memory model (see model.h for the phases). Every term
- * names its source; the estimates still to calibrate by measurement
- * (issue 6) say so.
+ * names its source; the estimates say so.
  */
 #include "model.h"
 
@@ -37,8 +36,8 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	 * leaves 836 MiB. A probe (tools/bench/results/nccl-probe.md)
 	 * saw a communicator's set-up take 840 MiB and later collectives
 	 * of every kind nothing more. The buffers alone (NCCL_BUFFSIZE 4 MiB per
-	 * channel and peer, NVIDIA/nccl #391, #1450) are a fraction of it;
-	 * communicators of 0.5-1.6 GB were reported (nccl #864). More peers
+	 * channel and peer, NVIDIA/nccl#391, NVIDIA/nccl#1450) are a fraction of it;
+	 * communicators of 0.5-1.6 GB were reported (NVIDIA/nccl#864). More peers
 	 * take more: a lower bound for larger groups. */
 	o->nccl_comm_bytes = 836 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
@@ -751,7 +750,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 
 	/* The autocast weight cache: a 16-bit copy of every matmul weight,
 	 * saved by the linears until their backward (torch.autocast
-	 * cache_enabled; planners.md 7.11). */
+	 * cache_enabled). */
 	/* Under FSDP2 too: autocast casts the unsharded parameters, which
 	 * are leaves, so each cast is cached until the backward (the 2x
 	 * H200 traces: every block's 16-bit casts, full size, freed in

@@ -4,7 +4,7 @@
  * key table, type checks of each value, and --set overrides. Defaults and
  * cross-key rules are in spec_rules.c.
  *
- * Layout after netplan's parser (aesthetics.md §8): one table of keys
+ * Layout after netplan's parser (src/parse.c at 009be5b8): one table of keys
  * with offsetof() targets, a generic handler per value kind, messages
  * "file:line:column: ..." (1-based, from the node's start mark).
  *

@@ -96,8 +96,9 @@ static void recipe_defaults(struct gm_spec *s)
 					     sizeof(t->lora_targets[0]), n);
 		}
 	}
-	/* FSDP with *-mixed: a MixedPrecisionPolicy, as Lightning,
-	 * accelerate and torchtitan build it (INTERFACES.md) */
+	/* FSDP with *-mixed: a MixedPrecisionPolicy (torch/distributed/
+	 * fsdp/_fully_shard/_fsdp_api.py), as Lightning, accelerate and
+	 * torchtitan build it (planner/README.md, Several GPUs) */
 	if (!given(s, GM_K_FSDP_MP))
 		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
 	if (!given(s, GM_K_VPP))

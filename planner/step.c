@@ -11,7 +11,7 @@
  *    allocates its buckets at construction); the cuBLAS workspace
  *    comes with the first matmul, in the first forward (first_matmul());
  *  - forward of each block: the autocast copies of its matmul weights
- *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
+ *    (torch.autocast's cache, cache_enabled; shared by the micro-
  *    batches in flight: one autocast region per step), then its program
  *    (gm_step.blk, planner/block.c: every op's output with its exact
  *    size, freed where Python drops it unless autograd saved it; full
