@@ -1,9 +1,10 @@
 /*
  * params.h - parameter tensors of a model, from its shape (params.c).
  *
- * Owns the exact Hugging Face layouts: LlamaForCausalLM, GPT2LMHeadModel,
- * BertForMaskedLM and BertForSequenceClassification. The layout is a short
- * list of tensor groups (a group = `count` tensors of rows x cols
+ * The exact Hugging Face layouts come from the model's family (its layout
+ * op, planner/arch/: LlamaForCausalLM, GPT2LMHeadModel, BertForMaskedLM,
+ * BertForSequenceClassification, ...). The layout is a short list of
+ * tensor groups (a group = `count` tensors of rows x cols
  * elements), so later stages can size per-tensor allocations, tensor-
  * parallel shards, FSDP units and Adafactor's factored states. Counts are
  * elements (not bytes).
@@ -57,6 +58,16 @@ struct gm_param_layout {
  */
 int gm_params_layout(const struct gm_spec_model *m,
 		     struct gm_param_layout *out, struct gm_diag *diag);
+
+/* Append a tensor group (a family's layout op): rows x cols elements,
+ * GM_PT_* flags; name is a static string. */
+void gm_params_add(struct gm_param_layout *l, const char *name,
+		   uint64_t rows, uint64_t cols, unsigned flags);
+
+/* The causal models' head: lm_head (tied where the spec says), or score
+ * for head: classification. */
+void gm_params_lm_head(const struct gm_spec_model *m,
+		       struct gm_param_layout *l);
 
 /* Elements of tensor group pt across the whole model (x layers if LAYER). */
 uint64_t gm_ptensor_elems(const struct gm_param_layout *l,

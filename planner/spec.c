@@ -37,7 +37,6 @@ _Static_assert(sizeof(enum gm_precision) == sizeof(int), "enum size");
 /* ==== Names of the enums, in the order of their C values ==== */
 
 static const char *const task_names[] = {"train", "inference"};
-static const char *const arch_names[] = {"llama", "gpt2", "bert", "custom"};
 static const char *const head_names[] = {"causal-lm", "masked-lm",
 					 "classification"};
 static const char *const prec_names[] = {"fp32", "fp16-mixed", "bf16-mixed",
@@ -64,7 +63,7 @@ const char *gm_task_name(enum gm_task t)
 }
 const char *gm_arch_name(enum gm_arch a)
 {
-	return enum_name(arch_names, GM_N(arch_names), a);
+	return enum_name(gm_arch_names, GM_N(gm_arch_names), a);
 }
 const char *gm_head_name(enum gm_head h)
 {
@@ -129,7 +128,7 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	ENUM(GM_K_TASK, "task", -1, task, task_names),
 	SEC(GM_K_MODEL, "model", -1),
 	ENUM(GM_K_ARCH, "architecture", GM_K_MODEL, model.architecture,
-	     arch_names),
+	     gm_arch_names),
 	U64(GM_K_LAYERS, "layers", GM_K_MODEL, model.layers, 1, GM_MAX_LAYERS),
 	U64(GM_K_HIDDEN, "hidden_size", GM_K_MODEL, model.hidden_size,
 	    1, GM_MAX_HIDDEN),
