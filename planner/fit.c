@@ -3,6 +3,8 @@
  */
 #include "fit.h"
 
+#include "cap.h"
+
 #include "error.h"
 
 #include <stdlib.h>
@@ -20,7 +22,7 @@ static int try(const struct gm_spec *base, const struct gm_plan_gpu *gpu,
 	s.inference.batch_size = mb;
 	s.parallelism.data_parallel = dp;
 	s.training.global_batch_size = gb;
-	rc = gm_plan(&s, gpu, o, &p, diag);
+	rc = gm_plan_capped(&s, gpu, o, &p, diag);
 	if (rc)
 		return rc;
 	*fits = p.fits;

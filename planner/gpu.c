@@ -15,6 +15,7 @@ void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
 	memset(g, 0, sizeof(*g));
 	snprintf(g->name, sizeof(g->name), "%s", e->name);
 	g->capacity_bytes = e->total_bytes;
+	g->cuda_total_bytes = e->cuda_total_bytes;
 	g->context_bytes = task == GM_TASK_INFERENCE &&
 			   e->cuda_context_inference_bytes ?
 			   e->cuda_context_inference_bytes :

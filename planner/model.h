@@ -39,6 +39,10 @@ struct gm_diag;
 struct gm_plan_gpu {
 	char name[128];
 	uint64_t capacity_bytes;   /* total memory as nvidia-smi reports */
+	uint64_t cuda_total_bytes; /* as cudaMemGetInfo reports; 0: not
+				    * known */
+	uint64_t cap_bytes;        /* per-process cap on the allocator's
+				    * memory (cap.h); 0: none */
 	uint64_t context_bytes;    /* CUDA context + libraries outside the
 				    * framework's allocator */
 	int sm_major;              /* compute capability major (9 = Hopper) */

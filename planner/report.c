@@ -53,6 +53,9 @@ struct gm_val *gm_plan_report(const struct gm_plan *p)
 	gm_obj_set_str(o, "name", p->name);
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	/* only under --fraction / --limit: the allocator's cap (cap.h) */
+	if (p->gpu.cap_bytes)
+		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
 	gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false));
 	gm_obj_set_bool(o, "fits", p->fits);
@@ -80,6 +83,8 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		struct gm_val *r = gm_val_obj();
 		gm_obj_set_str(r, "gpu", f[i].gpu.name);
 		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
+		if (f[i].gpu.cap_bytes)
+			gm_obj_set_uint(r, "cap_bytes", f[i].gpu.cap_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
 		/* 0 in the catalog: not known (a table prints "-") */
 		if (f[i].gpu.bf16_tflops > 0)

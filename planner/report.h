@@ -2,7 +2,7 @@
  * report.h - plans and fits as output-layer trees and as SVG (report.c).
  *
  * gm_plan_report() builds the `gpumem plan` object with the JSON keys of
- * INTERFACES.md (bytes as integers); gm_fit_report() one row per GPU.
+ * the JSON keys of planner/README.md (bytes as integers); gm_fit_report() one row per GPU.
  * The SVG writers draw stacked bars of the peak's parts (at_peak, then
  * the allocator's reserve, then memory outside the allocator) against a
  * line at the card's capacity. Returns NULL / GM_ENOMEM / GM_EIO.

@@ -1,6 +1,6 @@
 /*
  * reserve.c - the caching allocator's reserve (reserve.h). Constants from
- * pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (allocators.md 1.1).
+ * pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp at 001074d (a 2.x version).
  */
 #include "reserve.h"
 

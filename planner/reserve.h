@@ -3,7 +3,7 @@
  * (reserve.c): `--reserve-model analytic`. The default prediction of
  * torch.cuda.max_memory_reserved() replays the step's allocations through
  * the allocator core instead (step.h); this one stays for comparison
- * with measurements (issue 6) and for gm_fit()'s searches, where its
+ * with measurements and for gm_fit()'s searches, where its
  * microseconds a plan matter.
  *
  * The model hands over the live allocations of its peak phase as a short
@@ -50,11 +50,11 @@ uint64_t gm_alloc_round(double bytes);
  * cudaMallocs new segments. 0.05: the median (reserved - allocated) /
  * allocated of the tuning training configurations of
  * tests/data/calibration/measured-h200.json is 5.9% (H200, torch 2.11),
- * most of allocated being churn (PyTorch issue #40989 showed 11-12% for
+ * most of allocated being churn (pytorch/pytorch#40989 showed 11-12% for
  * older training loops). The measured spread is wide, 0.5-50%: it depends
  * on the order of allocations (logits-sized blocks split by later smaller
  * requests, torch.cat growing KV caches), which one share cannot follow;
- * the allocator core's replay (issue 6) is the model for that. Build with
+ * the allocator core's replay is the model for that. Build with
  * -DGM_FRAGMENTATION=x to try another share.
  */
 #ifndef GM_FRAGMENTATION
@@ -65,7 +65,8 @@ uint64_t gm_alloc_round(double bytes);
  * Reserved bytes for blocks live at once: every block rounded to 512 B;
  * blocks <= 1 MiB packed into 2 MiB segments (kSmallBuffer), 1-10 MiB
  * blocks into 20 MiB segments (kLargeBuffer), larger ones in their own
- * segment rounded up to 2 MiB (kRoundLarge) (allocators.md 1.1-1.3); plus
+ * segment rounded up to 2 MiB (kRoundLarge) (c10/cuda/CUDACachingAllocator.cpp
+ * round_size and get_allocation_size); plus
  * GM_FRAGMENTATION of the churning bytes.
  */
 double gm_reserved_from_allocated(const struct gm_blocks *bs);

@@ -1,8 +1,7 @@
 /*
  * spec.h - a model spec: what `gpumem plan` reads (defined in spec.c).
  *
- * The YAML schema, key by key, is documented in models/README.md and
- * spelled as in INTERFACES.md. gm_spec_load() parses a file with libyaml,
+ * The YAML schema, key by key, is documented in models/README.md. gm_spec_load() parses a file with libyaml,
  * applies defaults and --set overrides, and validates; every message
  * names file:line:column of the offending key or value. Sizes are counts
  * (layers, tokens, elements) unless a name ends in _bytes.

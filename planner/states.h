@@ -5,7 +5,7 @@
  *
  * A recipe says which framework's conventions hold, since they differ for
  * the same precision name:
- *  - GM_RECIPE_TORCH: PyTorch AMP / Lightning names (INTERFACES.md):
+ *  - GM_RECIPE_TORCH: PyTorch AMP / Lightning precision names:
  *    *-mixed keeps fp32 weights, fp32 gradients and fp32 optimizer
  *    states and computes under autocast; *-true keeps everything in the
  *    16-bit dtype. There is no separate master copy.
@@ -13,7 +13,7 @@
  *    weights and gradients, fp32 master weights inside the optimizer
  *    (K = 12 bytes with Adam; Rajbhandari et al. 2020, section 3.1).
  *  - GM_RECIPE_MEGATRON: Megatron-LM's table (README "Distributed
- *    optimizer"; issue #654): bf16 weights with fp32 main gradients (18
+ *    optimizer"; NVIDIA/Megatron-LM#654): bf16 weights with fp32 main gradients (18
  *    B/param with Adam), fp16 weights and gradients plus fp32 main
  *    gradients in the optimizer (20), fp32 (16).
  * All figures are bytes per parameter; no errors.

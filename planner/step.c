@@ -1768,7 +1768,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 
 	memset(out, 0, sizeof(*out));
 	if (obs && obs->begin) {
-		rc = obs->begin(obs->ctx);
+		rc = obs->begin(obs->ctx, &so, &po);
 		if (rc)
 			return rc;
 	}

@@ -329,6 +329,9 @@ struct gm_step_result {
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
 
+struct gm_sim_options;
+struct gm_pool_options;
+
 /* What an observer learns beyond the pool call. */
 struct gm_step_event {
 	enum gm_step_kind kind;   /* of the allocation (freed or made) */
@@ -347,7 +350,9 @@ struct gm_step_event {
  */
 struct gm_step_observer {
 	void *ctx;
-	int (*begin)(void *ctx);
+	/* so, po: the simulated card and pool options of this replay */
+	int (*begin)(void *ctx, const struct gm_sim_options *so,
+		     const struct gm_pool_options *po);
 	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
 		     const struct gm_step_event *info);
 };

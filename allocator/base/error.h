@@ -33,7 +33,7 @@ enum {
 #undef GM__ERR_ENUM
 };
 
-/* Exit codes of the gpumem program (INTERFACES.md). */
+/* Exit codes of the gpumem program (README.md, "Exit codes"). */
 enum {
 	GM_EXIT_OK = 0,
 	GM_EXIT_NO = 1,

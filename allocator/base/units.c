@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,32 +15,33 @@
 struct unit {
 	const char *suffix;
 	double scale;
+	double claimed; /* in a claimed card capacity */
 };
 
 /* Longest suffixes first so that "GiB" is not read as "G". */
 static const struct unit units[] = {
-	{"KiB", 1024.0},
-	{"MiB", 1048576.0},
-	{"GiB", 1073741824.0},
-	{"TiB", 1099511627776.0},
-	{"kB", 1e3},
-	{"KB", 1e3},
-	{"MB", 1e6},
-	{"GB", 1e9},
-	{"TB", 1e12},
-	{"K", 1024.0},
-	{"M", 1048576.0},
-	{"G", 1073741824.0},
-	{"T", 1099511627776.0},
-	{"B", 1.0},
-	{"", 1.0},
+	{"KiB", 1024.0, 1024.0},
+	{"MiB", 1048576.0, 1048576.0},
+	{"GiB", 1073741824.0, 1073741824.0},
+	{"TiB", 1099511627776.0, 1099511627776.0},
+	{"kB", 1e3, 1024.0},
+	{"KB", 1e3, 1024.0},
+	{"MB", 1e6, 1048576.0},
+	{"GB", 1e9, 1073741824.0},
+	{"TB", 1e12, 1099511627776.0},
+	{"K", 1024.0, 1024.0},
+	{"M", 1048576.0, 1048576.0},
+	{"G", 1073741824.0, 1073741824.0},
+	{"T", 1099511627776.0, 1099511627776.0},
+	{"B", 1.0, 1.0},
+	{"", 1.0, 1.0},
 };
 
-static int scale_of(const char *suffix, double *scale)
+static int scale_of(const char *suffix, bool claimed, double *scale)
 {
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(suffix, units[i].suffix) == 0) {
-			*scale = units[i].scale;
+			*scale = claimed ? units[i].claimed : units[i].scale;
 			return 0;
 		}
 	}
@@ -58,7 +60,7 @@ static int number_parse(const char *text, double *value, char **end)
 	return 0;
 }
 
-int gm_size_parse(const char *text, uint64_t *bytes)
+static int size_parse(const char *text, bool claimed, uint64_t *bytes)
 {
 	double value, scale;
 	char *end;
@@ -69,13 +71,23 @@ int gm_size_parse(const char *text, uint64_t *bytes)
 		return GM_EINVAL;
 	while (*end == ' ')
 		end++;
-	if (scale_of(end, &scale) != 0)
+	if (scale_of(end, claimed, &scale) != 0)
 		return GM_EINVAL;
 	value *= scale;
 	if (value >= 18446744073709551616.0)
 		return GM_ERANGE;
 	*bytes = (uint64_t)value;
 	return 0;
+}
+
+int gm_size_parse(const char *text, uint64_t *bytes)
+{
+	return size_parse(text, false, bytes);
+}
+
+int gm_claimed_size_parse(const char *text, uint64_t *bytes)
+{
+	return size_parse(text, true, bytes);
 }
 
 int gm_size_or_fraction_parse(const char *text, uint64_t *bytes,

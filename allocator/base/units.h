@@ -1,8 +1,8 @@
 /*
  * units.h - sizes in bytes: parsing and printing (defined in units.c).
  *
- * GB/MB/KB/TB are decimal (10^9, ...); GiB/MiB/KiB/TiB are binary (2^30,
- * ...). A bare suffix K/M/G/T (no "B") is binary, as in numfmt --from=iec.
+ * GB/MB/KB/TB are decimal (10^9, ...) except in a claimed card capacity
+ * (gm_claimed_size_parse); GiB/MiB/KiB/TiB are binary (2^30, ...). A bare suffix K/M/G/T (no "B") is binary, as in numfmt --from=iec.
  * A plain number is bytes. Fractions ("0.9") are a separate notion, read
  * only where the caller asks for one.
  */
@@ -24,6 +24,15 @@
  * not a size, or GM_ERANGE for a size above 2^64 - 1 bytes or below zero.
  */
 int gm_size_parse(const char *text, uint64_t *bytes);
+
+/*
+ * Parse a card's claimed capacity (verify --claimed, gpumem run
+ * --claimed, GPUMEM_CLAIMED, claimed= of verify --emulate): as
+ * gm_size_parse, except that KB/MB/GB/TB mean what memory makers mean
+ * by them on a card, 2^10/2^20/2^30/2^40: an "80 GB" A100 has 80 GiB
+ * (81920 MiB, as nvidia-smi reports). Same returns.
+ */
+int gm_claimed_size_parse(const char *text, uint64_t *bytes);
 
 /*
  * Parse either a fraction in (0, 1] ("0.5") or a size; *fraction is set

@@ -61,6 +61,8 @@ void gm_catalog_free(struct gm_catalog *cat)
 	cat->owned = NULL;
 	cat->gpus = NULL;
 	cat->n = 0;
+	cat->archs = NULL;
+	cat->n_archs = 0;
 }
 
 /* Words that carry no information in a GPU name. */
@@ -154,6 +156,11 @@ const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
 	return NULL;
 }
 
+bool gm_gpu_is_mig(const struct gm_gpu *gpu)
+{
+	return strcmp(gpu->form_factor, "MIG") == 0;
+}
+
 /* How one GPU ranks as a suggestion: lower is better. */
 struct rank {
 	const char *text; /* its best-matching name or alias */
@@ -194,7 +201,9 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
  * Suggestions: the GPUs with a name containing the normalized word when
  * there are any ("a100" lists every A100), else those within
  * max(2, len / 3) edits of it (gm_text_distance, Levenshtein; the bound
- * of gm_text_suggest), ordered by (distance, catalog order).
+ * of gm_text_suggest), ordered by (distance, catalog order). MIG slices
+ * only when the name looks like one (has ':' or "mig"), so "a100" lists
+ * the cards, not their slices.
  */
 size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 			  const char **out, size_t max)
@@ -202,6 +211,7 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 	char want[GM__CATALOG_NORM_MAX];
 	struct rank best[16];
 	size_t n = 0, limit;
+	bool slices;
 
 	cat = cat_or_builtin(cat);
 	if (!name || max == 0)
@@ -214,10 +224,13 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 	limit = strlen(want) / 3;
 	if (limit < 2)
 		limit = 2;
+	slices = strchr(name, ':') || strcasestr(name, "mig");
 	for (size_t i = 0; i < cat->n; i++) {
 		struct rank r;
 		size_t at;
 
+		if (!slices && gm_gpu_is_mig(&cat->gpus[i]))
+			continue;
 		rank_gpu(&cat->gpus[i], i, want, &r);
 		if (r.misses && r.distance > limit)
 			continue;
@@ -243,8 +256,9 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 /*
  * Smallest known genuine total (nvidia-smi in either ECC mode, R4xx
  * drivers, CUDA's total), less tolerance: the floor of the undersized
- * check. Research: vram.md section 5-6 (totals differ by ECC mode and
- * driver era; CUDA total = NVML total - reserved).
+ * check. The totals differ by ECC mode and driver era, and CUDA's total
+ * is NVML's total less NVML's reserved part (the nvidia-smi outputs the
+ * catalog's sources cite).
  */
 uint64_t gm_gpu_min_total(const struct gm_gpu *gpu)
 {
@@ -265,7 +279,7 @@ unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu)
 	static const struct {
 		unsigned major, minor, threads;
 	} table[] = {
-		{7, 0, 2048}, {7, 5, 1024}, {8, 0, 2048}, {8, 6, 1536},
+		{6, 0, 2048}, {6, 1, 2048}, {7, 0, 2048}, {7, 5, 1024}, {8, 0, 2048}, {8, 6, 1536},
 		{8, 7, 2048}, {8, 9, 1536}, {9, 0, 2048},
 		{10, ANY_MINOR, 2048}, {12, ANY_MINOR, 1536},
 	};

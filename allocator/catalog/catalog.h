@@ -100,10 +100,24 @@ struct gm_gpu {
 	const char *notes;  /* caveats: same name with other capacity... */
 };
 
+/*
+ * One GPU generation: the memory a process uses outside the framework's
+ * allocator (bytes), which its GPUs inherit unless they override it.
+ */
+struct gm_gpu_arch {
+	const char *name;         /* "volta", ..., "blackwell" */
+	uint64_t cuda_context_bytes;
+	uint64_t cuda_context_inference_bytes;
+	const char *measured_on;  /* GPU name it was measured on, or "" */
+	const char *source;
+};
+
 /* A set of GPUs: the built-in table or one loaded from a file. */
 struct gm_catalog {
 	const struct gm_gpu *gpus;
 	size_t n;
+	const struct gm_gpu_arch *archs; /* the generations the GPUs name */
+	size_t n_archs;
 	void *owned; /* storage of a loaded catalog; NULL for the built-in */
 };
 
@@ -136,6 +150,13 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 			  const char **out, size_t max);
 
 /*
+ * True for a MIG slice (form_factor "MIG"): an entry named as NVML names
+ * the slice, "NVIDIA A100-SXM4-80GB MIG 3g.40gb", whose total is the
+ * slice's memory.
+ */
+bool gm_gpu_is_mig(const struct gm_gpu *gpu);
+
+/*
  * The smallest memory total a genuine card of this model may report,
  * in bytes: the least of its known totals (nvidia-smi in either ECC
  * mode, older drivers, CUDA's total) less the tolerance. Compare either
@@ -146,7 +167,8 @@ uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
 
 /*
  * The most threads that can be resident on one SM of this GPU, from its
- * compute capability: 2048 on 7.0, 8.0, 8.7, 9.0 and 10.x; 1024 on 7.5;
+ * compute capability: 2048 on 6.0, 6.1, 7.0, 8.0, 8.7, 9.0 and 10.x;
+ * 1024 on 7.5;
  * 1536 on 8.6, 8.9 and 12.x (CUDA C++ Programming Guide, table
  * "Technical Specifications per Compute Capability", row "Maximum number
  * of resident threads per SM"). 0 when the capability is not in that
@@ -177,6 +199,21 @@ struct gm_val *gm_gpu_report(const struct gm_gpu *gpu, bool brief);
  */
 int gm_catalog_load(struct gm_catalog *cat, const char *path,
 		    struct gm_diag *diag);
+
+/*
+ * Read a catalog file over base (the built-in one when base is NULL):
+ * cat gets base's GPUs and architectures with the file's added, an entry
+ * of the file replacing the base's entry of the same name (the nvidia-smi
+ * name, compared in normalized form; an architecture by its name). The
+ * file may leave out 'architectures' and name base's instead. A name or
+ * alias of the file that also names another base GPU, or a PCI id of
+ * one, is an error at the file's line and column. Errors as
+ * gm_catalog_load(). cat points into base's strings: base must outlive
+ * it (the built-in always does).
+ */
+int gm_catalog_load_over(struct gm_catalog *cat, const char *path,
+			 const struct gm_catalog *base,
+			 struct gm_diag *diag);
 
 /* Free a catalog filled by gm_catalog_load(); the built-in is ignored. */
 void gm_catalog_free(struct gm_catalog *cat);

@@ -43,6 +43,11 @@ struct ctx {
 	bool builtin;
 	/* where each GPU was declared, for duplicate messages */
 	yaml_node_t **gpu_nodes;
+	/* gm_catalog_load_over(): the catalog the file adds to, and its
+	 * architectures, which the file's GPUs may name */
+	const struct gm_catalog *base;
+	struct arch *base_archs;
+	size_t n_base_archs;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -419,14 +424,17 @@ static int get_arch(struct ctx *c, yaml_node_t *n, struct gm_gpu *g,
 
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < c->n_archs; i++) {
-		if (strcmp(c->archs[i].name, scalar(n)) == 0) {
-			*out = &c->archs[i];
-			g->architecture = c->archs[i].name;
+	for (size_t i = 0; i < c->n_archs + c->n_base_archs; i++) {
+		const struct arch *a = i < c->n_archs ? &c->archs[i]
+				       : &c->base_archs[i - c->n_archs];
+
+		if (strcmp(a->name, scalar(n)) == 0) {
+			*out = a;
+			g->architecture = a->name;
 			return 0;
 		}
 		if (nn < 32)
-			names[nn++] = c->archs[i].name;
+			names[nn++] = a->name;
 	}
 	hint = gm_text_suggest(scalar(n), names, nn);
 	if (hint)
@@ -713,6 +721,163 @@ static int parse_error(struct ctx *c, const yaml_parser_t *p)
 			   p->context ? p->context : "");
 }
 
+/* The file's architectures as the catalog keeps them (cat->archs). */
+static int keep_archs(struct ctx *c)
+{
+	struct gm_gpu_arch *out = calloc(c->n_archs ? c->n_archs : 1,
+				     sizeof(*out));
+
+	if (gm__catalog_keep(c->cat, out) != 0)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t i = 0; i < c->n_archs; i++)
+		out[i] = (struct gm_gpu_arch){
+			.name = c->archs[i].name,
+			.cuda_context_bytes = c->archs[i].context,
+			.cuda_context_inference_bytes = c->archs[i].inference,
+			.measured_on = c->archs[i].measured_on,
+			.source = c->archs[i].source};
+	c->cat->archs = out;
+	c->cat->n_archs = c->n_archs;
+	return 0;
+}
+
+/* base's architectures in the loader's form, for get_arch(). */
+static int base_archs(struct ctx *c)
+{
+	const struct gm_catalog *b = c->base;
+
+	c->base_archs = calloc(b->n_archs ? b->n_archs : 1,
+			       sizeof(*c->base_archs));
+	if (!c->base_archs)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t i = 0; i < b->n_archs; i++)
+		c->base_archs[i] = (struct arch){
+			.name = b->archs[i].name,
+			.context = b->archs[i].cuda_context_bytes,
+			.inference = b->archs[i].cuda_context_inference_bytes,
+			.measured_on = b->archs[i].measured_on,
+			.source = b->archs[i].source};
+	c->n_base_archs = b->n_archs;
+	return 0;
+}
+
+static bool same_name(const char *x, const char *y)
+{
+	char a[GM__CATALOG_NORM_MAX], b[GM__CATALOG_NORM_MAX];
+
+	return strcmp(gm__catalog_normalize(a, sizeof(a), x),
+		      gm__catalog_normalize(b, sizeof(b), y)) == 0;
+}
+
+/*
+ * The file's GPU (index in the file) that replaces base GPU g, or -1:
+ * the one of the same normalized name.
+ */
+static long replacement(const struct ctx *c, const struct gm_gpu *g)
+{
+	for (size_t i = 0; i < c->cat->n; i++)
+		if (same_name(c->cat->gpus[i].name, g->name))
+			return (long)i;
+	return -1;
+}
+
+/*
+ * A name, alias or PCI id of the file's GPUs that also identifies a base
+ * GPU the file does not replace is an error at the file's entry.
+ */
+static int check_over(struct ctx *c)
+{
+	const struct gm_catalog *b = c->base;
+	const struct gm_gpu *f = c->cat->gpus;
+
+	for (size_t k = 0; k < b->n; k++) {
+		const struct gm_gpu *g = &b->gpus[k];
+
+		if (replacement(c, g) >= 0)
+			continue;
+		for (size_t i = 0; i < c->cat->n; i++) {
+			for (size_t j = 0; j <= f[i].n_aliases; j++)
+				for (size_t l = 0; l <= g->n_aliases; l++)
+					if (same_name(cand(&f[i], j),
+						      cand(g, l)))
+						return fail(c,
+							candidate_node(c, i, j),
+							"'%s' also names '%s' "
+							"(built-in catalog)",
+							cand(&f[i], j),
+							g->name);
+			if (f[i].pci_device_id &&
+			    f[i].pci_device_id == g->pci_device_id)
+				return fail(c, c->gpu_nodes[i],
+					    "pci_device_id 0x%04x is also '%s' "
+					    "(built-in catalog)",
+					    (unsigned)f[i].pci_device_id,
+					    g->name);
+		}
+	}
+	return 0;
+}
+
+/*
+ * cat = base's GPUs, each replaced in place by the file's entry of its
+ * name, then the file's other GPUs; likewise the architectures.
+ */
+static int merge_over(struct ctx *c)
+{
+	const struct gm_catalog *b = c->base;
+	size_t nf = c->cat->n, n = 0, na = 0;
+	struct gm_gpu *all = calloc(b->n + nf, sizeof(*all));
+	struct gm_gpu_arch *archs;
+	bool *used;
+	int rc = check_over(c);
+
+	if (rc) {
+		free(all);
+		return rc;
+	}
+	if (gm__catalog_keep(c->cat, all) != 0)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	used = calloc(nf ? nf : 1, sizeof(*used));
+	if (!used)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t k = 0; k < b->n; k++) {
+		long i = replacement(c, &b->gpus[k]);
+
+		if (i >= 0)
+			used[i] = true;
+		all[n++] = i >= 0 ? c->cat->gpus[i] : b->gpus[k];
+	}
+	for (size_t i = 0; i < nf; i++)
+		if (!used[i])
+			all[n++] = c->cat->gpus[i];
+	free(used);
+
+	archs = calloc(b->n_archs + c->cat->n_archs + 1, sizeof(*archs));
+	if (gm__catalog_keep(c->cat, archs) != 0)
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	for (size_t k = 0; k < b->n_archs; k++) {
+		archs[na] = b->archs[k];
+		for (size_t i = 0; i < c->cat->n_archs; i++)
+			if (strcmp(c->cat->archs[i].name, b->archs[k].name) == 0)
+				archs[na] = c->cat->archs[i];
+		na++;
+	}
+	for (size_t i = 0; i < c->cat->n_archs; i++) {
+		bool known = false;
+
+		for (size_t k = 0; k < b->n_archs; k++)
+			known |= strcmp(c->cat->archs[i].name,
+					b->archs[k].name) == 0;
+		if (!known)
+			archs[na++] = c->cat->archs[i];
+	}
+	c->cat->gpus = all;
+	c->cat->n = n;
+	c->cat->archs = archs;
+	c->cat->n_archs = na;
+	return 0;
+}
+
 enum { R_ARCHS, R_GPUS, R_N };
 static const char *const root_keys[R_N] = {"architectures", "gpus"};
 
@@ -729,28 +894,50 @@ static int load_doc(struct ctx *c)
 	rc = map_fields(c, root, "the catalog", root_keys, R_N, v);
 	if (rc)
 		return rc;
-	if (!v[R_ARCHS])
+	if (!v[R_ARCHS] && !c->base)
 		return fail(c, root, "the catalog is missing "
 			    "'architectures'");
 	if (!v[R_GPUS])
 		return fail(c, root, "the catalog is missing 'gpus'");
-	rc = load_archs(c, v[R_ARCHS]);
+	rc = c->base ? base_archs(c) : 0;
+	if (!rc && v[R_ARCHS])
+		rc = load_archs(c, v[R_ARCHS]);
+	if (!rc)
+		rc = keep_archs(c);
 	if (!rc)
 		rc = load_gpus(c, v[R_GPUS]);
+	if (!rc && c->base)
+		rc = merge_over(c);
 	return rc;
 }
+
+static int load(struct gm_catalog *cat, const char *path, bool builtin,
+		const struct gm_catalog *base, struct gm_diag *diag);
 
 int gm_catalog_load(struct gm_catalog *cat, const char *path,
 		    struct gm_diag *diag)
 {
-	return gm__catalog_load(cat, path, false, diag);
+	return load(cat, path, false, NULL, diag);
+}
+
+int gm_catalog_load_over(struct gm_catalog *cat, const char *path,
+			 const struct gm_catalog *base, struct gm_diag *diag)
+{
+	return load(cat, path, false, base ? base : gm_catalog_builtin(),
+		    diag);
 }
 
 int gm__catalog_load(struct gm_catalog *cat, const char *path, bool builtin,
 		     struct gm_diag *diag)
 {
+	return load(cat, path, builtin, NULL, diag);
+}
+
+static int load(struct gm_catalog *cat, const char *path, bool builtin,
+		const struct gm_catalog *base, struct gm_diag *diag)
+{
 	struct ctx c = {.path = path, .diag = diag, .cat = cat,
-			.builtin = builtin};
+			.builtin = builtin, .base = base};
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	FILE *fp;
@@ -778,6 +965,7 @@ out_parser:
 	yaml_parser_delete(&parser);
 	fclose(fp);
 	free(c.archs);
+	free(c.base_archs);
 	free(c.gpu_nodes);
 	if (rc)
 		gm_catalog_free(cat);

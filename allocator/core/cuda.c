@@ -131,8 +131,7 @@ static int unmap_range(struct cudabe *c, struct resv *r, uint64_t from,
 /*
  * Back [addr, addr + size) with one cuMemCreate granule at a time, then
  * grant read-write access to the range. Any failure unmaps and releases
- * what this call did, so the range is as before (issue 3: "rolled back
- * cleanly when a step fails part-way").
+ * what this call did, so the range is as before.
  */
 static int c_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
 {
@@ -379,7 +378,8 @@ int gm_cuda_backend_create(struct gm_backend **out, const struct gm_cu *cu,
 					GM_CU_GRANULARITY_RECOMMENDED);
 		if (r)
 			goto fail;
-		/* 2 MiB: PyTorch's small-pool page (allocators.md 1.10). */
+		/* 2 MiB: PyTorch's small-pool page (kSmallBuffer,
+		 * c10/cuda/CUDACachingAllocator.cpp). */
 		c->be.granule_bytes = gran > 2 * GM_MiB ? gran : 2 * GM_MiB;
 		c->be.ops = &cuda_ops_va;
 	}

@@ -47,8 +47,9 @@
 #endif
 
 /*
- * Constants from PyTorch's c10/cuda/CUDACachingAllocator.cpp
- * (shared/reference/allocators.md section 1.1): kMinBlockSize 512,
+ * Constants from PyTorch's c10/cuda/CUDACachingAllocator.cpp (read at
+ * pytorch/pytorch@001074d, a 2.x version; the PyTorch functions named in
+ * this file are in it): kMinBlockSize 512,
  * kSmallSize 1 MiB, kSmallBuffer 2 MiB, kMinLargeAlloc 10 MiB,
  * kLargeBuffer 20 MiB, kRoundLarge 2 MiB.
  */
@@ -508,7 +509,7 @@ static uint64_t round_up(uint64_t v, uint64_t m)
 /* ==== Size policy ==== */
 
 /*
- * PyTorch round_size (allocators.md 1.2): at least 512 B, a multiple of
+ * PyTorch round_size: at least 512 B, a multiple of
  * 512 B; with roundup_power2_divisions d > 1, sizes above 1 MiB round up
  * to the next of d equal steps between powers of two (1200 with 4
  * divisions of [1024, 2048) gives 1280). The 1 MiB start is PyTorch's
@@ -538,6 +539,48 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size)
 	return round_size(pool, size);
 }
 
+/* ==== What a new segment can serve ==== */
+
+static uint64_t segment_size(const struct gm_pool *p, uint64_t rounded);
+
+/* The largest request in [lo, hi] whose new segment fits in room, when
+ * the segment size grows with the request over that range; 0 if none. */
+static uint64_t servable_in(const struct gm_pool *p, uint64_t lo,
+			    uint64_t hi, uint64_t room)
+{
+	uint64_t best = 0;
+
+	while (lo <= hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (segment_size(p, round_size(p, mid)) <= room) {
+			best = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	return best;
+}
+
+uint64_t gm_pool_servable(const struct gm_pool *p, uint64_t room)
+{
+	uint64_t best, mid;
+
+	if (p->opt.no_cache || p->opt.virtual_segments)
+		return servable_in(p, 1, room, room);
+	/* Three ranges of get_allocation_size (segment_size): small
+	 * requests (2 MiB segments), the shared 20 MiB segments, and large
+	 * ones; within each the segment grows with the request. */
+	best = servable_in(p, MIN_LARGE_ALLOC, room, room);
+	if (best)
+		return best;
+	mid = servable_in(p, SMALL_SIZE + 1, MIN_LARGE_ALLOC - 1, room);
+	if (mid)
+		return mid;
+	return servable_in(p, 1, SMALL_SIZE, room);
+}
+
 /* PyTorch get_pool: rounded sizes <= 1 MiB use the small pool. */
 static int pool_of(uint64_t rounded)
 {
@@ -545,7 +588,7 @@ static int pool_of(uint64_t rounded)
 }
 
 /*
- * PyTorch get_allocation_size (allocators.md 1.3): small requests get a
+ * PyTorch get_allocation_size: small requests get a
  * 2 MiB segment, 1-10 MiB requests share 20 MiB segments, larger ones
  * their own segment rounded up to 2 MiB. Without caching: the request.
  */
@@ -561,7 +604,7 @@ static uint64_t segment_size(const struct gm_pool *p, uint64_t rounded)
 }
 
 /*
- * PyTorch should_split (allocators.md 1.5): small pool (and expandable
+ * PyTorch should_split: small pool (and expandable
  * segments) split when at least 512 B remain; large pool only when the
  * request is below max_split_size and more than 1 MiB would remain, so
  * the large pool is not littered with slivers.
@@ -577,7 +620,7 @@ static bool should_split(const struct gm_pool *p, const struct blk *b,
 }
 
 /*
- * PyTorch get_free_block oversize rules (allocators.md 1.4): a request
+ * PyTorch get_free_block oversize rules: a request
  * below max_split_size never takes a block at or above it, and a request
  * above it takes one at most kLargeBuffer (20 MiB) larger.
  */
@@ -985,15 +1028,23 @@ static struct blk *blk_new(struct arena *a)
 	return calloc(1, sizeof(*b));
 }
 
+/* Forget b's record_stream() uses and their events (all destroyed or
+ * never recorded by now): a block that is free again, and whatever
+ * reuses its memory, starts with none. */
+static void uses_clear(struct blk *b)
+{
+	if (!b->uses && !b->events)
+		return;
+	free(b->uses);
+	free(b->events);
+	b->uses = NULL;
+	b->events = NULL;
+	b->nuses = b->capuses = 0;
+}
+
 static void blk_put(struct arena *a, struct blk *b)
 {
-	if (b->uses) { /* record_stream() was used */
-		free(b->uses);
-		free(b->events);
-		b->uses = NULL;
-		b->events = NULL;
-		b->nuses = b->capuses = 0;
-	}
+	uses_clear(b);
 	b->link = a->spare;
 	a->spare = b;
 }
@@ -1187,7 +1238,7 @@ static struct blk *best_fit(struct gm_pool *p, struct arena *a, int pool,
  * Charge n bytes of reserved memory against the cap, exactly: the
  * compare-and-swap loop never lets the counter pass the cap, and the
  * test "n > cap - cur" cannot underflow because cur <= cap always holds
- * (HAMi-core's unsigned underflows: allocators.md 5.1). *level gets the
+ * (unlike "cur + n > cap", which can wrap). *level gets the
  * reserved bytes this charge brought the pool to, for reserve_commit().
  */
 static int reserve_charge(struct gm_pool *p, uint64_t n, uint64_t *level)
@@ -1328,7 +1379,8 @@ static int seg_destroy(struct gm_pool *p, struct seg *s)
  * True when every free on arena o numbered <= seq has completed on the
  * device, so its memory may serve another stream. RMM records an event
  * on every deallocate and waits on it before another stream steals the
- * block (allocators.md 2.2); its own comment notes that cudaEventRecord
+ * block (rapidsai/rmm@5d50a37
+ * stream_ordered_memory_resource.hpp); its own comment notes that cudaEventRecord
  * "has significant overhead on deallocations". Here frees are numbered
  * and an event is recorded on o's stream only when another stream wants
  * its memory: it covers every free made before it, and it is queried,
@@ -1357,8 +1409,7 @@ static bool frees_done(struct gm_pool *p, struct arena *o, uint64_t seq)
 /*
  * Take a fully free plain segment that fits rounded from another
  * stream's arena, once that stream's work before the frees is done.
- * PyTorch never reuses a block on another stream without empty_cache
- * (allocators.md 1.11); this moves the segment without a device call.
+ * PyTorch never reuses a block on another stream without empty_cache; this moves the segment without a device call.
  */
 static struct seg *steal(struct gm_pool *p, struct arena *self, int pool,
 			 uint64_t rounded)
@@ -1428,7 +1479,7 @@ static void process_events(struct gm_pool *p, struct arena *a, bool wait)
 /* ==== Virtual segments ==== */
 
 /*
- * Policy (PyTorch's expandable segments, allocators.md 1.10, plus one
+ * Policy (PyTorch's expandable segments, ExpandableSegment, plus one
  * step PyTorch lacks). Each arena has one virtual segment per pool: a
  * reserved address range of 1 1/8 of the device, as PyTorch's, whose
  * blocks tile [addr, addr + size); beyond size nothing is mapped. A
@@ -1853,6 +1904,7 @@ static void free_block(struct gm_pool *p, struct arena *a, struct blk *b)
 {
 	struct seg *s = b->seg;
 
+	uses_clear(b);
 	b->state = B_FREE;
 	s->used -= b->node.size;
 	merge_free(a, b);
@@ -2041,8 +2093,8 @@ static void record_oom(struct gm_pool *p, int err, uint64_t size,
 /*
  * Get memory for rounded bytes in arena a when its tree has no fit:
  * another stream's free segment, a new segment (or more granules), then
- * the same after releasing every cached segment (PyTorch malloc, steps
- * 3-6 in allocators.md 1.7). Returns the block handed out, with
+ * the same after releasing every cached segment (PyTorch's
+ * DeviceCachingAllocator::malloc slow path). Returns the block handed out, with
  * a->lock NOT held (*counted false: not yet counted, see carve_at), or
  * NULL with *err set.
  */

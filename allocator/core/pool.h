@@ -77,7 +77,7 @@ struct gm_pool_options {
 
 	/* Never move a free segment to another stream's arena (PyTorch:
 	 * a stream's cached blocks serve only that stream until they are
-	 * released, allocators.md 1.11); for replays of PyTorch. */
+	 * released, c10/cuda/CUDACachingAllocator.cpp); for replays of PyTorch. */
 	bool no_cross_stream;
 };
 
@@ -237,6 +237,14 @@ char *gm_pool_oom_format(const struct gm_pool_oom *oom, char *buf,
 struct gm_val *gm_pool_stats_val(const struct gm_pool_stats *st);
 struct gm_val *gm_pool_snapshot(struct gm_pool *pool);
 struct gm_val *gm_pool_oom_val(const struct gm_pool_oom *oom);
+
+/*
+ * The largest request (bytes) that a new segment of at most room bytes
+ * can serve under the pool's size policy (rounding, segment sizes): what
+ * may be reported as free when room bytes can still be reserved. 0 when
+ * not even the smallest request fits.
+ */
+uint64_t gm_pool_servable(const struct gm_pool *pool, uint64_t room);
 
 /* The size a request is rounded to under the pool's options. */
 uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);

@@ -5,10 +5,12 @@
 #include "error.h"
 #include "pool.h"
 #include "sim.h"
+#include "trace_torch.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +20,14 @@
 
 enum { C_THREAD, C_TIME, C_ACTION, C_POINTER, C_SIZE, C_STREAM, NCOL };
 
+static const struct gm_trace_limits default_limits = GM_TRACE_LIMITS;
+static struct gm_trace_limits lim = GM_TRACE_LIMITS;
+
+void gm_trace_set_limits(const struct gm_trace_limits *l)
+{
+	lim = l ? *l : default_limits;
+}
+
 static const char *const col_names[NCOL] = {
 	"Thread", "Time", "Action", "Pointer", "Size", "Stream",
 };
@@ -25,6 +35,7 @@ static const char *const col_names[NCOL] = {
 void gm_trace_free(struct gm_trace *t)
 {
 	free(t->ev);
+	free(t->options);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -141,196 +152,305 @@ static bool field_is(const char *s, const char *e, const char *word)
 	return (size_t)(e - s) == n && strncmp(s, word, n) == 0;
 }
 
+/* ==== Reader ==== */
+
+/* Reader state of one trace: which format, the CSV header's columns,
+ * where the line count is. */
+struct reader {
+	const char *name;
+	struct gm_trace *t;
+	unsigned long line;
+	enum { F_UNKNOWN, F_CSV, F_TORCH } fmt;
+	int col_of[NCOL], ncols;
+	bool torch_segment_free; /* drop the segment hints at the end */
+};
+
+static void reader_init(struct reader *r, const char *name,
+			struct gm_trace *t)
+{
+	memset(r, 0, sizeof(*r));
+	memset(t, 0, sizeof(*t));
+	r->name = name;
+	r->t = t;
+	for (int i = 0; i < NCOL; i++)
+		r->col_of[i] = -1;
+}
+
+int gm__trace_push(struct gm_trace *t, const struct gm_trace_event *e,
+		   const char *name, unsigned long line, struct gm_diag *diag)
+{
+	if (t->n >= lim.max_events)
+		return gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: more than %zu "
+				   "events (the replay's bound)", name, line,
+				   lim.max_events);
+	if (push(t, e))
+		return gm_diag_set(diag, GM_ENOMEM, "%s: out of memory", name);
+	t->ev[t->n - 1].line = (uint32_t)line;
+	return 0;
+}
+
+/* "# gpumem-replay: OPTIONS": kept for the replay (cmd_replay.c). */
+static int options_line(struct reader *r, const char *a, const char *b,
+			struct gm_diag *diag)
+{
+	static const char key[] = "# gpumem-replay:";
+	size_t n = sizeof(key) - 1;
+
+	if ((size_t)(b - a) < n || strncmp(a, key, n) != 0)
+		return 0;
+	if (r->t->options)
+		return gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: a second "
+				   "'%s' line (line %u has the first)",
+				   r->name, r->line, key,
+				   r->t->options_line);
+	r->t->options = strndup(a + n, (size_t)(b - a) - n);
+	if (!r->t->options)
+		return gm_diag_set(diag, GM_ENOMEM, "%s: out of memory",
+				   r->name);
+	r->t->options_line = (uint32_t)r->line;
+	return 0;
+}
+
+/* One line of CSV, without its '\n'. */
+static int csv_line(struct reader *r, const char *p, const char *le,
+		    struct gm_diag *diag)
+{
+	const char *name = r->name, *f = p;
+	unsigned long line = r->line;
+	struct gm_trace_event ev = {0};
+	bool fail = false, is_free = false, is_seg = false;
+	unsigned long size_col = 1, ptr_col = 1;
+	int col = 0;
+	bool header = r->fmt == F_CSV;
+
+	while (f <= le) {
+		const char *c = memchr(f, ',', (size_t)(le - f));
+		const char *fe = c ? c : le, *s = f;
+		unsigned long colno = (unsigned long)(f - p) + 1;
+		int which = -1;
+
+		trim(&s, &fe);
+		if (!header) {
+			for (int i = 0; i < NCOL; i++)
+				if (field_is(s, fe, col_names[i]))
+					which = i;
+			if (which >= 0 && r->col_of[which] >= 0)
+				return gm_diag_set(diag, GM_EINVAL,
+					"%s:%lu:%lu: the header names "
+					"'%s' twice", name, line,
+					colno, col_names[which]);
+			if (which >= 0)
+				r->col_of[which] = col;
+		} else {
+			for (int i = 0; i < NCOL; i++)
+				if (r->col_of[i] == col)
+					which = i;
+		}
+		if (header && which >= 0) {
+			int bad = 0;
+
+			switch (which) {
+			case C_ACTION:
+				if (field_is(s, fe, "allocate"))
+					ev.action = GM_TRACE_ALLOC;
+				else if (field_is(s, fe, "free"))
+					is_free = true;
+				else if (field_is(s, fe, "allocate failure"))
+					fail = true;
+				else if (field_is(s, fe, "segment"))
+					is_seg = true;
+				else
+					bad = 1;
+				break;
+			case C_POINTER:
+				ptr_col = colno;
+				if (field_is(s, fe, "(nil)") ||
+				    field_is(s, fe, "nullptr"))
+					ev.ptr = 0;
+				else
+					bad = parse_u64(s, fe, true, &ev.ptr);
+				break;
+			case C_SIZE:
+				size_col = colno;
+				bad = parse_u64(s, fe, false, &ev.size);
+				break;
+			case C_STREAM:
+				bad = s != fe &&
+				      parse_u64(s, fe, true, &ev.stream);
+				break;
+			case C_THREAD:
+				bad = s != fe &&
+				      parse_u64(s, fe, false, &ev.thread);
+				break;
+			case C_TIME:
+				bad = s != fe && parse_time(s, fe, &ev.time_ns);
+				break;
+			}
+			if (bad)
+				return gm_diag_set(diag, GM_EINVAL,
+					"%s:%lu:%lu: bad %s value '%.*s'",
+					name, line, colno, col_names[which],
+					(int)(fe - s < 40 ? fe - s : 40), s);
+		}
+		col++;
+		if (!c)
+			break;
+		f = c + 1;
+	}
+	if (!header) {
+		for (int i = C_ACTION; i <= C_SIZE; i++)
+			if (r->col_of[i] < 0)
+				return gm_diag_set(diag, GM_EINVAL,
+					"%s:%lu:1: the header has no '%s' "
+					"column (expected Thread,Time,Action,"
+					"Pointer,Size,Stream, or a PyTorch "
+					"memory-history trace)", name, line,
+					col_names[i]);
+		r->fmt = F_CSV;
+		r->ncols = col;
+		return 0;
+	}
+	if (col != r->ncols)
+		return gm_diag_set(diag, GM_EINVAL,
+			"%s:%lu:%lu: %d fields, the header has %d", name, line,
+			(unsigned long)(le - p) + 1, col, r->ncols);
+	if (fail)
+		ev.action = GM_TRACE_ALLOC_FAILURE;
+	else if (is_seg)
+		ev.action = GM_TRACE_SEGMENT;
+	else if (is_free)
+		ev.action = GM_TRACE_FREE;
+	if ((ev.action == GM_TRACE_ALLOC || ev.action == GM_TRACE_SEGMENT) &&
+	    (!ev.ptr || !ev.size))
+		return gm_diag_set(diag, GM_EINVAL,
+			"%s:%lu:%lu: an %s needs a pointer and a size above 0",
+			name, line, ev.ptr ? size_col : ptr_col,
+			ev.action == GM_TRACE_SEGMENT ? "segment" :
+			"allocation");
+	return gm__trace_push(r->t, &ev, name, line, diag);
+}
+
+/* One line of text (without its '\n', a trailing '\r' allowed). */
+static int reader_line(struct reader *r, const char *p, size_t len,
+		       struct gm_diag *diag)
+{
+	const char *le = p + len, *a = p, *b = le, *cr;
+
+	r->line++;
+	if (r->line > lim.max_lines)
+		return gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: more than %lu "
+				   "lines (the replay's bound)", r->name,
+				   r->line, lim.max_lines);
+	if (memchr(p, '\0', len))
+		return gm_diag_set(diag, GM_EINVAL,
+				   "%s:%lu:%lu: NUL byte in a text line",
+				   r->name, r->line, (unsigned long)
+				   ((const char *)memchr(p, '\0', len) - p) + 1);
+	cr = memchr(p, '\r', len);
+	if (cr && cr != le - 1)
+		return gm_diag_set(diag, GM_EINVAL, "%s:%lu:%lu: a carriage "
+				   "return inside a line: lines must end in "
+				   "LF or CR LF, not CR alone (convert with "
+				   "tr '\\r' '\\n')", r->name, r->line,
+				   (unsigned long)(cr - p) + 1);
+	trim(&a, &b);
+	if (a == b)
+		return 0;
+	if (*a == '#')
+		return r->fmt == F_UNKNOWN ? options_line(r, a, b, diag) : 0;
+	if (r->fmt == F_UNKNOWN && *a == '{') {
+		r->fmt = F_TORCH;
+		return gm__trace_torch_header(r->t, a, (size_t)(b - a),
+					      r->name, r->line, diag);
+	}
+	if (r->fmt == F_TORCH)
+		return gm__trace_torch_entry(r->t, a, (size_t)(b - a), r->name,
+					     r->line, &r->torch_segment_free,
+					     diag);
+	return csv_line(r, p, le, diag);
+}
+
+static int reader_end(struct reader *r, struct gm_diag *diag)
+{
+	if (r->fmt == F_UNKNOWN)
+		return gm_diag_set(diag, GM_EINVAL, "%s:1:1: empty trace "
+				   "(no header line)", r->name);
+	/* a trace that gave segments back reuses their addresses: the
+	 * hints would place new segments on live ones (tracefile.py) */
+	if (r->torch_segment_free) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < r->t->n; i++)
+			if (r->t->ev[i].action != GM_TRACE_SEGMENT)
+				r->t->ev[n++] = r->t->ev[i];
+		r->t->n = n;
+	}
+	return 0;
+}
+
 int gm_trace_parse(const char *text, size_t len, const char *name,
 		   struct gm_trace *t, struct gm_diag *diag)
 {
-	int col_of[NCOL], ncols = 0, err;
 	const char *p = text, *end = text + len;
-	unsigned long line = 0;
-	bool header = false;
+	struct reader r;
+	int err = 0;
 
-	memset(t, 0, sizeof(*t));
-	for (int i = 0; i < NCOL; i++)
-		col_of[i] = -1;
-	while (p < end) {
+	reader_init(&r, name, t);
+	while (!err && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end, *f = p;
-		struct gm_trace_event ev = {0};
-		bool fail = false, is_free = false, is_seg = false;
-		unsigned long size_col = 1, ptr_col = 1;
-		int col = 0;
+		const char *le = nl ? nl : end;
 
-		line++;
-		if (memchr(p, '\0', (size_t)(le - p))) {
-			err = gm_diag_set(diag, GM_EINVAL,
-					  "%s:%lu:1: NUL byte in a text line",
-					  name, line);
-			goto fail;
-		}
-		{
-			const char *a = p, *b = le;
-
-			trim(&a, &b);
-			if (a == b || *a == '#') {
-				p = nl ? nl + 1 : end;
-				continue;
-			}
-		}
-		while (f <= le) {
-			const char *c = memchr(f, ',', (size_t)(le - f));
-			const char *fe = c ? c : le, *s = f;
-			unsigned long colno = (unsigned long)(f - p) + 1;
-			int which = -1;
-
-			trim(&s, &fe);
-			if (!header) {
-				for (int i = 0; i < NCOL; i++)
-					if (field_is(s, fe, col_names[i]))
-						which = i;
-				if (which >= 0 && col_of[which] >= 0) {
-					err = gm_diag_set(diag, GM_EINVAL,
-						"%s:%lu:%lu: the header names "
-						"'%s' twice", name, line,
-						colno, col_names[which]);
-					goto fail;
-				}
-				if (which >= 0)
-					col_of[which] = col;
-			} else {
-				for (int i = 0; i < NCOL; i++)
-					if (col_of[i] == col)
-						which = i;
-			}
-			if (header && which >= 0) {
-				int bad = 0;
-
-				switch (which) {
-				case C_ACTION:
-					if (field_is(s, fe, "allocate"))
-						ev.action = GM_TRACE_ALLOC;
-					else if (field_is(s, fe, "free"))
-						is_free = true;
-					else if (field_is(s, fe,
-							  "allocate failure"))
-						fail = true;
-					else if (field_is(s, fe, "segment"))
-						is_seg = true;
-					else
-						bad = 1;
-					break;
-				case C_POINTER:
-					ptr_col = colno;
-					if (field_is(s, fe, "(nil)") ||
-					    field_is(s, fe, "nullptr"))
-						ev.ptr = 0;
-					else
-						bad = parse_u64(s, fe, true,
-								&ev.ptr);
-					break;
-				case C_SIZE:
-					size_col = colno;
-					bad = parse_u64(s, fe, false, &ev.size);
-					break;
-				case C_STREAM:
-					bad = s != fe &&
-					      parse_u64(s, fe, true, &ev.stream);
-					break;
-				case C_THREAD:
-					bad = s != fe &&
-					      parse_u64(s, fe, false, &ev.thread);
-					break;
-				case C_TIME:
-					bad = s != fe &&
-					      parse_time(s, fe, &ev.time_ns);
-					break;
-				}
-				if (bad) {
-					err = gm_diag_set(diag, GM_EINVAL,
-						"%s:%lu:%lu: bad %s value "
-						"'%.*s'", name, line, colno,
-						col_names[which],
-						(int)(fe - s < 40 ? fe - s : 40),
-						s);
-					goto fail;
-				}
-			}
-			col++;
-			if (!c)
-				break;
-			f = c + 1;
-		}
-		if (!header) {
-			for (int i = C_ACTION; i <= C_SIZE; i++)
-				if (col_of[i] < 0) {
-					err = gm_diag_set(diag, GM_EINVAL,
-						"%s:%lu:1: the header has no "
-						"'%s' column (expected "
-						"Thread,Time,Action,Pointer,"
-						"Size,Stream)", name, line,
-						col_names[i]);
-					goto fail;
-				}
-			header = true;
-			ncols = col;
-		} else {
-			if (col != ncols) {
-				err = gm_diag_set(diag, GM_EINVAL,
-					"%s:%lu:%lu: %d fields, the header "
-					"has %d", name, line,
-					(unsigned long)(le - p) + 1, col,
-					ncols);
-				goto fail;
-			}
-			if (fail)
-				ev.action = GM_TRACE_ALLOC_FAILURE;
-			else if (is_seg)
-				ev.action = GM_TRACE_SEGMENT;
-			else if (is_free)
-				ev.action = GM_TRACE_FREE;
-			if ((ev.action == GM_TRACE_ALLOC ||
-			     ev.action == GM_TRACE_SEGMENT) &&
-			    (!ev.ptr || !ev.size)) {
-				err = gm_diag_set(diag, GM_EINVAL,
-					"%s:%lu:%lu: an %s needs a "
-					"pointer and a size above 0",
-					name, line, ev.ptr ? size_col : ptr_col,
-					ev.action == GM_TRACE_SEGMENT ?
-					"segment" : "allocation");
-				goto fail;
-			}
-			err = push(t, &ev);
-			if (err) {
-				gm_diag_set(diag, err, "%s: out of memory",
-					    name);
-				goto fail;
-			}
-		}
+		if ((size_t)(le - p) > lim.max_line)
+			err = gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: a line "
+					  "longer than %zu bytes", name,
+					  r.line + 1, lim.max_line);
+		else
+			err = reader_line(&r, p, (size_t)(le - p), diag);
 		p = nl ? nl + 1 : end;
 	}
-	if (!header)
-		return gm_diag_set(diag, GM_EINVAL, "%s:1:1: empty trace "
-				   "(no header line)", name);
-	return 0;
-fail:
-	gm_trace_free(t);
+	if (!err)
+		err = reader_end(&r, diag);
+	if (err)
+		gm_trace_free(t);
 	return err;
 }
 
+/* A read error of f, as a message; formatted while f is open (gzerror's
+ * string belongs to it). */
+static int read_error(gzFile f, int n, const char *path,
+		      struct gm_diag *diag)
+{
+	int zerr = Z_OK;
+	const char *msg = gzerror(f, &zerr);
+
+	/* A truncated gzip stream ends with Z_BUF_ERROR. */
+	if (n >= 0 && zerr == Z_OK)
+		return 0;
+	return gm_diag_set(diag, GM_EIO, "%s: cannot read: %s", path,
+			   zerr == Z_ERRNO ? strerror(errno) :
+			   zerr == Z_BUF_ERROR ?
+			   "unexpected end of compressed data" : msg);
+}
+
 /*
- * Read and parse a trace file (plain or gzip). Every message is
- * formatted while the stream that owns its text (gzerror's string) is
- * still open. Errors: GM_EIO (cannot open or read, truncated gzip),
- * GM_ENOMEM, or gm_trace_parse's.
+ * Read and parse a trace file (plain or gzip) line by line: host memory
+ * holds one line (at most the bound's bytes) and the events.
+ * Errors: GM_EIO (cannot open or read, truncated gzip), GM_ENOMEM,
+ * GM_EINVAL (the parse's, a bound, a compressed stream that expands
+ * past the bound's ratio).
  */
 int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag)
 {
+	enum { CHUNK = 1 << 16 };
+	struct reader r;
 	struct stat st;
 	gzFile f;
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, n, err = 0;
+	size_t len = 0, cap = 0, scan = 0;
+	uint64_t total = 0;
+	int fd, n = 0, err = 0;
 
-	memset(t, 0, sizeof(*t));
+	reader_init(&r, path, t);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return gm_diag_set(diag, GM_EIO, "%s: cannot open: %s", path,
@@ -345,40 +465,78 @@ int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag)
 		close(fd);
 		return gm_diag_set(diag, GM_ENOMEM, "%s: out of memory", path);
 	}
-	for (;;) {
-		if (cap - len < 65536) {
-			char *b;
+	gzbuffer(f, CHUNK);
+	while (!err) {
+		char *nl;
 
-			cap = cap ? cap * 2 : 1 << 20;
-			b = realloc(buf, cap);
+		if (cap - len < CHUNK) {
+			size_t c = cap ? cap * 2 : 4 * CHUNK;
+			char *b = realloc(buf, c);
+
 			if (!b) {
 				err = gm_diag_set(diag, GM_ENOMEM,
 						  "%s: out of memory", path);
 				break;
 			}
 			buf = b;
+			cap = c;
 		}
-		n = gzread(f, buf + len, 65536);
+		n = gzread(f, buf + len, CHUNK);
 		if (n <= 0) {
-			int zerr = Z_OK;
-			const char *msg = gzerror(f, &zerr);
-
-			/* A truncated gzip stream ends with Z_BUF_ERROR. */
-			if (n < 0 || zerr != Z_OK)
-				err = gm_diag_set(diag, GM_EIO,
-					"%s: cannot read: %s", path,
-					zerr == Z_ERRNO ? strerror(errno) :
-					zerr == Z_BUF_ERROR ?
-					"unexpected end of compressed data" :
-					msg);
+			err = read_error(f, n, path, diag);
 			break;
 		}
 		len += (size_t)n;
+		total += (uint64_t)n;
+		if (!gzdirect(f) && total > lim.ratio_after &&
+		    total / lim.max_ratio > (uint64_t)gzoffset(f) + 1) {
+			err = gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: the "
+				"compressed stream expands more than %u "
+				"times past %" PRIu64 " MiB (not a trace)",
+				path, r.line + 1, lim.max_ratio,
+				lim.ratio_after >> 20);
+			break;
+		}
+		/* every whole line in buf; the rest moves to its front */
+		{
+			size_t start = 0;
+
+			while (!err && (nl = memchr(buf + scan, '\n',
+						    len - scan))) {
+				size_t e = (size_t)(nl - buf);
+
+				err = reader_line(&r, buf + start, e - start,
+						  diag);
+				start = scan = e + 1;
+			}
+			memmove(buf, buf + start, len - start);
+			len -= start;
+			scan = len;
+		}
+		if (!err && len > lim.max_line) {
+			const char *cr = memchr(buf, '\r', len);
+			const char *nul = memchr(buf, '\0', len);
+
+			if (nul)
+				err = gm_diag_set(diag, GM_EINVAL, "%s:%lu:"
+					"%zu: NUL byte in a text line", path,
+					r.line + 1, (size_t)(nul - buf) + 1);
+			else
+				err = gm_diag_set(diag, GM_EINVAL, "%s:%lu:1: a line "
+				"longer than %zu bytes%s", path, r.line + 1,
+				lim.max_line, cr ?
+				" (it holds carriage returns: CR-only line "
+				"endings? lines must end in LF or CR LF)" : "");
+		}
 	}
+	if (!err && len)
+		err = reader_line(&r, buf, len, diag);
 	gzclose(f);
-	if (!err)
-		err = gm_trace_parse(buf, len, path, t, diag);
 	free(buf);
+	if (!err)
+		err = reader_end(&r, diag);
+	if (err)
+		gm_trace_free(t);
 	return err;
 }
 
@@ -527,6 +685,7 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 
 				if (e->ptr && failed.k[f]) {
 					pm_del(&failed, f);
+					live -= e->size <= live ? e->size : live;
 					r->failed_frees++;
 				} else {
 					r->unmatched_frees++;
@@ -557,6 +716,19 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 			if (aerr) {
 				size_t f = pm_slot(&failed, e->ptr);
 
+				if (!r->first_failure.line) {
+					gm_pool_get_stats(pool, &st);
+					r->first_failure = (struct
+						gm_replay_failure){
+						.line = e->line, .err = aerr,
+						.size = e->size,
+						.allocated_bytes =
+						    st.allocated_bytes.current,
+						.reserved_bytes =
+						    st.reserved_bytes.current,
+					};
+				}
+
 				/* GM_ENOMEM: no arena for one more stream
 				 * (the pool's 1,024) or no host memory. */
 				if (aerr == GM_ENOMEM)
@@ -566,6 +738,11 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 				if (!failed.k[f]) {
 					failed.k[f] = e->ptr;
 					failed.n++;
+					live += e->size;
+					if (live >
+					    r->trace_peak_allocated_bytes)
+						r->trace_peak_allocated_bytes =
+							live;
 				}
 				continue;
 			}

@@ -2,7 +2,7 @@
  * trace.h - allocation traces: RMM's CSV log reader and the replayer
  * (trace.c).
  *
- * Format (INTERFACES.md; rapidsai/rmm logging_resource_adaptor): a
+ * Format (rapidsai/rmm logging_resource_adaptor): a
  * header line naming the columns Thread, Time, Action, Pointer, Size,
  * Stream in any order, then one event per line. Action is "allocate",
  * "free" or "allocate failure" (kept, not replayed), or, our addition,
@@ -14,7 +14,28 @@
  * microseconds (a number) or RMM's "HH:MM:SS.ffffff". Pointer and
  * Stream are hex (with or without 0x) or decimal; Size is decimal
  * bytes. Files ending in .gz (or any gzip stream) are read through
- * zlib. Blank lines and lines starting with '#' are skipped.
+ * zlib. Blank lines and lines starting with '#' are skipped, except one
+ * "# gpumem-replay: OPTIONS" line before the header: the replay options
+ * the trace was made with (gpumem plan --trace writes it; kept in
+ * gm_trace.options for the caller). Lines end in LF or CR LF; a CR
+ * inside a line (CR-only line endings) is an error.
+ *
+ * A trace may also be a PyTorch memory-history recording as
+ * tools/measure/tracefile.py writes it (first line a JSON object with
+ * "initial": [[address, size], ...], then one JSON array [action,
+ * address, size, stream, frames] a line, PyTorch's actions of
+ * torch.cuda.memory._record_memory_history): the initial blocks become
+ * allocations, "alloc" / "free_completed" allocations and frees,
+ * "segment_alloc" segment hints (none when the trace has a
+ * "segment_free" or "segment_unmap"); the other actions are read and
+ * not replayed (trace_torch.c).
+ *
+ * Bounds (struct gm_trace_limits, defaults GM_TRACE_LIMITS): a line of
+ * at most 16 MiB, 2^27 lines, 2^25 events (1.5 GiB of events, 2 GiB of
+ * pointer maps in the replay); a gzip stream may not expand more than
+ * 250 times once past 64 MiB (the shipped traces compress 10 to 61
+ * times; a stream of zeros about 1,000).
+ * gm_trace_read holds one line at a time, not the file.
  *
  * Errors: GM_EINVAL with "file:line:column: message" in diag, GM_EIO,
  * GM_ENOMEM. Units: bytes; time in nanoseconds.
@@ -37,6 +58,21 @@ enum gm_trace_action {
 	GM_TRACE_SEGMENT,
 };
 
+struct gm_trace_limits {
+	size_t max_line;        /* bytes of one line */
+	unsigned long max_lines;
+	size_t max_events;
+	unsigned max_ratio;     /* decompressed / compressed bytes */
+	uint64_t ratio_after;   /* decompressed bytes before max_ratio holds */
+};
+
+#define GM_TRACE_LIMITS {16u << 20, 1ul << 27, (size_t)1 << 25, 250u, \
+			 (uint64_t)64 << 20}
+
+/* Set the bounds of the readers below (NULL: GM_TRACE_LIMITS); for
+ * tests, which reach them with small inputs. Not thread safe. */
+void gm_trace_set_limits(const struct gm_trace_limits *l);
+
 struct gm_trace_event {
 	uint64_t time_ns;
 	uint64_t ptr;
@@ -44,11 +80,14 @@ struct gm_trace_event {
 	uint64_t stream;
 	uint64_t thread;
 	enum gm_trace_action action;
+	uint32_t line;               /* of the file, 1-based */
 };
 
 struct gm_trace {
 	struct gm_trace_event *ev;
 	size_t n, cap;
+	char *options;          /* text after "# gpumem-replay:", or NULL */
+	uint32_t options_line;
 };
 
 /* Read a trace file (plain or gzip). */
@@ -59,6 +98,15 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 		   struct gm_trace *t, struct gm_diag *diag);
 
 void gm_trace_free(struct gm_trace *t);
+
+/* The first allocation the replay could not serve. */
+struct gm_replay_failure {
+	uint32_t line;            /* of the trace file; 0 = none failed */
+	int err;                  /* gm_pool_alloc's GM_E* */
+	uint64_t size;            /* bytes asked */
+	uint64_t allocated_bytes; /* the pool's, when it failed */
+	uint64_t reserved_bytes;
+};
 
 struct gm_replay_result {
 	uint64_t events;             /* lines replayed */
@@ -73,7 +121,11 @@ struct gm_replay_result {
 				      * failed in the replay */
 	uint64_t unmatched_frees;    /* free of a pointer never live */
 	uint64_t duplicate_allocations; /* a live pointer allocated again */
-	uint64_t trace_peak_allocated_bytes; /* from the trace itself */
+	uint64_t trace_peak_allocated_bytes; /* from the trace itself:
+					      * the most bytes its live
+					      * allocations asked for,
+					      * served or not */
+	struct gm_replay_failure first_failure;
 	uint64_t peak_allocated_bytes;
 	uint64_t peak_reserved_bytes;
 	double fragmentation;        /* at the first peak of reserved */

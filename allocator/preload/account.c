@@ -5,6 +5,7 @@
 #include "cu.h"
 #include "error.h"
 #include "log.h"
+#include "oom_say.h"
 #include "report.h"
 #include "units.h"
 
@@ -17,6 +18,14 @@ struct gm_cu gm__pl_cu;
 __thread struct gm_pl_tls gm__pl_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gm_pl_setup_lock(bool take)
+{
+	if (take)
+		pthread_mutex_lock(&setup_lock);
+	else
+		pthread_mutex_unlock(&setup_lock);
+}
 
 static void max_update(_Atomic uint64_t *peak, uint64_t v)
 {
@@ -41,12 +50,15 @@ void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 	d->total = total;
 	if (o->limit)
 		cap = o->limit;
-	if (o->fraction > 0.0) {
-		uint64_t f = (uint64_t)(o->fraction * (double)total);
+	if (o->frac_den) {
+		/* floor(total x F) with F the exact decimal written. */
+		__extension__ typedef unsigned __int128 u128;
+		u128 f = (u128)total * o->frac_num / o->frac_den;
 		if (f < cap)
-			cap = f;
+			cap = (uint64_t)f;
 	}
 	d->cap = cap;
+	d->bad_opts = o->bad[0] != '\0';
 
 	gm_pl_claimed(name, pci_id, o->claimed, &d->claimed, &d->min_total);
 	d->undersized = d->min_total && total < d->min_total;
@@ -136,19 +148,23 @@ out:
 }
 
 /* Add size to d's reserved bytes unless that passes the cap; true when
- * charged. The add is undone when it overshoots, so the cap is exact
- * under threads. */
+ * charged. A compare-and-swap loop: the counter never holds more than
+ * the cap, not even for an instant (no add that is undone later, which
+ * other threads would see), and a size near 2^64 cannot wrap it. Every
+ * value it takes is a candidate for the peak, so the peak is the true
+ * high-water mark. */
 static bool reserve_try(struct gm_pl_dev *d, uint64_t size)
 {
-	uint64_t now = atomic_fetch_add_explicit(&d->reserved, size,
-						 memory_order_relaxed) + size;
+	uint64_t cur = atomic_load_explicit(&d->reserved,
+					    memory_order_relaxed);
 
-	if (now > d->cap || now < size) {
-		atomic_fetch_sub_explicit(&d->reserved, size,
-					  memory_order_relaxed);
-		return false;
-	}
-	max_update(&d->peak_reserved, now);
+	do {
+		if (size > d->cap || cur > d->cap - size)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(
+			&d->reserved, &cur, cur + size, memory_order_relaxed,
+			memory_order_relaxed));
+	max_update(&d->peak_reserved, cur + size);
 	return true;
 }
 
@@ -168,6 +184,22 @@ void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
 				  &d->oom_cap, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	gm_pl_oom_say(d, size, d->refuse ? GM_PL_OOM_UNDERSIZED :
+		      GM_PL_OOM_CAP);
+}
+
+/* The cap settings could not be read: say so (once more, at the first
+ * refusal, so the message is next to the failure) and refuse. */
+static bool refuse_bad_opts(struct gm_pl_dev *d)
+{
+	static atomic_bool said;
+
+	if (!d->bad_opts)
+		return false;
+	if (!atomic_exchange(&said, true))
+		gm_error("%s: device allocations are refused until it is "
+			 "fixed", gm__pl.opts.bad);
+	return true;
 }
 
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
@@ -175,7 +207,7 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 	uint64_t now;
 
 	mark_active(d);
-	if (d->refuse) {
+	if (d->refuse || refuse_bad_opts(d)) {
 		gm_pl_note_cap_oom(d, size);
 		return GM_ELIMIT;
 	}
@@ -201,7 +233,7 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size)
 {
 	mark_active(d);
-	if (d->refuse || !reserve_try(d, size))
+	if (d->refuse || refuse_bad_opts(d) || !reserve_try(d, size))
 		return GM_ELIMIT;
 	atomic_fetch_add_explicit(&d->by_kind[GM_PL_KIND_POOL], size,
 				  memory_order_relaxed);
@@ -252,6 +284,7 @@ void gm_pl_note_device_oom(struct gm_pl_dev *d, uint64_t size)
 	atomic_fetch_add_explicit(&d->oom_device, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	gm_pl_oom_say(d, size, GM_PL_OOM_DEVICE);
 }
 
 void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
@@ -267,32 +300,24 @@ void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
 bool gm_pl_untrack(struct gm_ptrmap *m, uint64_t key,
 		   struct gm_ptrmap_entry *e)
 {
-	if (!gm_ptrmap_take(m, key, e))
-		return false;
+	return gm_ptrmap_take(m, key, e);
+}
+
+void gm_pl_release(const struct gm_ptrmap_entry *e)
+{
 	if (e->device < GM_PL_MAX_DEVICES)
 		gm_pl_uncharge(&gm__pl.dev[e->device], e->size,
 			       (enum gm_pl_kind)e->kind);
-	return true;
 }
 
 void gm_pl_restore(struct gm_ptrmap *m, const struct gm_ptrmap_entry *e)
 {
-	struct gm_pl_dev *d;
-	uint64_t now;
-
+	/* The memory was never given back and its charge never released:
+	 * only the entry returns. */
 	if (e->device >= GM_PL_MAX_DEVICES)
 		return;
-	d = &gm__pl.dev[e->device];
-	/* The memory was never given back: no cap check. */
-	now = atomic_fetch_add_explicit(&d->reserved, e->size,
-					memory_order_relaxed) + e->size;
-	max_update(&d->peak_reserved, now);
-	atomic_fetch_add_explicit(&d->allocated, e->size,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&d->by_kind[e->kind], e->size,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&d->n_free, 1, memory_order_relaxed);
-	gm_pl_track(m, e->key, d, e->size, (enum gm_pl_kind)e->kind);
+	gm_pl_track(m, e->key, &gm__pl.dev[e->device], e->size,
+		    (enum gm_pl_kind)e->kind);
 }
 
 void gm_pl_clamp_info(const struct gm_pl_dev *d, uint64_t *free_bytes,

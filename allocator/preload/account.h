@@ -2,9 +2,11 @@
  * account.h - per-device accounting and the cap (account.c).
  *
  * Every device allocation the hooks see is charged here before it reaches
- * the driver (so the cap is exact under threads: the charge is an atomic
- * add that is undone when it overshoots) and recorded in a pointer map so
- * its free can be subtracted. Counters are bytes, updated with relaxed
+ * the driver and released only after the driver's free returned, so the
+ * bytes the driver holds for the program never pass the cap, under any
+ * number of threads (the charge is a compare-and-swap that never
+ * overshoots). Each allocation is recorded in a pointer map so its free
+ * can be subtracted. Counters are bytes, updated with relaxed
  * atomics; peaks are maxima of the current values.
  *
  * A device is set up the first time an allocation on it is seen
@@ -51,6 +53,7 @@ struct gm_pl_dev {
 	uint64_t min_total;     /* least genuine total; 0 unknown */
 	bool undersized;
 	bool refuse;            /* undersized and GPUMEM_ON_UNDERSIZED=fail */
+	bool bad_opts;          /* a cap setting could not be read: refuse */
 
 	/* Counters: zeroed in a fork child from here on (preload.c). */
 	_Atomic uint64_t reserved, peak_reserved;
@@ -114,10 +117,16 @@ static inline void gm__pl_guard_leave(void) { gm__pl_tls.guard--; }
  */
 struct gm_pl_dev *gm_pl_dev_get(int ordinal);
 
+/* Take (true) or give back (false) the lock of device set-up: fork
+ * handlers, so that no child inherits it held by a thread it lacks. */
+void gm_pl_setup_lock(bool take);
+
 /*
  * Set a device up from what the driver reports (name, total, PCI id) and
- * the options: cap = min(GPUMEM_LIMIT, GPUMEM_FRACTION * total), the
- * undersized check. Split out of gm_pl_dev_get() for unit tests.
+ * the options: cap = min(GPUMEM_LIMIT, floor(GPUMEM_FRACTION * total))
+ * with the fraction read as the exact decimal written, the undersized
+ * check; a cap setting that could not be read (opts.bad) refuses every
+ * allocation. Split out of gm_pl_dev_get() for unit tests.
  */
 void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 		     int ordinal, const char *name, uint32_t pci_id,
@@ -160,13 +169,17 @@ void gm_pl_track(struct gm_ptrmap *m, uint64_t key, struct gm_pl_dev *d,
 		 uint64_t size, enum gm_pl_kind kind);
 
 /*
- * Forget key and uncharge it; false when it was not tracked. Called
- * before the driver frees, so that an address the driver hands out again
- * at once is never confused with the old one; if the free then fails,
- * gm_pl_restore() puts the entry (and its charge) back.
+ * A free, in three steps that keep the charge at least what the driver
+ * holds at every instant: gm_pl_untrack() forgets key before the driver
+ * frees (so an address the driver hands out again at once is never
+ * confused with the old one; false when it was not tracked), and keeps
+ * its charge; after the driver's free returned, gm_pl_release() gives
+ * the charge back, or, if the free failed, gm_pl_restore() puts the
+ * entry back (its charge was never released).
  */
 bool gm_pl_untrack(struct gm_ptrmap *m, uint64_t key,
 		   struct gm_ptrmap_entry *e);
+void gm_pl_release(const struct gm_ptrmap_entry *e);
 void gm_pl_restore(struct gm_ptrmap *m, const struct gm_ptrmap_entry *e);
 
 /*

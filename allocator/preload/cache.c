@@ -242,6 +242,13 @@ struct gm_pool *gm_pl_cache_pool(struct gm_pl_dev *d)
 	return p;
 }
 
+uint64_t gm_pl_cache_servable(struct gm_pl_dev *d, uint64_t free_bytes)
+{
+	struct gm_pool *p = gm_pl_cache_pool(d);
+
+	return p ? gm_pool_servable(p, free_bytes) : free_bytes;
+}
+
 uintptr_t gm_pl_cache_key(uintptr_t stream, bool per_thread)
 {
 	if (stream == GM_PL_STREAM_PER_THREAD || (per_thread && !stream))

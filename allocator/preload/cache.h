@@ -51,6 +51,14 @@ bool gm_pl_cache_on(void);
 struct gm_pool *gm_pl_cache_pool(struct gm_pl_dev *d);
 
 /*
+ * A memory-info answer's free bytes (already clamped to the room under
+ * the cap) as what the pool can really serve from a new segment there
+ * (its rounding and segment sizes, gm_pool_servable); unchanged outside
+ * cache mode or without a pool.
+ */
+uint64_t gm_pl_cache_servable(struct gm_pl_dev *d, uint64_t free_bytes);
+
+/*
  * The arena key of a stream-ordered call: per_thread says the call is
  * a _ptsz variant (its stream 0 is the per-thread default stream).
  */

@@ -88,7 +88,14 @@ extern void *(*gm__pl_real_dlvsym)(void *, const char *, const char *);
 int gm__pl_resolve_dl(void);
 
 /*
- * Open the real driver (seam) and resolve gm__pl_real[], once. Returns
+ * The library's start-up (options, pointer maps, fork handlers), exactly
+ * once, whichever comes first: the constructor or an intercepted call.
+ */
+void gm__pl_start(void);
+
+/*
+ * Start up, then open the real driver (seam) and resolve gm__pl_real[],
+ * once. Returns
  * 0, or GM_ENODEV when there is no driver library.
  */
 int gm__pl_init(void);

@@ -6,7 +6,8 @@
  * record the pointer or give the charge back. Over the cap the answer is
  * CUDA_ERROR_OUT_OF_MEMORY, the driver's own code, so the runtime and the
  * frameworks raise their usual out-of-memory errors. Frees are untracked
- * before the real free (see gm_pl_untrack). No logging, no host malloc.
+ * before the real free, their charge released after it (see
+ * gm_pl_untrack). No logging, no host malloc.
  *
  * In cache mode (cache.h) the device allocations (cuMemAlloc,
  * cuMemAllocPitch, cuMemAllocAsync, cuMemAllocFromPoolAsync) are served
@@ -38,8 +39,10 @@ void *gm__pl_real[GM_PL_N_HOOKS];
 /* The real function of hook id (resolving the driver on first use). */
 static void *real(enum gm_pl_hook id)
 {
-	void *fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	gm__pl_init();
@@ -132,7 +135,8 @@ static bool cache_free(gm_cu_ptr p, bool sync, uintptr_t key,
 	return true;
 }
 
-/* Untrack key, free it with the real function, put it back on failure. */
+/* Untrack key, free it with the real function, then release its charge
+ * (the driver no longer holds it), or put it back when the free failed. */
 #define GM__FREE(map, key, call)                                           \
 	do {                                                               \
 		struct gm_ptrmap_entry e_;                                 \
@@ -143,7 +147,9 @@ static bool cache_free(gm_cu_ptr p, bool sync, uintptr_t key,
 			had_ = gm_pl_untrack((map), (key), &e_);           \
 		}                                                          \
 		r_ = (call);                                               \
-		if (r_ != GM_CU_SUCCESS && had_)                           \
+		if (had_ && r_ == GM_CU_SUCCESS)                           \
+			gm_pl_release(&e_);                                \
+		else if (had_)                                             \
 			gm_pl_restore((map), &e_);                         \
 		return r_;                                                 \
 	} while (0)
@@ -417,6 +423,7 @@ GM_EXPORT gm_cu_result cuMemGetInfo_v2(size_t *free_bytes,
 	if (r == GM_CU_SUCCESS && !gm__pl_tls.guard && (d = current_dev())) {
 		uint64_t f64 = f, t64 = t;
 		gm_pl_clamp_info(d, &f64, &t64);
+		f64 = gm_pl_cache_servable(d, f64);
 		f = (size_t)f64;
 		t = (size_t)t64;
 		gm__pl_tls.seen_info++;

@@ -14,7 +14,7 @@
  * gm__pl_dlsym_decide(), and either return the wrapper or jump (not call)
  * to the real dlsym with the original arguments and return address. Other
  * targets use a C override, where RTLD_NEXT lookups made through it
- * resolve relative to this library (documented in README.md).
+ * resolve relative to this library (documented in allocator/README.md).
  */
 /* POSIX (dlsym) guarantees data and function pointers convert. */
 #pragma GCC diagnostic ignored "-Wpedantic"

@@ -39,8 +39,10 @@
 
 static void *real(enum gm_pl_hook id)
 {
-	void *fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&gm__pl_real[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	gm__pl_init();

@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wpedantic"
 
 #include "account.h"
+#include "cache.h"
 #include "hooks.h"
 
 #include <dlfcn.h>
@@ -65,8 +66,10 @@ static void *rt_real_fn[RT_N];
 /* The next definition of runtime function id after this library. */
 static void *rt_real(int id)
 {
-	void *fn = __atomic_load_n(&rt_real_fn[id], __ATOMIC_ACQUIRE);
+	void *fn;
 
+	gm__pl_start(); /* this call may come before our constructor */
+	fn = __atomic_load_n(&rt_real_fn[id], __ATOMIC_ACQUIRE);
 	if (fn)
 		return fn;
 	if (gm__pl_resolve_dl() != 0)
@@ -108,8 +111,9 @@ static void late_free(void *p)
 {
 	struct gm_ptrmap_entry e;
 
-	if (p)
-		gm_pl_untrack(&gm__pl.ptrs, (uint64_t)(uintptr_t)p, &e);
+	/* Called after the runtime's free returned: release at once. */
+	if (p && gm_pl_untrack(&gm__pl.ptrs, (uint64_t)(uintptr_t)p, &e))
+		gm_pl_release(&e);
 }
 
 /* Call fn; account afterwards unless a driver wrapper did. */
@@ -247,6 +251,7 @@ GM_EXPORT gm_rt_error cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 		return r;
 	uint64_t f = *free_bytes, t = *total_bytes;
 	gm_pl_clamp_info(d, &f, &t);
+	f = gm_pl_cache_servable(d, f);
 	*free_bytes = (size_t)f;
 	*total_bytes = (size_t)t;
 	return r;

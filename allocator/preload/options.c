@@ -5,6 +5,7 @@
 #include "log.h"
 #include "units.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,31 +38,93 @@ static void copy_path(char *dst, const char *src, const char *name)
 	memcpy(dst, src, n + 1);
 }
 
-static void parse_fraction(const char *v, struct gm_pl_opts *o)
+int gm_pl_fraction_parse(const char *v, uint64_t *num, uint64_t *den)
 {
-	char *end;
-	double f;
+	uint64_t m = 0, d = 1;
+	int digits = 0, scale = 0;
+	bool point = false, any = false;
+	long e = 0;
 
-	if (!v || !*v)
-		return;
-	f = strtod(v, &end);
-	if (*end || !(f > 0.0 && f <= 1.0)) {
-		gm_warn("GPUMEM_FRACTION=%s is not a fraction in (0, 1]; "
-			"ignored", v);
-		return;
+	if (!v)
+		return GM_EINVAL;
+	for (; *v; v++) {
+		if (*v == '.' && !point) {
+			point = true;
+			continue;
+		}
+		if (*v < '0' || *v > '9')
+			break;
+		any = true;
+		/* Digits past the 19th are below 1e-19 of the value. */
+		if (m == 0 && *v == '0' && !point)
+			continue;
+		if (digits < 19) {
+			m = m * 10 + (uint64_t)(*v - '0');
+			digits += m != 0;
+			scale += point;
+		} else if (!point) {
+			return GM_EINVAL; /* 10^19 or more */
+		}
 	}
-	o->fraction = f;
+	if (!any)
+		return GM_EINVAL;
+	if (*v == 'e' || *v == 'E') {
+		char *end;
+		e = strtol(v + 1, &end, 10);
+		if (end == v + 1 || e < -19 || e > 19)
+			return GM_EINVAL;
+		v = end;
+	}
+	if (*v)
+		return GM_EINVAL;
+	scale -= (int)e;
+	for (; scale < 0; scale++) {
+		if (m > UINT64_MAX / 10)
+			return GM_EINVAL;
+		m *= 10;
+	}
+	for (; scale > 19; scale--)
+		m /= 10;
+	for (int i = 0; i < scale; i++)
+		d *= 10;
+	if (m == 0 || m > d)
+		return GM_EINVAL;
+	*num = m;
+	*den = d;
+	return 0;
 }
 
-static void parse_size(const char *v, const char *name, uint64_t *out)
+/* A cap setting that cannot be read: recorded, never ignored. */
+static void set_bad(struct gm_pl_opts *o, const char *name, const char *v,
+		    const char *what)
+{
+	if (!o->bad[0])
+		snprintf(o->bad, sizeof(o->bad), "%s=%s is not %s", name, v,
+			 what);
+}
+
+static void parse_fraction(const char *v, struct gm_pl_opts *o)
+{
+	if (!v || !*v)
+		return;
+	if (gm_pl_fraction_parse(v, &o->frac_num, &o->frac_den) != 0)
+		set_bad(o, "GPUMEM_FRACTION", v,
+			"a fraction in (0, 1] such as 0.5");
+}
+
+static void parse_size(const char *v, const char *name, uint64_t *out,
+		       struct gm_pl_opts *o)
 {
 	uint64_t b;
 
 	if (!v || !*v)
 		return;
 	if (gm_size_parse(v, &b) != 0 || b == 0) {
-		gm_warn("%s=%s is not a size such as 40GiB or 80GB; ignored",
-			name, v);
+		if (o)
+			set_bad(o, name, v, "a size such as 40GiB or 80GB");
+		else
+			gm_warn("%s=%s is not a size such as 40GiB or 80GB; "
+				"ignored", name, v);
 		return;
 	}
 	*out = b;
@@ -88,6 +151,13 @@ static long parse_rank(char *const *env)
 	return -1;
 }
 
+void gm_pl_opts_caps(char *const *env, struct gm_pl_opts *o)
+{
+	o->bad[0] = '\0';
+	parse_fraction(env_get(env, "GPUMEM_FRACTION"), o);
+	parse_size(env_get(env, "GPUMEM_LIMIT"), "GPUMEM_LIMIT", &o->limit, o);
+}
+
 void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *o)
 {
 	const char *v;
@@ -101,10 +171,15 @@ void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *o)
 	else if (v && *v && strcasecmp(v, "limit") != 0)
 		gm_warn("GPUMEM_MODE=%s is not cache or limit; using limit",
 			v);
-	parse_fraction(env_get(env, "GPUMEM_FRACTION"), o);
-	parse_size(env_get(env, "GPUMEM_LIMIT"), "GPUMEM_LIMIT", &o->limit);
-	parse_size(env_get(env, "GPUMEM_CLAIMED"), "GPUMEM_CLAIMED",
-		   &o->claimed);
+	gm_pl_opts_caps(env, o);
+	if (o->bad[0])
+		gm_error("%s: every device allocation is refused until it is "
+			 "fixed", o->bad);
+	/* a card's claimed capacity: GB = GiB (units.h) */
+	v = env_get(env, "GPUMEM_CLAIMED");
+	if (v && *v && (gm_claimed_size_parse(v, &o->claimed) || !o->claimed))
+		gm_warn("GPUMEM_CLAIMED=%s is not a size such as 80GB; "
+			"ignored", v);
 	v = env_get(env, "GPUMEM_ON_UNDERSIZED");
 	if (v && strcasecmp(v, "fail") == 0)
 		o->fail_undersized = true;

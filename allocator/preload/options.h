@@ -5,8 +5,11 @@
  * Read once, in the library's constructor, from the environment block the
  * process started with; nothing here allocates host memory (strings are
  * copied into fixed buffers) so it is safe before main(). Sizes are bytes.
- * Errors: gm_pl_opts_parse() never fails; a value it cannot read is
- * ignored with one warning on stderr naming the variable.
+ * Errors: gm_pl_opts_parse() never fails. A cap setting it cannot read
+ * (GPUMEM_FRACTION, GPUMEM_LIMIT) fails closed: opts.bad says which and
+ * every device allocation is then refused (account.c), never served
+ * uncapped. Any other value it cannot read is ignored with one warning
+ * on stderr naming the variable.
  */
 #ifndef GM_PL_OPTIONS_H
 #define GM_PL_OPTIONS_H
@@ -23,13 +26,15 @@ enum gm_pl_mode {
 
 struct gm_pl_opts {
 	enum gm_pl_mode mode;
-	double fraction;       /* GPUMEM_FRACTION in (0, 1]; 0 = unset */
+	uint64_t frac_num;     /* GPUMEM_FRACTION = frac_num / frac_den, */
+	uint64_t frac_den;     /* exactly as written; den 0 = unset */
 	uint64_t limit;        /* GPUMEM_LIMIT in bytes; 0 = unset */
 	uint64_t claimed;      /* GPUMEM_CLAIMED in bytes; 0 = catalog */
 	bool fail_undersized;  /* GPUMEM_ON_UNDERSIZED=fail */
 	long rank;             /* RANK, LOCAL_RANK, ...; -1 = none */
 	char report[GM_PL_PATH_MAX];     /* GPUMEM_REPORT; "" = none */
 	char prometheus[GM_PL_PATH_MAX]; /* GPUMEM_PROMETHEUS; "" = none */
+	char bad[256]; /* "GPUMEM_LIMIT=50% is not a size ..."; "" = ok */
 };
 
 /*
@@ -37,6 +42,22 @@ struct gm_pl_opts {
  * environ; NULL reads as empty). Also sets the log level from GPUMEM_LOG.
  */
 void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *opts);
+
+/*
+ * Read only the cap settings (GPUMEM_FRACTION, GPUMEM_LIMIT) of env into
+ * opts, silently: opts->bad names the first that cannot be read ("" when
+ * both are fine). For `gpumem run`, which refuses to start a program
+ * whose cap could not be honoured.
+ */
+void gm_pl_opts_caps(char *const *env, struct gm_pl_opts *opts);
+
+/*
+ * Read a fraction in (0, 1] written as a decimal ("0.29", ".5", "1",
+ * "25e-2") exactly as num / den (den a power of ten, digits past the
+ * 19th after the point dropped). Returns 0 or GM_EINVAL (anything else,
+ * trailing characters and spaces included).
+ */
+int gm_pl_fraction_parse(const char *v, uint64_t *num, uint64_t *den);
 
 /*
  * Expand a report path template: "%p" the process id, "%r" the rank

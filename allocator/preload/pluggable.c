@@ -96,14 +96,22 @@ GM_EXPORT void gpumem_free(void *ptr, ssize_t size, int device, void *stream)
 							false)) !=
 	    GM_ENOTFOUND)
 		return;
-	if (!gm_pl_untrack(&gm__pl.ptrs, p, &e))
+	bool had = gm_pl_untrack(&gm__pl.ptrs, p, &e);
+	gm_cu_result r = GM_CU_ERROR_NOT_INITIALIZED;
+
+	if (!had)
 		e.kind = GM_PL_KIND_ASYNC;
 	gm__pl_guard_enter();
 	if (e.kind == GM_PL_KIND_ASYNC && gm__pl_cu.mem_free_async)
-		gm__pl_cu.mem_free_async(p, (gm_cu_stream)stream);
+		r = gm__pl_cu.mem_free_async(p, (gm_cu_stream)stream);
 	else if (gm__pl_cu.mem_free)
-		gm__pl_cu.mem_free(p);
+		r = gm__pl_cu.mem_free(p);
 	gm__pl_guard_leave();
+	/* The charge goes back once the driver no longer holds it. */
+	if (had && r == GM_CU_SUCCESS)
+		gm_pl_release(&e);
+	else if (had)
+		gm_pl_restore(&gm__pl.ptrs, &e);
 }
 
 /*

@@ -40,10 +40,13 @@ struct emu_card {
 
 /* ==== Parsing ==== */
 
+/* A size key; claimed= is a card's claimed capacity (GB = GiB,
+ * gm_claimed_size_parse), the others plain sizes. */
 static int parse_size_key(const char *key, const char *val, uint64_t *out,
 			  struct gm_diag *d)
 {
-	int rc = gm_size_parse(val, out);
+	int rc = strcmp(key, "claimed") == 0 ?
+		 gm_claimed_size_parse(val, out) : gm_size_parse(val, out);
 
 	if (rc)
 		return gm_diag_set(d, rc, "--emulate: %s='%s' is not a size",
@@ -190,15 +193,26 @@ int gm_verify_emu_parse(const char *text, struct gm_verify_emu *emu,
 		emu->reported_bytes = emu->claimed_bytes;
 	if (!emu->real_bytes)
 		emu->real_bytes = emu->reported_bytes;
+	{
+		const struct {
+			const char *key;
+			uint64_t v;
+		} k[] = {{"claimed", emu->claimed_bytes},
+			 {"reported", emu->reported_bytes},
+			 {"real", emu->real_bytes}};
+
+		for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+			if (k[i].v > GM_EMU_MAX_BYTES)
+				return gm_diag_set(d, GM_ERANGE, "--emulate: "
+					"%s= is above %llu TiB, the largest "
+					"card emulated", k[i].key,
+					(unsigned long long)
+					(GM_EMU_MAX_BYTES >> 40));
+	}
 	if (emu->real_bytes > emu->reported_bytes)
 		return gm_diag_set(d, GM_EINVAL,
-				   "--emulate: real must not exceed reported "
-				   "(or claimed)");
-	if (emu->reported_bytes > GM_EMU_MAX_BYTES)
-		return gm_diag_set(d, GM_ERANGE,
-				   "--emulate: the card is emulated in host "
-				   "memory: at most %llu GiB",
-				   (unsigned long long)(GM_EMU_MAX_BYTES >> 30));
+				   "--emulate: real= must not exceed reported="
+				   " (or claimed= when reported= is not given)");
 	return 0;
 }
 
@@ -382,6 +396,33 @@ static void emu_ident(const struct gm_verify_emu *p, struct gm_verify_ident *id)
 	id->remap_pending = id->remap_failed = 0;
 }
 
+/* A run at 1/scale, back at full size (verify.h): byte counts, offsets
+ * and aliased address bits times scale; counts of words as run. */
+static void scale_up(struct gm_verify_result *r, uint64_t scale)
+{
+	unsigned shift = 0;
+
+	while ((1ULL << shift) < scale)
+		shift++;
+	r->emulate_scale = (unsigned)scale;
+	r->tested_bytes *= scale;
+	r->verified_bytes *= scale;
+	r->worst_bad_bytes *= scale;
+	r->lost_tail_bytes *= scale;
+	r->alias_stride_bytes *= scale;
+	r->alias_bits <<= shift;
+	if (r->first_bad_offset != UINT64_MAX)
+		r->first_bad_offset *= scale;
+	for (unsigned i = 0; i < r->nrec; i++)
+		r->rec[i].index *= scale;
+	for (int i = 0; i < r->npasses; i++)
+		r->passes[i].bytes *= scale;
+	gm_verify_note(r, "emulated at 1/%llu scale: the passes ran over "
+		       "%llu MiB, sizes and offsets are shown at full size, "
+		       "error counts as run", (unsigned long long)scale,
+		       (unsigned long long)(r->tested_bytes / scale >> 20));
+}
+
 int gm_verify_emulated(const struct gm_verify_emu *p,
 		       const struct gm_verify_opts *o,
 		       struct gm_verify_result *r, struct gm_diag *d)
@@ -393,7 +434,7 @@ int gm_verify_emulated(const struct gm_verify_emu *p,
 		.sync = emu_sync,
 	};
 	struct gm_vchunk *chunks = NULL;
-	uint64_t tested = p->reported_bytes, base = 0;
+	uint64_t tested = p->reported_bytes, base = 0, scale = 1;
 	size_t n = 0, cap;
 	int rc;
 
@@ -410,7 +451,12 @@ int gm_verify_emulated(const struct gm_verify_emu *p,
 		tested = o->max_bytes & ~15ULL;
 	r->free_bytes = p->reported_bytes;
 	r->allocated_bytes = tested;
-	card.real_words = p->real_bytes / 8;
+	while (tested / scale > GM_EMU_FULL_BYTES)
+		scale *= 2;
+	tested = tested / scale & ~15ULL;
+	card.real_words = (p->real_bytes / scale / 8) & ~1ULL;
+	if (!card.real_words)
+		card.real_words = 2;
 	card.mem = calloc(card.real_words, 8);
 	cap = tested / GM_EMU_CHUNK_BYTES + 1;
 	chunks = calloc(cap, sizeof(*chunks));
@@ -438,6 +484,8 @@ int gm_verify_emulated(const struct gm_verify_emu *p,
 		r->err = rc;
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", d->msg);
 	}
+	if (scale > 1)
+		scale_up(r, scale);
 	gm_verify_judge(r);
 	rc = 0;
 out:

@@ -86,7 +86,8 @@ void gm_verify_claims(struct gm_verify_result *r, uint64_t claimed)
 }
 
 /* HBM parts lose no capacity to ECC; GDDR parts give it 1/16. Known by
- * name: the data-center HBM families (vram.md section 5). */
+ * name: the data-center HBM families (their datasheets: HBM2,
+ * HBM2e, HBM3, HBM3e). */
 static bool name_is_hbm(const char *name)
 {
 	static const char *const hbm[] = {"V100", "A100", "A800", "A30",

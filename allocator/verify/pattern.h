@@ -9,8 +9,9 @@
  * to end), so index * 8 is its byte offset. Patterns:
  *  - GM_VP_UNIQUE: word i holds mix(i ^ seed), a bijection of i, so every
  *    word's value is different and names the word it belongs to (the
- *    own-address test of cuda_memtest, salted like f3's blocks:
- *    shared/reference/vram.md sections 1.2 and 2.1);
+ *    own-address test of ComputationalRadiationPhysics/cuda_memtest
+ *    tests.cpp, salted like f3's blocks, AltraMayor/f3
+ *    src/libutils.c);
  *  - GM_VP_UNIQUE_INV: its bitwise complement (every bit the other way);
  *  - GM_VP_CONST: every word holds konst (moving inversions).
  *

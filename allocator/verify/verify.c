@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Tolerances of the report check (shared/reference/vram.md 5 and 6.1):
+/* Tolerances of the report check (the nvidia-smi and
+ * deviceQuery outputs models/gpus.yaml cites):
  * NVML's total matches the catalog within ~0.5% on R5xx+ drivers; CUDA's
  * total is NVML's minus the reserved part, 0.4-0.9% less on HBM parts. */
 #define GM_TOL_NVML 0.01
@@ -375,7 +376,9 @@ static bool judge_report(struct gm_verify_result *r)
  *     = where the tail begins;
  *  4. any other wrong word -> faulty;
  *  5. NVML health (pending page retirement, failed row remap, >= 63
- *     retired pages: DCGM's limits, vram.md 3.3) -> faulty;
+ *     retired pages: DCGM's limits,
+ *     NVIDIA/DCGM nvvs/src/Software.cpp and
+ *     common/DcgmGPUHardwareLimits.h) -> faulty;
  *  6. the driver reports less than claimed (beyond tolerance, not
  *     explained by MIG or ECC on GDDR) -> undersized;
  *  7. else ok.
@@ -562,6 +565,8 @@ static struct gm_val *device_obj(const struct gm_verify_result *r, bool flat,
 	gm_obj_set_uint(o, "tested_bytes", r->tested_bytes);
 	if (r->real_bytes)
 		gm_obj_set_uint(o, "real_bytes", r->real_bytes);
+	if (r->emulate_scale > 1)
+		gm_obj_set_uint(o, "emulate_scale", r->emulate_scale);
 	gm_obj_set_uint(o, "alias_errors", r->alias_errors);
 	gm_obj_set_uint(o, "flipped_bit_errors", r->flip_errors);
 	gm_obj_set_uint(o, "garbage_errors", r->garbage_errors);

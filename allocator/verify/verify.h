@@ -127,6 +127,8 @@ struct gm_verify_result {
 	int nnotes;
 	int err;              /* GM_E* when verdict is GM_VERDICT_ERROR */
 	char errmsg[1024];
+	unsigned emulate_scale; /* emulated card run at 1/scale (emu.c); 0,
+				 * 1 = full size */
 };
 
 /* ==== The engine (verify.c) ==== */
@@ -182,7 +184,7 @@ const char *gm_verify_verdict_name(enum gm_verify_verdict v);
 
 /*
  * The report: {"kind": "gpumem-verify", "host": host, "devices": [...]}
- * with one object per result (keys in README.md). NULL on no memory.
+ * with one object per result (keys in allocator/verify/README.md). NULL on no memory.
  */
 struct gm_val *gm_verify_report(const struct gm_verify_result *r, size_t n,
 				const char *host);
@@ -256,11 +258,20 @@ struct gm_verify_emu {
 /*
  * Parse "claimed=SIZE,real=SIZE[,mode=wrap|drop|garbage][,bad_bits=N]
  * [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1][,gddr=0|1][,mig=0|1]".
+ * claimed= is a claimed capacity (GB = GiB, gm_claimed_size_parse).
  * Sizes must be multiples of 16 bytes, real <= reported, real > 0, and
- * real within GM_EMU_MAX_BYTES (host memory). Returns 0 or GM_EINVAL /
- * GM_ERANGE with a message naming the key.
+ * each at most GM_EMU_MAX_BYTES. Returns 0 or GM_EINVAL / GM_ERANGE with
+ * a message naming the key.
+ *
+ * A card whose tested bytes exceed GM_EMU_FULL_BYTES runs at a scale:
+ * every size divided by the smallest power of 2 that brings the tested
+ * bytes within it (an 80 GiB card at 1/256: 320 MiB of passes, 304 MiB
+ * of host memory for 76 GiB real), then every byte count and offset of
+ * the result multiplied back before the verdict; counts of words (errors)
+ * are the scaled run's. The result says so (emulate_scale, a note).
  */
-#define GM_EMU_MAX_BYTES ((uint64_t)16 << 30)
+#define GM_EMU_MAX_BYTES ((uint64_t)1 << 50)
+#define GM_EMU_FULL_BYTES ((uint64_t)512 << 20)
 int gm_verify_emu_parse(const char *text, struct gm_verify_emu *emu,
 			struct gm_diag *d);
 

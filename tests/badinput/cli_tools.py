@@ -61,6 +61,72 @@ path("trunc.csv.gz", data[:len(data) // 2], "wb")
 check("replay-truncated-gz", ["replay", path("trunc.csv.gz")], 2,
       "unexpected end of compressed data")
 
+# 1b. replay streams its input: CR-only line endings, /dev/zero, a line
+# without end, a gzip bomb and a failed allocation (exit 1 naming it),
+# generated here; the trace's "# gpumem-replay:" options and the command
+# line's over them.
+import json  # noqa: E402
+import resource  # noqa: E402
+check("replay-cr-only", ["replay", path("cr.csv",
+      "Thread,Time,Action,Pointer,Size,Stream\r1,1,allocate,0x10,10,0\r"
+      "1,2,free,0x10,10,0\r")], 2,
+      "cr.csv:1:39: a carriage return inside a line")
+check("replay-dev-zero", ["replay", "/dev/zero"], 2,
+      "/dev/zero:1:1: NUL byte", timeout=60)
+with gzip.open(path("long.csv.gz"), "wb", compresslevel=9) as g:
+    g.write(b"Action,Pointer,Size\n")
+    for _ in range(20):
+        g.write(b"7" * (1 << 20))
+check("replay-long-line", ["replay", path("long.csv.gz")], 2,
+      "long.csv.gz:2:1: a line longer than 16777216 bytes", timeout=60)
+with gzip.open(path("bomb.csv.gz"), "wb", compresslevel=9) as g:
+    g.write(b"Action,Pointer,Size\n")
+    for _ in range(100):
+        g.write(b"\n" * (1 << 20))
+check("replay-gzip-bomb", ["replay", path("bomb.csv.gz")], 2,
+      "the compressed stream expands more than 250 times", timeout=60)
+expect("replay-streams-rss",
+       resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20,
+       "max RSS %d KiB" %
+       resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+fails = path("fails.csv", "Action,Pointer,Size\nallocate,0x1000,1048576\n"
+             "allocate,0x2000,1000000000000000\nfree,0x1000,1048576\n")
+p = check("replay-fails", ["replay", fails, "--format", "json"], 1,
+          "fails.csv:3: an allocation of 909.49 TiB failed (the card is "
+          "full): 1.00 MiB allocated, 2.00 MiB reserved")
+if p.returncode == 1:
+    out = json.loads(p.stdout)
+    expect("replay-fails-json", out["first_failure"]["line"] == 3 and
+           out["trace_peak_requested_bytes"] == 10**15 + (1 << 20), out)
+opts = path("opts.csv", "# gpumem-replay: --capacity 1GiB\n"
+            "Action,Pointer,Size\nallocate,0x1000,2147483648\n")
+check("replay-options-file", ["replay", opts], 1, "opts.csv:3:")
+check("replay-options-override", ["replay", opts, "--capacity", "4GiB"], 0)
+check("replay-options-bad", ["replay", path("ob.csv",
+      "# gpumem-replay: --format json\nAction,Pointer,Size\n")], 2,
+      "ob.csv:1:1: # gpumem-replay: '--format' is not an option a trace "
+      "can set")
+check("replay-options-bad-value", ["replay", path("ov.csv",
+      "# gpumem-replay: --capacity lots\nAction,Pointer,Size\n")], 2,
+      "ov.csv:1:1: # gpumem-replay: --capacity: 'lots' is not a size")
+
+# 1c. A claimed capacity in GB is the maker's: --claimed 80GB is 80 GiB,
+# so a card reporting 76 GiB is undersized; the seed's refurbished card
+# (80 GB claimed, 76 GiB real) emulated as written, at a stated scale.
+check("verify-claimed-80gb", ["verify", "--claimed", "80GB", "--emulate",
+      "claimed=80GiB,reported=76GiB", "--quick"], 1,
+      stdout="the driver reports 76.00 GiB but the card is sold as 80.00 "
+      "GiB")
+p = check("verify-emulate-80gb", ["verify", "--emulate",
+          "claimed=80GB,real=76GiB", "--format", "json"], 1, timeout=120)
+if p.returncode == 1:
+    dev = json.loads(p.stdout)["devices"][0]
+    expect("verify-emulate-80gb-json", dev["verdict"] == "undersized" and
+           dev["real_bytes"] == 76 << 30 and dev["emulate_scale"] == 256,
+           dev.get("reason"))
+check("verify-emulate-key", ["verify", "--emulate",
+      "claimed=8GiB,real=4096TiB"], 2, "--emulate: real= is above")
+
 # 11. One wording for a missing value and an unknown option.
 for cmd in ["replay", "report", "verify", "gpus"]:
     check(cmd + "-missing-value", [cmd, "--format"], 2,

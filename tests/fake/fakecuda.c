@@ -12,6 +12,17 @@
  *   FAKECUDA_OTHERS      bytes "used by other processes" (lowers free)
  *   FAKECUDA_DEVICES     number of devices (default 1)
  *   FAKECUDA_FAIL_ALLOC  N: the Nth allocation call answers out of memory
+ *   FAKECUDA_FREE_DELAY_US  a free holds its memory this long before it
+ *                        is given back and the call returns (a driver
+ *                        that frees slowly)
+ *   FAKECUDA_SETUP_DELAY_US  cuDeviceGetName takes this long (a slow
+ *                        first device set-up)
+ *
+ * fakecuda_set_free_delay_us(us) sets the delay for the calling thread's
+ * frees (beside FAKECUDA_FREE_DELAY_US).
+ *
+ * fakecuda_stats().peak_used is the most memory ever held at once (the
+ * high-water mark a cap must keep below itself).
  *
  * Streams and events: any stream handle is accepted. fakecuda_hold(s, 1)
  * stands for a kernel still running on stream s: events recorded on s
@@ -26,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
@@ -46,6 +58,7 @@ struct fakecuda_stats {
 	unsigned long live;
 	/* streams and events */
 	unsigned long event_records, ctx_syncs, stream_syncs, events_live;
+	unsigned long long peak_used;
 };
 
 #define MAX_LIVE 65536
@@ -61,6 +74,7 @@ static struct fakecuda_stats st;
 static atomic_ulong alloc_seq;
 static unsigned long long next_handle = 0x1000;
 static __thread int cur_dev;
+static __thread unsigned free_delay_us;
 
 static unsigned long long env_size(const char *name, unsigned long long dflt)
 {
@@ -109,6 +123,8 @@ static CUresult take(uintptr_t *out, size_t size, int kind)
 		if (!live[i].p) {
 			live[i] = (struct block){(uintptr_t)p, size, kind};
 			st.used += size;
+			if (st.used > st.peak_used)
+				st.peak_used = st.used;
 			st.live++;
 			*out = (uintptr_t)p;
 			goto out;
@@ -122,8 +138,13 @@ out:
 
 static CUresult give(uintptr_t p, int kind)
 {
+	unsigned long long delay = env_size("FAKECUDA_FREE_DELAY_US", 0) +
+				   free_delay_us;
 	CUresult r = INVALID_VALUE;
 
+	/* The memory is still held while the driver works on the free. */
+	if (delay)
+		usleep((useconds_t)delay);
 	pthread_mutex_lock(&lock);
 	if (kind == 0) st.free_calls++; else st.release_calls++;
 	for (int i = 0; i < MAX_LIVE && p; i++) {
@@ -150,6 +171,16 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *out)
 
 EXPORT void fakecuda_set_device(int d) { cur_dev = d; }
 
+EXPORT void fakecuda_set_free_delay_us(unsigned us) { free_delay_us = us; }
+
+/* Start a new high-water mark from what is held now. */
+EXPORT void fakecuda_reset_peak(void)
+{
+	pthread_mutex_lock(&lock);
+	st.peak_used = st.used;
+	pthread_mutex_unlock(&lock);
+}
+
 EXPORT CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 EXPORT CUresult cuDeviceGetCount(int *n) { *n = (int)env_size("FAKECUDA_DEVICES", 1); return OK; }
@@ -163,6 +194,10 @@ EXPORT CUresult cuDeviceGet(int *d, int i)
 EXPORT CUresult cuDeviceGetName(char *name, int len, int d)
 {
 	const char *n = getenv("FAKECUDA_NAME");
+	unsigned long long delay = env_size("FAKECUDA_SETUP_DELAY_US", 0);
+
+	if (delay)
+		usleep((useconds_t)delay);
 	snprintf(name, (size_t)len, "%s", n && *n ? n : "Fake GPU");
 	return OK;
 }

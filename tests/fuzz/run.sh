@@ -11,9 +11,9 @@ mkdir -p "$out/corpus"
 clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined \
 	-Iallocator/core -Iallocator/base -Iallocator/seam \
-	tests/fuzz/fuzz_trace.c allocator/core/{tree,pool,sim,trace}.c \
+	tests/fuzz/fuzz_trace.c allocator/core/{tree,pool,sim,trace,trace_torch}.c \
 	allocator/base/{error,units,text,log,emit}.c \
-	-lz -lpthread -lm -o "$out/fuzz_trace" || { echo "no libFuzzer: skipped"; exit 77; }
+	-lz -lyaml -lpthread -lm -o "$out/fuzz_trace" || { echo "no libFuzzer: skipped"; exit 77; }
 cp tests/fuzz/corpus/* "$out/corpus/"
 exec "$out/fuzz_trace" -max_total_time="$secs" -rss_limit_mb=2048 \
 	-max_len=4096 "$out/corpus"

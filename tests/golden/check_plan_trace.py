@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""gpumem plan --trace FILE: the RMM CSV it writes replays (gpumem replay)
-to the plan's own simulated peak_reserved_bytes and peak allocated; bad
+"""gpumem plan --trace FILE: the RMM CSV it writes replays (gpumem replay,
+no options: the trace's "# gpumem-replay:" line carries them) to the
+plan's own simulated peak_reserved_bytes and peak allocated; bad
 paths are refused with exit 2, a message naming the option, and nothing
 written.
 
@@ -31,8 +32,11 @@ def check_spec(gpumem, spec, tmp):
     if json.loads(r2.stdout)["per_gpu"] != plan:
         return [f"{spec}: --trace changed the plan"]
     with open(out, newline="") as f:
+        first = f.readline()
         rows = list(csv.reader(f))
     errs = []
+    if not first.startswith("# gpumem-replay: "):
+        errs.append(f"{spec}: first line {first!r}")
     if rows[0][:6] != ["Thread", "Time", "Action", "Pointer", "Size",
                        "Stream"]:
         errs.append(f"{spec}: header {rows[0]}")
@@ -47,8 +51,7 @@ def check_spec(gpumem, spec, tmp):
             errs.append(f"{spec}: {row[3]} freed but not live")
     if live:
         errs.append(f"{spec}: {len(live)} allocations never freed")
-    r = run([gpumem, "replay", out, "--format", "json",
-             "--capacity", "1024TiB", "--no-cross-stream"])
+    r = run([gpumem, "replay", out, "--format", "json"])
     if r.returncode:
         return errs + [f"{spec}: replay exit {r.returncode}: {r.stderr}"]
     rep = json.loads(r.stdout)

@@ -22,6 +22,11 @@ done
 "$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 --gpu 'NVIDIA H200' \
 	--gpu 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition' \
 	--format json > "$out/fit-gpt2-dup.json"
+"$gpumem" fit "$data/gpt2-a100.yaml" --gpu 'NVIDIA A100-SXM4-80GB MIG 3g.40gb' \
+	--gpu a100-80gb:1g.10gb --gpu h100:3g.40gb --gpu h200:1g.18gb \
+	--global-batch 512 > "$out/fit-mig.txt"
+"$gpumem" fit "$data/gpt2-a100.yaml" --gpu h100 --gpu l4 --global-batch 512 \
+	--fraction 0.9 > "$out/fit-fraction.txt"
 "$gpumem" plan --help > "$out/plan-help.txt"
 "$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).

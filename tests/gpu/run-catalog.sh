@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of the catalog against a real card (run by the lead on the GPU
+# GPU check of the catalog against a real card (run by a maintainer on a GPU
 # machine; needs nvidia-smi, python3; torch optional).
 #   tests/gpu/run-catalog.sh BUILD_DIR OUT_DIR
 # For every visible GPU: is nvidia-smi's name in the catalog, do its

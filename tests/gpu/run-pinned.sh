@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of the pinned host memory cache (run by the lead on the GPU
+# GPU check of the pinned host memory cache (run by a maintainer on a GPU
 # machine, under 3 minutes):
 #   tests/gpu/run-pinned.sh BUILD_DIR OUT_DIR
 # 1. test-pinned-gpu: pointer queries (cuPointerGetAttribute, device

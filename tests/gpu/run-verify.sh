@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The verifier on a real GPU, for the lead to run on the GPU machine:
+# The verifier on a real GPU, to run on a GPU machine:
 #   bash tests/gpu/run-verify.sh BUILD_DIR OUT_DIR
 # 1. clean --quick and --full on device 0, 5 times each (no false alarm
 #    allowed), with pass timings and bandwidth;

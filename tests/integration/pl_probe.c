@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ struct fakecuda_stats {
 	unsigned long long used;
 	unsigned long live;
 	unsigned long event_records, ctx_syncs, stream_syncs, events_live;
+	unsigned long long peak_used;
 };
 
 struct prop { int type, handle_types; struct { int type, id; } loc;
@@ -292,6 +294,106 @@ static void sc_threads(void)
 	CHECK(snap().used == 0, "driver holds %llu", snap().used);
 }
 
+/* Random allocations and frees until *stop, counting allocations that
+ * the cap refused (arg: a struct churn). */
+struct churn {
+	unsigned seed;
+	int iterations;
+	unsigned max_kib;
+	int bad;
+};
+
+static void *churn(void *arg)
+{
+	struct churn *c = arg;
+	CUdeviceptr p[16] = {0};
+
+	for (int i = 0; i < c->iterations; i++) {
+		int k = rand_r(&c->seed) % 16;
+		if (p[k]) {
+			c->bad |= mem_free(p[k]) != 0;
+			p[k] = 0;
+		} else {
+			size_t n = (rand_r(&c->seed) % c->max_kib + 1) * 1024;
+			CUresult r = mem_alloc(&p[k], n);
+			c->bad |= r != 0 && r != 2;
+			if (r)
+				p[k] = 0;
+		}
+	}
+	for (int k = 0; k < 16; k++)
+		c->bad |= p[k] && mem_free(p[k]) != 0;
+	return NULL;
+}
+
+/* GPUMEM_LIMIT=64MiB, FAKECUDA_FREE_DELAY_US: 8 threads allocate while
+ * frees are slow; what the driver holds never passes the cap (a charge
+ * given back before the driver freed lets another thread in). */
+static void sc_cap_exact(void)
+{
+	struct churn c[8];
+	pthread_t t[8];
+	struct fakecuda_stats s;
+
+	for (int i = 0; i < 8; i++) {
+		c[i] = (struct churn){.seed = (unsigned)i + 1,
+				      .iterations = 400, .max_kib = 4096};
+		pthread_create(&t[i], NULL, churn, &c[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(!c[i].bad, "worker %d", i);
+	}
+	s = snap();
+	CHECK(s.peak_used <= 64 * MiB, "the driver held %llu bytes at once "
+	      "against a cap of %llu", s.peak_used, 64 * MiB);
+	CHECK(s.used == 0, "driver holds %llu", s.used);
+}
+
+static atomic_int wrap_stop;
+static atomic_ulong wrap_ok;
+
+/* Requests near 2^64 bytes, until wrap_stop. */
+static void *huge(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&wrap_stop)) {
+		CUdeviceptr p;
+		for (unsigned long k = 1; k <= 64; k++)
+			if (mem_alloc(&p, (size_t)0 - k * MiB) == 0)
+				atomic_fetch_add(&wrap_ok, 1);
+	}
+	return NULL;
+}
+
+/* GPUMEM_LIMIT=64MiB: one thread asks for sizes near 2^64 while four
+ * churn: those requests all fail, and no other thread slips through
+ * the room a wrapped counter would show. */
+static void sc_cap_wrap(void)
+{
+	struct churn c[4];
+	pthread_t t[4], h;
+	struct fakecuda_stats s;
+
+	pthread_create(&h, NULL, huge, NULL);
+	for (int i = 0; i < 4; i++) {
+		c[i] = (struct churn){.seed = (unsigned)i + 7,
+				      .iterations = 20000, .max_kib = 8192};
+		pthread_create(&t[i], NULL, churn, &c[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(!c[i].bad, "worker %d", i);
+	}
+	atomic_store(&wrap_stop, 1);
+	pthread_join(h, NULL);
+	s = snap();
+	CHECK(atomic_load(&wrap_ok) == 0, "%lu requests near 2^64 succeeded",
+	      atomic_load(&wrap_ok));
+	CHECK(s.peak_used <= 64 * MiB, "the driver held %llu bytes at once "
+	      "against a cap of %llu", s.peak_used, 64 * MiB);
+}
+
 /* A forked child starts from zero and does not disturb the parent. */
 static void sc_fork(void)
 {
@@ -312,6 +414,49 @@ static void sc_fork(void)
 	CHECK(mem_info(&f, &t) == 0 && f == 24 * MiB, "parent free %zu", f);
 	CHECK(mem_alloc(&b, 25 * MiB) == 2, "parent still capped");
 	mem_free(a);
+}
+
+static void *first_alloc(void *arg)
+{
+	CUdeviceptr p;
+
+	(void)arg;
+	if (mem_alloc(&p, MiB) != 0 || mem_free(p) != 0)
+		return (void *)1;
+	return NULL;
+}
+
+/* FAKECUDA_SETUP_DELAY_US=300000: a thread's first allocation sets the
+ * device up (slowly) while the main thread forks; the child allocates
+ * within 5 s (it deadlocked on a lock the set-up thread held). */
+static void sc_fork_setup(void)
+{
+	pthread_t t;
+	int status = 0;
+	pid_t pid, w = 0;
+	void *rc;
+
+	pthread_create(&t, NULL, first_alloc, NULL);
+	usleep(100000);
+	pid = fork();
+	if (pid == 0) {
+		CUdeviceptr p;
+		alarm(5);
+		_exit(mem_alloc(&p, MiB) != 0 || mem_free(p) != 0);
+	}
+	for (int i = 0; i < 100 && w == 0; i++) {
+		w = waitpid(pid, &status, WNOHANG);
+		if (w == 0)
+			usleep(100000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	CHECK(w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "child hung or failed (status %#x)", status);
+	pthread_join(t, &rc);
+	CHECK(rc == NULL, "first allocation");
 }
 
 /* Hold 48 MiB, ask for a report with SIGUSR1, wait for it (test_preload
@@ -537,6 +682,25 @@ static void sc_cache_frag(void)
 	CHECK(mem_alloc(&x, 14 * MiB) == 2, "14 MiB: no block, no room");
 }
 
+/* Cache mode: the free memory reported can be allocated in one request
+ * ($PROBE_FREE bytes expected), before and after other allocations. */
+static void sc_cache_info(void)
+{
+	size_t want = strtoull(getenv("PROBE_FREE"), NULL, 10);
+	CUdeviceptr p, q;
+	size_t f, t;
+
+	CHECK(mem_info(&f, &t) == 0 && f == want, "free %zu, expected %zu",
+	      f, want);
+	CHECK(mem_alloc(&p, f) == 0, "the %zu bytes reported free", f);
+	CHECK(mem_free(p) == 0, "free");
+	CHECK(mem_alloc(&p, 512) == 0, "a small block");
+	CHECK(mem_info(&f, &t) == 0 && f > 0, "free %zu", f);
+	CHECK(mem_alloc(&q, f) == 0, "the %zu bytes reported free beside "
+	      "a small block", f);
+	CHECK(mem_free(q) == 0 && mem_free(p) == 0, "frees");
+}
+
 /* Frees of memory the pool does not own go to the driver. */
 static void sc_cache_foreign(void)
 {
@@ -572,10 +736,24 @@ static void sc_cache_threads(void)
 	      f == 64 * MiB - snap().used, "free %zu", f);
 }
 
+/* One cuMemAlloc of $PROBE_BYTES: answers $PROBE_EXPECT (0 or 2). */
+static void sc_alloc(void)
+{
+	size_t n = strtoull(getenv("PROBE_BYTES"), NULL, 10);
+	int want = atoi(getenv("PROBE_EXPECT"));
+	CUdeviceptr p = 0;
+	CUresult r = mem_alloc(&p, n);
+
+	CHECK(r == want, "cuMemAlloc(%zu) = %d, expected %d", n, r, want);
+	if (r == 0)
+		CHECK(mem_free(p) == 0, "free");
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } scenarios[] = {
+	{"alloc", sc_alloc},             {"fork_setup", sc_fork_setup},
 	{"cap", sc_cap},         {"info", sc_info},
 	{"clamp", sc_clamp},     {"vmm", sc_vmm},
 	{"async", sc_async},     {"variants", sc_variants},
@@ -587,6 +765,8 @@ static const struct {
 	{"cache_cap", sc_cache_cap},     {"cache_frag", sc_cache_frag},
 	{"cache_foreign", sc_cache_foreign},
 	{"cache_threads", sc_cache_threads},
+	{"cache_info", sc_cache_info},
+	{"cap_exact", sc_cap_exact},     {"cap_wrap", sc_cap_wrap},
 };
 
 int main(int argc, char **argv)

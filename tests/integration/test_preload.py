@@ -30,6 +30,12 @@ class Ctx:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(('GPUMEM_', 'FAKECUDA', 'RANK'))}
         env['LD_LIBRARY_PATH'] = self.fake
+        # A sanitizer build: the preload library comes before the
+        # runtime in the initial library list; ASan accepts that once
+        # told (the library never replaces malloc).
+        env['ASAN_OPTIONS'] = ':'.join(
+            x for x in (os.environ.get('ASAN_OPTIONS'),
+                        'verify_asan_link_order=0') if x)
         if preload:
             env['LD_PRELOAD'] = self.lib
         env.update({k: str(v) for k, v in extra.items()})
@@ -111,6 +117,68 @@ def case_threads(c):
     check(d['reserved_bytes'] == 0 and d['allocated_bytes'] == 0, d)
     check(d['alloc_count'] == d['free_count'] and d['alloc_count'] > 1000,
           d)
+
+
+def case_cap_exact(c):
+    # Slow frees (2 ms): the charge of a free is given back only once the
+    # driver's free returned, so the driver never holds more than the cap;
+    # the report's peak is the high-water mark of the charge.
+    rep = c.path('exact.json')
+    c.probe('cap_exact', GPUMEM_LIMIT='64MiB', FAKECUDA_FREE_DELAY_US=2000,
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['peak_reserved_bytes'] <= 64 * MiB and d['reserved_bytes'] == 0
+          and d['oom_cap_count'] > 0, d)
+
+
+def case_cap_wrap(c):
+    c.probe('cap_wrap', GPUMEM_LIMIT='64MiB')
+
+
+def case_fraction_edge(c):
+    # 0.29 of 100 MiB is exactly 30408704 bytes: that request fits, one
+    # byte more does not (binary 0.29 x total truncated was a byte short).
+    for n, rc in ((30408704, 0), (30408705, 2)):
+        c.probe('alloc', FAKECUDA_TOTAL='100M', GPUMEM_FRACTION='0.29',
+                PROBE_BYTES=n, PROBE_EXPECT=rc)
+
+
+def case_bad_env(c):
+    # A cap setting that cannot be read fails closed: the library refuses
+    # every allocation and says why; gpumem run does not start the
+    # program (exit 2, naming the variable or option).
+    for var, val in (('GPUMEM_FRACTION', '0.5 '), ('GPUMEM_FRACTION', '50%'),
+                     ('GPUMEM_FRACTION', '0,5'), ('GPUMEM_LIMIT', '50%'),
+                     ('GPUMEM_LIMIT', '1,5GiB')):
+        p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=2, **{var: val})
+        check(f'{var}={val}' in p.stderr and 'refused' in p.stderr,
+              p.stderr)
+        mark = c.path('ran')
+        p = c.run([c.gpumem, 'run', '--', 'touch', mark],
+                  c.env(preload=False, **{var: val}), 2)
+        check(var in p.stderr and not os.path.exists(mark), p.stderr)
+    p = c.run([c.gpumem, 'run', '--fraction', '0.5 ', '--', 'true'],
+              c.env(preload=False), 2)
+    check('--fraction' in p.stderr, p.stderr)
+    c.run([c.gpumem, 'run', '--fraction', '0.29', '--', 'true'],
+          c.env(preload=False))
+
+
+def case_early(c):
+    # The program's own library calls the driver in its constructor,
+    # before the preload library's: the cap is read on that first call.
+    env = c.env(GPUMEM_LIMIT='64MiB')
+    env['LD_LIBRARY_PATH'] = c.fake + ':' + c.bin
+    p = c.run([os.path.join(c.bin, 'pl_early')], env)
+    check('total 67108864' in p.stderr, p.stderr)
+
+
+def case_fork_setup(c):
+    # fork() while another thread sets the device up (a 300 ms set-up):
+    # the child does not inherit the set-up lock held by a thread it
+    # does not have.
+    c.probe('fork_setup', GPUMEM_LIMIT='64MiB',
+            FAKECUDA_SETUP_DELAY_US=300000)
 
 
 def case_fork(c):
@@ -254,6 +322,17 @@ def case_linked_cu(c):
     c.run([os.path.join(c.bin, 'pl_linked_cu')], c.env(GPUMEM_LIMIT='64MiB'))
 
 
+def case_libcuda_missing(c):
+    # GPUMEM_LIBCUDA names no library: a program linked to libcuda is
+    # capped through the libcuda.so.1 it loaded, and the warning says so
+    # (every call answered CUDA_ERROR_NOT_INITIALIZED before).
+    for prog in ('pl_linked_cu', 'pl_linked_rt'):
+        p = c.run([os.path.join(c.bin, prog)],
+                  c.env(GPUMEM_LIMIT='64MiB', GPUMEM_LIBCUDA='/nonexistent'))
+        check('/nonexistent' in p.stderr and 'libcuda.so.1' in p.stderr,
+              p.stderr)
+
+
 def case_linked_rt(c):
     rep = c.path('rt.json')
     c.run([os.path.join(c.bin, 'pl_linked_rt')],
@@ -339,6 +418,37 @@ def case_run(c):
     check('no-such-program-gpumem' in p.stderr, p.stderr)
     p = c.run([c.gpumem, 'run', '--help'], env)
     check('--fraction' in p.stdout, p.stdout)
+
+
+def case_run_split_path(c):
+    # LD_PRELOAD splits at spaces and colons: gpumem run refuses such a
+    # library path rather than run the program uncapped.
+    import shutil
+    for d in ('with space', 'with:colon'):
+        os.makedirs(c.path(d))
+        lib = os.path.join(c.path(d), 'libgpumem-preload.so')
+        shutil.copy(c.lib, lib)
+        mark = c.path('ran')
+        for var in ('GPUMEM_PRELOAD_LIBRARY', 'GPUMEM_PINNED_LIBRARY'):
+            env = c.env(preload=False, **{var: lib})
+            p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch',
+                       mark], env, 2)
+            check('LD_PRELOAD' in p.stderr and lib in p.stderr and
+                  not os.path.exists(mark), p.stderr)
+
+
+def case_run_unloadable(c):
+    # A library the dynamic linker does not load (here not an ELF object)
+    # is skipped by ld.so with a message and the program would run
+    # uncapped: gpumem run checks the load first and refuses.
+    bad = c.path('libgpumem-preload.so')
+    with open(bad, 'w') as f:
+        f.write('not a shared object\n')
+    mark = c.path('ran')
+    p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch', mark],
+              c.env(preload=False, GPUMEM_PRELOAD_LIBRARY=bad), 2)
+    check('did not load' in p.stderr and not os.path.exists(mark),
+          p.stderr)
 
 
 def case_report_merge(c):
@@ -435,6 +545,17 @@ def case_cache_frag(c):
         check(line in text.splitlines(), f'missing {line!r} in\n{text}')
 
 
+def case_cache_info(c):
+    # Cache mode: cuMemGetInfo's free is what one request can get. A
+    # 65 MiB cap: 65 MiB needs a 66 MiB segment (2 MiB rounding), 64 MiB
+    # fits; 15 MiB: 14 MiB; 9 MiB: only small requests (2 MiB segments),
+    # the 1-10 MiB ones share 20 MiB segments.
+    for cap, free in (('65MiB', 64 * MiB), ('15MiB', 14 * MiB),
+                      ('9MiB', MiB), ('64MiB', 64 * MiB)):
+        c.probe('cache_info', GPUMEM_MODE='cache', GPUMEM_LIMIT=cap,
+                PROBE_FREE=free)
+
+
 def case_cache_foreign(c):
     c.probe('cache_foreign', GPUMEM_MODE='cache')
 
@@ -472,6 +593,64 @@ def case_cache_pluggable(c):
     check(d['async_bytes'] == 0 and d['peak_reserved_bytes'] == 40 * MiB
           and d['oom_cap_count'] == 1 and d['alloc_count'] == 2 and
           d['pool_reserved_bytes'] == 40 * MiB, d)
+
+
+def oom_lines(p):
+    return [ln for ln in p.stderr.splitlines()
+            if ln.startswith('gpumem: ') and
+            'out of memory on device' in ln]
+
+
+def case_oom_line(c):
+    # A refused allocation is explained on stderr, once, in PyTorch's
+    # manner: asked, cap, allocated, reserved, largest free, verdict.
+    p = c.probe('cap', GPUMEM_LIMIT='1GiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1, p.stderr)
+    check('tried to allocate 600.00 MiB; cap 1.00 GiB, 512.00 MiB '
+          'allocated, 512.00 MiB reserved, largest free block 512.00 MiB: '
+          'cap (' in lines[0], lines[0])
+    # the driver's own out of memory: the card is full
+    p = c.probe('errors', GPUMEM_LIMIT='64MiB', FAKECUDA_FAIL_ALLOC='2')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 1.00 MiB' in lines[0] and
+          ': card full (' in lines[0], p.stderr)
+    # an undersized card refused by GPUMEM_ON_UNDERSIZED=fail
+    p = c.probe('refused', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='76G', GPUMEM_CLAIMED='80GiB',
+                GPUMEM_ON_UNDERSIZED='fail')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and ': undersized card (' in lines[0], p.stderr)
+    # cache mode: free cached bytes, no block that large
+    p = c.probe('cache_frag', GPUMEM_MODE='cache', GPUMEM_LIMIT='20MiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 14.00 MiB; cap 20.00 MiB, '
+          '4.00 MiB allocated, 20.00 MiB reserved, largest free block '
+          '12.00 MiB: fragmentation (' in lines[0], p.stderr)
+
+
+def case_oom_burst(c):
+    # Three refusals within milliseconds are one burst: one line.
+    p = c.probe('cache_cap', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB')
+    lines = oom_lines(p)
+    check(len(lines) == 1 and 'tried to allocate 30.00 MiB' in lines[0] and
+          ': cap (' in lines[0], p.stderr)
+
+
+def case_run_report_path(c):
+    # gpumem run: a report or metrics path that cannot be written fails
+    # at start (exit 2, naming the option), before the program runs.
+    mark = c.path('ran')
+    for opt, path, why in (
+            ('--report', '/nonexistent/r.json', 'No such file or directory'),
+            ('--prometheus', c.tmp, 'is a directory'),
+            ('--report', os.path.join(mark, 'x', 'r.json'),
+             'No such file or directory')):
+        p = c.run([c.gpumem, 'run', opt, path, '--', 'touch', mark],
+                  c.env(preload=False), expect=2)
+        check(f'gpumem run: {opt}' in p.stderr and why in p.stderr,
+              p.stderr)
+        check(not os.path.exists(mark), 'the program ran')
 
 
 def main():

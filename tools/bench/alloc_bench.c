@@ -8,7 +8,7 @@
  * threads share stream 0), then each thread runs batches of 1,000 pairs; the figure
  * is the median over batches of the mean ns per pair. Sizes are
  * log-uniform over 512 B .. 32 MiB, as the PyTorch measurement in
- * shared/reference/device-probe.md. Two patterns per row:
+ * tools/bench/results/device-probe-h200.md. Two patterns per row:
  *  - pair: allocate then free the same block while N others stay live
  *    (the pattern of that PyTorch measurement: c10 raw_alloc then
  *    raw_delete);

@@ -55,6 +55,8 @@ struct gm_plan_args {
 	enum gm_format format;              /* --format, default table */
 	const char *svg;                    /* --svg FILE or NULL */
 	const char *catalog;                /* --catalog FILE or NULL */
+	double fraction;                    /* --fraction F, 0: none */
+	uint64_t limit;                     /* --limit SIZE, 0: none */
 	struct gm_model_opts model;         /* --reserve-model */
 };
 
@@ -63,7 +65,7 @@ void gm_plan_args_init(struct gm_plan_args *a);
 /*
  * Take getopt_long's answer c for `gpumem NAME` (optstring starting
  * with ':', long options 's' set, 'f' format, 'v' svg, 'c' catalog,
- * 'r' reserve-model). Returns 0 when c was a shared option and was
+ * 'r' reserve-model, 'F' fraction, 'L' limit). Returns 0 when c was a shared option and was
  * taken, -1 when c is the caller's own, or GM_EXIT_USAGE after a usage
  * message (bad value, missing value, unknown option).
  */
@@ -76,6 +78,16 @@ int gm_cmd_plan(int argc, char **argv);
 int gm_cmd_fit(int argc, char **argv);
 
 int gm_cmd_replay(int argc, char **argv);
+
+struct gm_sim_options;
+struct gm_pool_options;
+/*
+ * Write "# gpumem-replay: OPTIONS\n", the `gpumem replay` options that
+ * replay a trace on the card so and pool po (cmd_replay.c); replay reads
+ * the line back as its defaults. 0 or GM_EIO.
+ */
+int gm_replay_options_write(FILE *fp, const struct gm_sim_options *so,
+			    const struct gm_pool_options *po);
 int gm_cmd_run(int argc, char **argv);
 int gm_cmd_report(int argc, char **argv);
 

@@ -6,6 +6,7 @@
  */
 #include "cmd.h"
 
+#include "cap.h"
 #include "emit.h"
 #include "error.h"
 #include "fit.h"
@@ -33,7 +34,8 @@ static void help(void)
 	       "                  [--format table|json|yaml|csv] "
 	       "[--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
-	       "[--catalog FILE]\n\n"
+	       "[--catalog FILE]\n"
+	       "                  [--fraction F] [--limit SIZE]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
 	       "steps that reach the global batch with it\n(exactly: micro x "
@@ -43,11 +45,18 @@ static void help(void)
 	       "and\npipeline parallel) that fit at the spec's micro-batch "
 	       "(0: none). A table to\ncompare cards for a purchase.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
-	       "  --catalog FILE    read this GPU catalog instead of the "
-	       "built-in one\n"
+	       "  --catalog FILE    add this file's GPUs to the built-in "
+	       "catalog (same name:\n                    replaces)\n"
 	       "  --global-batch N  sequences per optimizer step (default: "
 	       "the spec's); a\n                    multiple of "
 	       "parallelism.data_parallel, at most 2^30\n"
+	       "  --fraction F      fit under a per-process cap of F (0 < F "
+	       "<= 1) of each\n                    card's CUDA total (gpumem "
+	       "run --fraction,\n                    torch.cuda."
+	       "set_per_process_memory_fraction)\n"
+	       "  --limit SIZE      the same as a size; with both, the smaller "
+	       "wins. The cap\n                    covers the allocator's "
+	       "memory, not the CUDA context\n"
 	       "  --set KEY=VALUE   override a spec key, may repeat\n"
 	       "  --format FMT      table (default), json, yaml or csv\n"
 	       "  --svg FILE        bars of each GPU at its largest "
@@ -113,6 +122,8 @@ int gm_cmd_fit(int argc, char **argv)
 		{"svg", required_argument, NULL, 'v'},
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
+		{"fraction", required_argument, NULL, 'F'},
+		{"limit", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -192,7 +203,8 @@ int gm_cmd_fit(int argc, char **argv)
 	paths[0] = argv[optind];
 	paths[1] = a.catalog;
 	if (paths[1]) {
-		rc = gm_catalog_load(&catalog, paths[1], &diag);
+		rc = gm_catalog_load_over(&catalog, paths[1], NULL,
+					  &diag);
 		if (rc) {
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
@@ -225,6 +237,8 @@ int gm_cmd_fit(int argc, char **argv)
 
 		rc = gm_plan_gpu_resolve(&g, spec, cat, names[i], "--gpu",
 					 &diag);
+		if (!rc)
+			gm_plan_gpu_cap(&g, a.fraction, a.limit);
 		if (!rc && seen(fits, m, g.name))
 			continue; /* a repeated --gpu (or alias of one) */
 		if (!rc && named)
@@ -238,7 +252,8 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc && gb)
 			s.training.global_batch_size = gb;
 		if (!rc)
-			rc = gm_plan(&s, &g, &a.model, &plans[m], &diag);
+			rc = gm_plan_capped(&s, &g, &a.model, &plans[m],
+					    &diag);
 		if (rc) {
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);

@@ -1,5 +1,5 @@
 /*
- * cmd_gpus.c - `gpumem gpus`: print the GPU catalog (built in, or the
+ * cmd_gpus.c - `gpumem gpus`: print the GPU catalog (built in, plus the
  * file given with --catalog) through the output layer.
  */
 #include "cmd.h"
@@ -25,8 +25,9 @@ static void gpus_usage(FILE *out)
 		"undersized-check\nfloor (min_total_bytes) and sources.\n\n"
 		"Options:\n"
 		"  --format FORMAT  table (default), json, yaml or csv\n"
-		"  --catalog FILE   read this catalog instead of the built-in "
-		"one\n                   (schema of models/gpus.yaml)\n"
+		"  --catalog FILE   add this file's GPUs to the built-in "
+		"catalog (same name:\n                   replaces; schema of "
+		"models/gpus.yaml)\n"
 		"  --help           show this help\n");
 }
 
@@ -71,7 +72,7 @@ int gm_cmd_gpus(int argc, char **argv)
 					  argv[optind]);
 	cat = gm_catalog_builtin();
 	if (path) {
-		rc = gm_catalog_load(&loaded, path, &diag);
+		rc = gm_catalog_load_over(&loaded, path, NULL, &diag);
 		if (rc) {
 			fprintf(stderr, "gpumem gpus: %s\n", diag.msg);
 			return gm_exit_code(rc);

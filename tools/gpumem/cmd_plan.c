@@ -7,7 +7,10 @@
 #include "cmd.h"
 
 #include "emit.h"
+#include "pool.h"
+#include "sim.h"
 #include "error.h"
+#include "cap.h"
 #include "gpu.h"
 #include "log.h"
 #include "model.h"
@@ -26,7 +29,7 @@ static void help(void)
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
 	       "[--catalog FILE]\n"
-	       "                  [--trace FILE]\n\n"
+	       "                  [--trace FILE] [--fraction F] [--limit SIZE]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
@@ -36,8 +39,14 @@ static void help(void)
 	       "formats print bytes.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
-	       "  --catalog FILE   read this GPU catalog instead of the "
-	       "built-in one\n"
+	       "  --catalog FILE   add this file's GPUs to the built-in "
+	       "catalog (same name:\n                   replaces)\n"
+	       "  --fraction F     plan under a per-process cap of F (0 < F <= 1) of the\n"
+	       "                   card's CUDA total, as `gpumem run --fraction` or\n"
+	       "                   torch.cuda.set_per_process_memory_fraction enforce\n"
+	       "  --limit SIZE     the same as a size (40GiB, 80GB); with both, the\n"
+	       "                   smaller wins. The cap covers the allocator's memory\n"
+	       "                   (peak reserved), not the CUDA context or NCCL\n"
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
@@ -51,7 +60,8 @@ static void help(void)
 	       "`gpumem replay` reads; implies\n                   "
 	       "--reserve-model simulated\n"
 	       "  --help           this text\n\n"
-	       "Exit status: 0 fits, 1 does not fit, 2 bad input.\n");
+	       "Exit status: 0 fits (under the cap, when one is given), 1 "
+	       "does not fit, 2 bad\ninput.\n");
 }
 
 /* Write an SVG atomically. */
@@ -79,11 +89,18 @@ struct trace_buf {
 		struct gm_step_event info;
 	} *ev;
 	size_t n, cap;
+	struct gm_sim_options so;  /* the replay's card and pool */
+	struct gm_pool_options po;
 };
 
-static int trace_begin(void *ctx)
+static int trace_begin(void *ctx, const struct gm_sim_options *so,
+		       const struct gm_pool_options *po)
 {
-	((struct trace_buf *)ctx)->n = 0;
+	struct trace_buf *t = ctx;
+
+	t->n = 0;
+	t->so = *so;
+	t->po = *po;
 	return 0;
 }
 
@@ -108,7 +125,9 @@ static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
  * microseconds) to path, atomically, with three more columns (readers
  * of RMM logs skip unknown ones): Step (0 = before the first), Tag
  * ("phase/kind" of the allocation, step.h) and Reserved (the pool's
- * reserved bytes after the call). 0 or GM_EIO (diag says why). */
+ * reserved bytes after the call); first a "# gpumem-replay:" line with
+ * the replay's options, so that `gpumem replay` reproduces the plan.
+ * 0 or GM_EIO (diag says why). */
 static int trace_write(const char *path, const struct trace_buf *t,
 		       struct gm_diag *diag)
 {
@@ -118,7 +137,8 @@ static int trace_write(const char *path, const struct trace_buf *t,
 
 	if (rc)
 		return rc;
-	ok = fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
+	ok = gm_replay_options_write(f.fp, &t->so, &t->po) == 0 &&
+	     fputs("Thread,Time,Action,Pointer,Size,Stream,Step,Tag,"
 		   "Reserved\n", f.fp) >= 0;
 	for (size_t i = 0; ok && i < t->n; i++) {
 		const struct trace_ev *e = &t->ev[i];
@@ -150,6 +170,8 @@ int gm_cmd_plan(int argc, char **argv)
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
 		{"trace", required_argument, NULL, 't'},
+		{"fraction", required_argument, NULL, 'F'},
+		{"limit", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -210,18 +232,21 @@ int gm_cmd_plan(int argc, char **argv)
 	}
 	paths[0] = argv[optind];
 	paths[1] = a.catalog;
-	rc = paths[1] ? gm_catalog_load(&catalog, paths[1], &diag) : 0;
+	rc = paths[1] ? gm_catalog_load_over(&catalog, paths[1],
+						     NULL, &diag) : 0;
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)
-		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+		gm_plan_gpu_cap(&g, a.fraction, a.limit);
+	if (!rc)
+		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	if (!rc && trace && plan->per_gpu_stage != a.model.trace_stage) {
 		/* the most loaded stage is another: replay it again */
 		a.model.trace_stage = plan->per_gpu_stage;
-		rc = gm_plan(spec, &g, &a.model, plan, &diag);
+		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	}
 	if (rc) {
 		gm_cmd_file_error("plan", diag.msg, paths, 2);

@@ -14,8 +14,10 @@
 #include "cmd.h"
 
 #include "error.h"
+#include "options.h"
 #include "units.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -24,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LIB "libgpumem-preload.so"
@@ -51,13 +55,14 @@ static void usage(FILE *out)
 		"  --mode MODE        limit (pass through, account, cap) or "
 		"cache\n"
 		"  --claimed SIZE     capacity the card is sold as (undersized "
-		"check)\n"
+		"check; GB is\n"
+		"                     the maker's: 80GB = 80GiB)\n"
 		"  --on-undersized W  warn (default) or fail\n"
 		"  --no-pinned        no pinned host memory cache "
 		"(GPUMEM_PINNED=off)\n"
 		"  -h, --help         this help\n\n"
 		"Each option sets the GPUMEM_* variable of the same name "
-		"(see README.md).\n");
+		"(see allocator/README.md).\n");
 }
 
 /*
@@ -98,6 +103,104 @@ static int find_library(char *out, size_t len, const char *env_name,
 	return GM_ENOTFOUND;
 }
 
+/*
+ * --report / --prometheus PATH: the library writes it at exit (or while
+ * the program runs), so a directory that is not there or not writable is
+ * found now, before the program runs, not after it. A directory part
+ * holding %p or %r is the library's to expand and is not checked here.
+ * Returns 0 or GM_EXIT_USAGE with a message naming the option.
+ */
+static int check_output_path(const char *opt, const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!*path)
+		return gm_cmd_usage_error("run", "--%s needs a file name", opt);
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return gm_cmd_usage_error("run", "--%s: %s is a directory", opt,
+					  path);
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (strchr(dir, '%'))
+		return 0;
+	if (stat(dir, &st) != 0)
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s: %s",
+					  opt, path, dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s is "
+					  "not a directory", opt, path, dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		return gm_cmd_usage_error("run", "--%s: cannot write %s: %s: %s",
+					  opt, path, dir, strerror(errno));
+	return 0;
+}
+
+/*
+ * The cap settings in the environment (set by the options above or
+ * inherited) as the library will read them: one it cannot read would
+ * leave every allocation refused, so the program is not started. Returns
+ * true (after the message) when one cannot be read.
+ */
+static bool refuse_env(void)
+{
+	extern char **environ;
+	static struct gm_pl_opts o;
+
+	gm_pl_opts_caps(environ, &o);
+	if (!o.bad[0])
+		return false;
+	fprintf(stderr, "gpumem run: %s (from the environment); not "
+		"starting the program with a cap that cannot be read\n", o.bad);
+	return true;
+}
+
+/*
+ * The dynamic linker splits LD_PRELOAD at spaces and colons and skips an
+ * object it cannot open, so a library path with either would run the
+ * program uncapped: true (after the message) for such a path.
+ */
+static bool splits(const char *path)
+{
+	if (!strpbrk(path, " :"))
+		return false;
+	fprintf(stderr, "gpumem run: the library path '%s' has a space or a "
+		"colon, where LD_PRELOAD splits it (the program would run "
+		"uncapped); install or copy it to a path without them, or set "
+		"GPUMEM_PRELOAD_LIBRARY / GPUMEM_PINNED_LIBRARY to one\n", path);
+	return true;
+}
+
+/*
+ * Does the dynamic linker really load the preload library with this
+ * LD_PRELOAD value? It skips an object it cannot open or load (a split
+ * path, another architecture, a missing dependency) with a message and
+ * runs the program uncapped. So this program is run once under it, as a
+ * probe (GPUMEM_RUN_PROBE set: gm_cmd_run answers whether the library's
+ * gpumem_malloc is in the process). True when it loaded.
+ */
+static bool preload_loads(const char *preload)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("GPUMEM_RUN_PROBE", "1", 1);
+		setenv("GPUMEM_LOG", "error", 1); /* the program warns */
+		execl("/proc/self/exe", "gpumem", "run", (char *)NULL);
+		_exit(126);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return true; /* cannot tell: let the program run */
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int gm_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -115,18 +218,17 @@ int gm_cmd_run(int argc, char **argv)
 	char lib[2 * PATH_MAX + 2], pinned[PATH_MAX], *preload;
 	bool use_pinned = true;
 	const char *old;
-	uint64_t bytes;
-	double f;
-	char *end;
-	int c;
+	uint64_t bytes, num, den;
+	int c, lib_len;
 
+	if (getenv("GPUMEM_RUN_PROBE")) /* preload_loads() */
+		return dlsym(RTLD_DEFAULT, "gpumem_malloc") ? 0 : 1;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			f = strtod(optarg, &end);
-			if (*end || !(f > 0.0 && f <= 1.0))
+			if (gm_pl_fraction_parse(optarg, &num, &den))
 				return gm_cmd_usage_error("run", "--fraction: "
 					"'%s' is not a fraction in (0, 1]",
 					optarg);
@@ -134,7 +236,8 @@ int gm_cmd_run(int argc, char **argv)
 			break;
 		case 'l':
 		case 'c':
-			if (gm_size_parse(optarg, &bytes) || !bytes)
+			if ((c == 'l' ? gm_size_parse(optarg, &bytes) :
+			     gm_claimed_size_parse(optarg, &bytes)) || !bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
 					c == 'l' ? "limit" : "claimed", optarg);
@@ -142,9 +245,13 @@ int gm_cmd_run(int argc, char **argv)
 			       optarg, 1);
 			break;
 		case 'r':
+			if (check_output_path("report", optarg))
+				return GM_EXIT_USAGE;
 			setenv("GPUMEM_REPORT", optarg, 1);
 			break;
 		case 'p':
+			if (check_output_path("prometheus", optarg))
+				return GM_EXIT_USAGE;
 			setenv("GPUMEM_PROMETHEUS", optarg, 1);
 			break;
 		case 'm':
@@ -175,16 +282,24 @@ int gm_cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		return gm_cmd_usage_error("run", "no COMMAND to run (put it "
 					  "after --)");
+	if (refuse_env())
+		return GM_EXIT_USAGE;
 	if (find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
 			 "preload", LIB)) {
 		fprintf(stderr, "gpumem run: cannot find %s (set "
 			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
 		return GM_EXIT_USAGE;
 	}
+	if (splits(lib))
+		return GM_EXIT_USAGE;
+	lib_len = (int)strlen(lib);
 	if (use_pinned && find_library(pinned, sizeof(pinned),
 				       "GPUMEM_PINNED_LIBRARY", "pinned",
 				       PINNED_LIB) == 0) {
 		size_t n = strlen(lib);
+
+		if (splits(pinned))
+			return GM_EXIT_USAGE;
 
 		/* LD_PRELOAD takes ':' or ' ' between entries. */
 		if (n + 1 + strlen(pinned) >= sizeof(lib))
@@ -202,6 +317,12 @@ int gm_cmd_run(int argc, char **argv)
 		snprintf(preload, n, "%s:%s", lib, old);
 	} else {
 		preload = lib;
+	}
+	if (!preload_loads(preload)) {
+		fprintf(stderr, "gpumem run: the dynamic linker did not load "
+			"%.*s (LD_PRELOAD=%s); not running the program "
+			"uncapped\n", lib_len, lib, preload);
+		return GM_EXIT_USAGE;
 	}
 	setenv("LD_PRELOAD", preload, 1);
 	execvp(argv[optind], argv + optind);

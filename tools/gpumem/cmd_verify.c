@@ -32,7 +32,9 @@ static void help(FILE *out)
 		"  --device N|all|N,M,...  devices to test, concurrently "
 		"(default: all)\n"
 		"  --claimed SIZE          capacity the card is sold as "
-		"(80GB, 141GB, 80GiB)\n"
+		"(80GB, 141GB, 80GiB;\n"
+		"                          GB here is the maker's: 80GB = "
+		"80GiB)\n"
 		"  --quick                 2 passes: write a value unique to "
 		"each address,\n"
 		"                          then read every one back\n"
@@ -55,6 +57,8 @@ static void help(FILE *out)
 		"[,bad_bits=N]\n"
 		"      [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1]"
 		"[,gddr=0|1][,mig=0|1]\n"
+		"                          (cards above 512 MiB run at a "
+		"stated scale, e.g. 1/256)\n"
 		"  --emulate-vmm claimed=SIZE,real=SIZE\n"
 		"                          a real fake on the GPU of --device: "
 		"real bytes mapped\n"
@@ -187,7 +191,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 					"all", optarg);
 			break;
 		case O_CLAIMED:
-			if (gm_size_parse(optarg, &a->o.claimed_bytes) ||
+			if (gm_claimed_size_parse(optarg, &a->o.claimed_bytes) ||
 			    !a->o.claimed_bytes)
 				return gm_cmd_usage_error("verify",
 					"--claimed: '%s' is not a size such as "
@@ -348,6 +352,42 @@ out:
 	return rc;
 }
 
+/*
+ * The check could not run at all (no driver, no device): the report
+ * still says so, as one device -1 with verdict "error" and the message
+ * (so that a sweep over many nodes does not lose this one), in --output
+ * and on stdout for --format json / yaml. Returns GM_EXIT_DEVICE.
+ */
+static int error_record(const struct args *a, struct gm_file *out,
+			const char *host, int err, const char *msg)
+{
+	struct gm_verify_result r;
+	struct gm_val *report;
+	struct gm_diag d;
+	int erc;
+
+	memset(&r, 0, sizeof(r));
+	r.device = -1;
+	snprintf(r.kind, sizeof(r.kind), "gpu");
+	r.first_bad_offset = UINT64_MAX;
+	r.claimed_bytes = a->o.claimed_bytes;
+	r.err = err;
+	snprintf(r.errmsg, sizeof(r.errmsg), "%s", msg);
+	gm_verify_judge(&r);
+	report = gm_verify_report(&r, 1, host);
+	if (a->format == GM_FORMAT_JSON || a->format == GM_FORMAT_YAML)
+		gm_emit(stdout, report, a->format);
+	if (out->fp) {
+		erc = report ? gm_emit(out->fp, report, GM_FORMAT_JSON) :
+		      GM_ENOMEM;
+		if (gm_file_end(out, erc == 0, &d) || erc)
+			fprintf(stderr, "gpumem verify: %.900s: cannot write "
+				"the report\n", out->path);
+	}
+	gm_val_free(report);
+	return GM_EXIT_DEVICE;
+}
+
 int gm_cmd_verify(int argc, char **argv)
 {
 	struct args a = {.format = GM_FORMAT_TABLE};
@@ -392,8 +432,11 @@ int gm_cmd_verify(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "gpumem verify: %s\n", d.msg);
 		free(res);
-		gm_file_end(&out, false, &d);
-		return rc == GM_EINVAL ? GM_EXIT_USAGE : GM_EXIT_DEVICE;
+		if (rc == GM_EINVAL) {
+			gm_file_end(&out, false, &d);
+			return GM_EXIT_USAGE;
+		}
+		return error_record(&a, &out, host, rc, d.msg);
 	}
 	report = gm_verify_report(res, n, host);
 	if (a.format == GM_FORMAT_TABLE)

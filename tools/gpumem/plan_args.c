@@ -1,14 +1,33 @@
 /*
  * plan_args.c - the options `gpumem plan` and `gpumem fit` share (see
- * cmd.h): --set, --format, --svg, --catalog, --reserve-model, and their
- * missing-value / unknown-option messages.
+ * cmd.h): --set, --format, --svg, --catalog, --reserve-model, --fraction,
+ * --limit, and their missing-value / unknown-option messages.
  */
 #include "cmd.h"
 
 #include "error.h"
+#include "units.h"
 
 #include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A fraction in (0, 1], the whole text a decimal number. */
+static bool fraction_parse(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	/* decimal only: no spaces, hex floats, "inf" or "nan" */
+	if (!*s || s[strspn(s, "0123456789.eE+-")])
+		return false;
+	v = strtod(s, &end);
+	if (*end || !isfinite(v) || !(v > 0) || v > 1)
+		return false;
+	*out = v;
+	return true;
+}
 
 void gm_plan_args_init(struct gm_plan_args *a)
 {
@@ -44,6 +63,18 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			return gm_cmd_usage_error(name, "--reserve-model: "
 						  "'%s' is not simulated or "
 						  "analytic", optarg);
+		return 0;
+	case 'F':
+		if (!fraction_parse(optarg, &a->fraction))
+			return gm_cmd_usage_error(name, "--fraction: '%s' is "
+						  "not a number in (0, 1]",
+						  optarg);
+		return 0;
+	case 'L':
+		if (gm_size_parse(optarg, &a->limit) || a->limit == 0)
+			return gm_cmd_usage_error(name, "--limit: '%s' is not "
+						  "a size above 0 (e.g. 40GiB, "
+						  "80GB)", optarg);
 		return 0;
 	case ':':
 		return gm_cmd_usage_error(name, "%s needs a value",

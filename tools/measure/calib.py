@@ -1,9 +1,9 @@
 """calib - compare `gpumem plan` with committed measurements.
 
 Shared by check_calibration.py (the CI check) and error_table.py (the
-README's table). Standard library only: runs wherever the planner builds.
+error tables of tests/data/calibration/README.md). Standard library only: runs wherever the planner builds.
 
-The bounds (issue 6), for every configuration measured "ok":
+The bounds, for every configuration measured "ok":
   err(x) = (predicted x - measured x) / measured x
   1. |err| <= 5% for peak_reserved_bytes and for device_used_bytes;
   2. the median of |err| <= 2%, per metric, over the tuning set and over

@@ -8,7 +8,7 @@
 
 Prints the summary (median and largest |error| of peak_reserved_bytes and
 device_used_bytes, tuning vs held-out) and the per-configuration table,
-ready to paste into README.md. Any bound violations follow as a list.
+ready to paste into tests/data/calibration/README.md. Any bound violations follow as a list.
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """gmspec - read a gpumem model spec (YAML or JSON) into a plain dict.
 
 The measurement tools read the same spec files as `gpumem plan` (schema in
-shared INTERFACES.md and models/README.md). This reader is deliberately
+models/README.md). This reader is deliberately
 strict: unknown keys, wrong types and values outside the schema are errors
 (SpecError), so that the harness never silently runs something other than
 what the planner is asked about. Defaults mirror the planner's; where a
@@ -16,7 +16,8 @@ import copy
 import json
 import os
 
-ARCHS = ("llama", "gpt2", "bert", "custom")
+ARCHS = ("llama", "gpt2", "bert", "custom", "mixtral", "qwen3", "qwen3-moe",
+         "deepseek-v3", "gpt-neox")
 HEADS = ("causal-lm", "masked-lm", "classification")
 PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "fp16-true", "bf16-true")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adamw-8bit",
@@ -47,6 +48,11 @@ SCHEMA = {
         "parameters": (float, None),
         "activation_bytes_per_token": (float, None),
         "qkv_bias": (bool, False),
+        "hf_config": (str, None),
+        "experts": (int, None),
+        "experts_per_token": (int, None),
+        "shared_experts": (int, None),
+        "moe_ffn_hidden_size": (int, None),
     },
     "training": {
         "micro_batch_size": (int, 1),
@@ -56,6 +62,13 @@ SCHEMA = {
         "optimizer": (OPTIMIZERS, "adamw"),
         "activation_checkpointing": (CKPTS, "none"),
         "attention": (ATTNS, "sdpa"),
+        "framework": (("pytorch", "deepspeed", "megatron"), "pytorch"),
+        "deepspeed_config": (str, None),
+        "loop": (("trainer", "keep-outputs"), "trainer"),
+        "use_cache": (("auto", "true", "false"), "auto"),
+        "adapter": (("none", "lora", "qlora"), "none"),
+        "lora_rank": (int, 16),
+        "lora_targets": (list, ["q_proj", "v_proj"]),
     },
     "inference": {
         "precision": (PRECISIONS, "bf16-true"),
@@ -72,6 +85,12 @@ SCHEMA = {
         "zero_stage": (int, 0),
         "tensor_parallel_vocab": (("sharded", "replicated"), "sharded"),
         "built_whole": (bool, False),
+        "fsdp_mixed_precision": (("param-dtype", "autocast"), None),
+        "offload_optimizer": (("none", "cpu", "nvme"), "none"),
+        "offload_parameters": (("none", "cpu", "nvme"), "none"),
+        "distributed_optimizer": (bool, False),
+        "virtual_pipeline_stages": (int, 1),
+        "expert_parallel": (int, 1),
     },
     "hardware": {
         "gpu": (str, None),
@@ -95,6 +114,30 @@ ARCH_DEFAULTS = {
     "custom": {"head": "causal-lm", "tied_embeddings": False,
                "max_position_embeddings": 0, "type_vocab_size": 0},
 }
+for _a in ("mixtral", "qwen3", "qwen3-moe", "deepseek-v3", "gpt-neox"):
+    ARCH_DEFAULTS[_a] = {"head": "causal-lm", "tied_embeddings": False,
+                         "max_position_embeddings": 4096,
+                         "type_vocab_size": 0}
+
+# model.hf_config: the config.json fields each model key is read from
+# (the first present wins), and the families of config.json's model_type.
+HF_KEYS = (
+    ("layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
+    ("ffn_hidden_size", "intermediate_size"),
+    ("attention_heads", "num_attention_heads"),
+    ("kv_heads", "num_key_value_heads"), ("vocab_size", "vocab_size"),
+    ("max_position_embeddings", "max_position_embeddings"),
+    ("tied_embeddings", "tie_word_embeddings"),
+    ("experts", "num_local_experts"), ("experts", "num_experts"),
+    ("experts", "n_routed_experts"),
+    ("experts_per_token", "num_experts_per_tok"),
+    ("shared_experts", "n_shared_experts"),
+    ("moe_ffn_hidden_size", "moe_intermediate_size"),
+)
+HF_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
+             "gpt2": "gpt2", "bert": "bert", "mixtral": "mixtral",
+             "qwen3": "qwen3", "qwen3_moe": "qwen3-moe",
+             "deepseek_v3": "deepseek-v3", "gpt_neox": "gpt-neox"}
 
 PREC_DTYPE = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16",
               "fp16-true": "fp16", "bf16-true": "bf16"}
@@ -168,6 +211,8 @@ def apply_set(doc, assignment):
 
 def _check(kind, value, where):
     if isinstance(kind, tuple):
+        if isinstance(value, bool) and "true" in kind:
+            value = "true" if value else "false"
         if not isinstance(value, str) or value not in kind:
             raise SpecError(f"{where}: '{value}' is not one of "
                             + ", ".join(kind))
@@ -192,6 +237,13 @@ def _check(kind, value, where):
         if not isinstance(value, str):
             raise SpecError(f"{where}: expected a string")
         return value
+    if kind is list:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or \
+                not all(isinstance(v, str) for v in value):
+            raise SpecError(f"{where}: expected a list of names")
+        return list(value)
     raise AssertionError(kind)
 
 
@@ -228,10 +280,48 @@ def load(path, sets=()):
         apply_set(doc, s)
     try:
         spec = _resolve(SCHEMA, doc, "")
+        _hf_fill(spec, doc, path)
         _derive(spec, path)
+        ds = spec["training"]["deepspeed_config"]
+        if ds and not os.path.isabs(ds):
+            spec["training"]["deepspeed_config"] = os.path.normpath(
+                os.path.join(os.path.dirname(os.path.abspath(path)), ds))
     except SpecError as e:
         raise SpecError(f"{path}: {e}") from None
     return spec
+
+
+def _hf_fill(spec, doc, path):
+    """model.hf_config: read the config.json (relative to the spec's
+    folder) and fill the model keys the spec leaves out; model["_given"]
+    records which keys the spec wrote (they override the file's values
+    when the harness builds the model)."""
+    m = spec["model"]
+    given = dict.fromkeys((doc.get("model") or {}).keys(), True)
+    m["_given"] = given
+    if not m["hf_config"]:
+        return
+    p = m["hf_config"]
+    if not os.path.isabs(p):
+        p = os.path.normpath(os.path.join(os.path.dirname(
+            os.path.abspath(path)), p))
+    m["hf_config"] = p
+    try:
+        with open(p) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SpecError(f"model.hf_config: {p}: {e}") from None
+    fam = HF_FAMILY.get(d.get("model_type"))
+    if fam is None:
+        raise SpecError(f"model.hf_config: model_type "
+                        f"{d.get('model_type')!r} is not known")
+    if not given.get("architecture"):
+        m["architecture"] = fam
+    for key, hf in HF_KEYS:
+        if not given.get(key) and hf in d and d[hf] is not None:
+            m[key] = d[hf]
+    if d.get("model_type") == "qwen2" and not given.get("qkv_bias"):
+        m["qkv_bias"] = True
 
 
 def _need(d, key, where):

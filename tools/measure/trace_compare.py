@@ -105,7 +105,9 @@ def plan_events(gpumem, spec, sets=()):
             sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr}")
         out, res = [], 0
         with open(path, newline="") as f:
-            for row in csv.DictReader(f):
+            # the "# gpumem-replay:" options line comes before the header
+            for row in csv.DictReader(ln for ln in f
+                                      if not ln.startswith("#")):
                 ph, _, kind = row["Tag"].partition("/")
                 rz = int(row["Reserved"])
                 alloc = row["Action"] == "allocate"

@@ -1,4 +1,4 @@
-"""tracefile - record a configuration's allocation trace (issue 6).
+"""tracefile - record a configuration's allocation trace.
 
 With `measure.py --trace-dir DIR`, each configuration's steps run under
 torch.cuda.memory._record_memory_history(); DIR/NAME.trace.jsonl.gz then

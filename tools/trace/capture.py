@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture real PyTorch allocation traces on a GPU (issue 3).
+"""Capture real PyTorch allocation traces on a GPU.
 
 Runs, each in its own subprocess with a time limit (total < 3 minutes):
   llama1b-train  an AMP (bf16 autocast) training step, 2 steps with AdamW,

@@ -6,7 +6,7 @@ dict returned by torch.cuda.memory._snapshot()) after
 torch.cuda.memory._record_memory_history(). Read with the standard pickle
 module only: the snapshot is plain dicts, lists and numbers.
 
-Output: Thread,Time,Action,Pointer,Size,Stream (INTERFACES.md), Time in
+Output: Thread,Time,Action,Pointer,Size,Stream (RMM's logging_resource_adaptor CSV), Time in
 microseconds, Pointer hex, one line per `alloc` (-> allocate) and
 `free_completed` (-> free; the moment PyTorch's allocator could reuse the
 block, after any record_stream events). Traces without free_completed

@@ -21,7 +21,7 @@ cases = [
     (["--emulate", "claimed=8MiB,mode=sideways"], "mode"),
     (["--emulate", "claimed=8MiB,bad_bits=many"], "bad_bits"),
     (["--emulate", "size=8MiB"], "size"),
-    (["--emulate", "claimed=1TiB"], "--emulate"),
+    (["--emulate", "claimed=2048TiB"], "--emulate: claimed= is above"),
     (["--emulate", "claimed=8MiB", "--emulate-vmm", "claimed=8MiB,real=4MiB"],
      "--emulate-vmm"),
     (["--emulate-vmm", "claimed=1GiB,real=4GiB", "--device", "0,1"],

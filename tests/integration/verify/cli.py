@@ -100,6 +100,23 @@ p = subprocess.run([GPUMEM, "verify", "--no-progress", "--quick"],
                    capture_output=True, text=True, env=env)
 check(p.returncode == 3 and "driver" in p.stderr,
       "no driver: %d %r" % (p.returncode, p.stderr))
+# ... and --output still gets a record with the error, so that a sweep
+# over many nodes does not lose this one (gpumem report shows it).
+with tempfile.TemporaryDirectory() as tmp:
+    rec = os.path.join(tmp, "n.json")
+    p = subprocess.run([GPUMEM, "verify", "--no-progress", "--quick",
+                        "--output", rec], capture_output=True, text=True,
+                       env=env)
+    doc = json.load(open(rec)) if os.path.exists(rec) else {}
+    dev = (doc.get("devices") or [{}])[0]
+    check(p.returncode == 3 and doc.get("kind") == "gpumem-verify" and
+          dev.get("verdict") == "error" and
+          "/nonexistent/libcuda.so.1" in dev.get("reason", ""),
+          "no driver --output: %d %r" % (p.returncode, doc))
+    p = subprocess.run([GPUMEM, "report", rec], capture_output=True,
+                       text=True)
+    check(p.returncode == 1 and "error" in p.stdout,
+          "report of the error record: %d %r" % (p.returncode, p.stdout))
 
 # The two-node fixture for `gpumem report` has today's keys.
 fixtures = sys.argv[2]

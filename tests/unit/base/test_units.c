@@ -31,6 +31,30 @@ static void decimal_and_binary(void **state)
 	assert_true(parse_ok("1TB") == 1000000000000ULL);
 }
 
+/* A card's claimed capacity: the maker's "80 GB" is 80 GiB (an A100
+ * 80GB reports 81920 MiB); binary spellings and bytes as ever. */
+static void claimed_capacity(void **state)
+{
+	uint64_t b = 0;
+
+	(void)state;
+	assert_int_equal(gm_claimed_size_parse("80GB", &b), 0);
+	assert_true(b == 80 * GM_GiB);
+	assert_int_equal(gm_claimed_size_parse("8 GB", &b), 0);
+	assert_true(b == 8 * GM_GiB);
+	assert_int_equal(gm_claimed_size_parse("1TB", &b), 0);
+	assert_true(b == GM_TiB);
+	assert_int_equal(gm_claimed_size_parse("512MB", &b), 0);
+	assert_true(b == 512 * GM_MiB);
+	assert_int_equal(gm_claimed_size_parse("74.5GiB", &b), 0);
+	assert_true(b == 79993765888ULL);
+	assert_int_equal(gm_claimed_size_parse("4096", &b), 0);
+	assert_true(b == 4096);
+	assert_int_equal(gm_claimed_size_parse("80 gigs", &b), GM_EINVAL);
+	/* everywhere else GB stays 10^9 */
+	assert_true(parse_ok("80GB") == 80000000000ULL);
+}
+
 static void rejects(void **state)
 {
 	uint64_t b;
@@ -76,6 +100,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(decimal_and_binary),
+		cmocka_unit_test(claimed_capacity),
 		cmocka_unit_test(rejects),
 		cmocka_unit_test(fractions),
 		cmocka_unit_test(formatting),

@@ -138,7 +138,8 @@ static void device_probe_h200(void **state)
 	const struct gm_gpu *g = find("NVIDIA H200");
 
 	(void)state;
-	/* device-probe.md: nvidia-smi 143771 MiB, CUDA total 143155 MiB,
+	/* tools/bench/results/catalog-h200.md: nvidia-smi 143771 MiB,
+	 * CUDA total 143155 MiB,
 	 * outside the allocator, the medians of the calibration run (one
 	 * process per configuration, tests/data/calibration): training
 	 * (tuning set, 751-767 MiB) 767 MiB, inference 696 MiB. */
@@ -196,7 +197,9 @@ static void threads_per_sm(void **state)
 	assert_int_equal(threads(12, 0), 1536);
 	assert_int_equal(threads(12, 1), 1536);
 	/* Not in the table: not known. */
-	assert_int_equal(threads(6, 0), 0);
+	assert_int_equal(threads(6, 0), 2048);
+	assert_int_equal(threads(6, 1), 2048);
+	assert_int_equal(threads(5, 2), 0);
 	assert_int_equal(threads(8, 1), 0);
 	assert_int_equal(threads(11, 0), 0);
 	assert_int_equal(threads(0, 0), 0);
@@ -249,10 +252,10 @@ static void entries_complete(void **state)
 		assert_true(g->memory_type[0] != '\0');
 		assert_true(g->bandwidth_gbps > 0);
 		assert_true(g->architecture[0] != '\0');
-		assert_true(g->cc_major >= 7);
+		assert_true(g->cc_major >= 6);
 		/* SMs known for every built-in card (the generator requires
 		 * it), and the capability in the threads-per-SM table. */
-		assert_true(g->multiprocessors >= 40 &&
+		assert_true(g->multiprocessors >= (gm_gpu_is_mig(g) ? 14 : 20) &&
 			    g->multiprocessors <= 188);
 		assert_true(gm_gpu_threads_per_sm(g) > 0);
 		assert_true(g->cuda_context_bytes > 0);
@@ -262,14 +265,16 @@ static void entries_complete(void **state)
 		assert_true(g->cuda_context_source[0] != '\0');
 		assert_true(g->tolerance > 0 && g->tolerance <= 0.05);
 		assert_true(g->source[0] != '\0');
-		assert_true(g->pci_device_id != 0);
+		/* slices have no PCI id of their own */
+		assert_true(gm_gpu_is_mig(g) == (g->pci_device_id == 0));
 		/* Each finds itself by its names. */
 		assert_ptr_equal(gm_catalog_find(cat, g->name), g);
 		for (size_t j = 0; j < g->n_aliases; j++)
 			assert_ptr_equal(gm_catalog_find(cat, g->aliases[j]),
 					 g);
-		assert_ptr_equal(gm_catalog_find_pci(cat, g->pci_device_id),
-				 g);
+		if (g->pci_device_id)
+			assert_ptr_equal(gm_catalog_find_pci(
+						 cat, g->pci_device_id), g);
 	}
 }
 
@@ -298,7 +303,7 @@ static void names_unique(void **state)
 	}
 }
 
-/* The GPUs the issue and the bundled scenarios ask for are there. */
+/* The GPUs users ask for and the bundled scenarios name are there. */
 static void required_skus(void **state)
 {
 	static const char *const want[] = {
@@ -307,12 +312,76 @@ static void required_skus(void **state)
 		"a100-sxm4-80gb", "a100-pcie-80gb", "a800", "h100-pcie",
 		"h100-sxm", "h100-nvl", "h800", "h200", "h200-nvl", "h20",
 		"b200", "l4", "l40s", "a10", "a40", "t4", "rtx-3090",
-		"rtx-4090", "rtx-5090", "rtx-a6000", "rtx-6000-ada", "gh200"};
+		"rtx-4090", "rtx-5090", "rtx-a6000", "rtx-6000-ada", "gh200",
+		"gtx-1080-ti", "titan-xp", "p100-pcie-12gb", "p100-pcie-16gb",
+		"p100-sxm2-16gb", "p40", "p4", "rtx-2080-ti", "l20",
+		"a800-pcie", "h800-pcie",
+		"NVIDIA A100-SXM4-40GB MIG 1g.5gb", "a100-40gb:7g.40gb",
+		"NVIDIA A100-SXM4-80GB MIG 3g.40gb", "a100-80gb:1g.10gb",
+		"NVIDIA H100 80GB HBM3 MIG 3g.40gb", "h100:7g.80gb",
+		"NVIDIA H200 MIG 3g.71gb", "h200:1g.18gb"};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!find(want[i]))
 			fail_msg("missing %s", want[i]);
+}
+
+/* A MIG slice is its own entry: NVML's name, a short alias, the memory
+ * the slice reports, the parent's generation; never the parent card. */
+static void mig_slices(void **state)
+{
+	const struct gm_gpu *s = find("NVIDIA A100-SXM4-80GB MIG 3g.40gb");
+	const struct gm_gpu *card = find("a100-80gb");
+
+	(void)state;
+	assert_non_null(s);
+	assert_ptr_equal(find("a100-80gb:3g.40gb"), s);
+	assert_ptr_equal(find("A100 SXM4 80GB MIG 3g.40gb"), s);
+	assert_true(gm_gpu_is_mig(s));
+	assert_false(gm_gpu_is_mig(card));
+	assert_int_equal(s->total_bytes, 40192 * GM_MiB);
+	assert_int_equal(s->multiprocessors, 42);
+	assert_string_equal(s->architecture, card->architecture);
+	assert_int_equal(s->cc_major, 8);
+	/* half of the memory slices, half the bandwidth */
+	assert_true(s->bandwidth_gbps * 2 > card->bandwidth_gbps - 2 &&
+		    s->bandwidth_gbps * 2 < card->bandwidth_gbps + 2);
+	assert_true(gm_gpu_min_total(s) < gm_gpu_min_total(card) / 2);
+	/* each profile of the four cards */
+	assert_int_equal(find("a100-40gb:1g.5gb")->total_bytes, 4864 * GM_MiB);
+	assert_int_equal(find("h100:1g.10gb")->total_bytes, 9984 * GM_MiB);
+	assert_int_equal(find("h100:7g.80gb")->total_bytes, 81024 * GM_MiB);
+	/* H200's are estimates (not public), below the whole card */
+	assert_true(find("h200:7g.141gb")->total_estimate);
+	assert_true(find("h200:7g.141gb")->total_bytes <
+		    find("h200")->total_bytes);
+	/* "a100" suggests cards, not slices; "a100:" slices too */
+	{
+		const char *out[8];
+		size_t n = gm_catalog_suggest(NULL, "a100-80gb:3g.40", out, 8);
+
+		assert_true(n >= 1);
+		assert_string_equal(out[0], "a100-80gb:3g.40gb");
+	}
+}
+
+/* Pascal: no tensor cores; the figure is fp16 and marked so. */
+static void pascal(void **state)
+{
+	const struct gm_gpu *g = find("gtx-1080-ti");
+
+	(void)state;
+	assert_non_null(g);
+	assert_string_equal(g->name, "NVIDIA GeForce GTX 1080 Ti");
+	assert_string_equal(g->architecture, "pascal");
+	assert_int_equal(g->cc_major, 6);
+	assert_int_equal(g->total_bytes, 11264 * GM_MiB);
+	assert_true(g->bf16_is_fp16);
+	assert_int_equal(gm_gpu_threads_per_sm(g), 2048);
+	/* the name older drivers print finds it too */
+	assert_ptr_equal(find("GeForce GTX 1080 Ti"), g);
+	assert_ptr_equal(find("TITAN Xp"), find("NVIDIA TITAN Xp"));
 }
 
 int main(void)
@@ -326,6 +395,8 @@ int main(void)
 		cmocka_unit_test(device_probe_h200),
 		cmocka_unit_test(multiprocessors),
 		cmocka_unit_test(threads_per_sm),
+		cmocka_unit_test(mig_slices),
+		cmocka_unit_test(pascal),
 		cmocka_unit_test(min_total),
 		cmocka_unit_test(entries_complete),
 		cmocka_unit_test(names_unique),

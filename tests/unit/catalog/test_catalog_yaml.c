@@ -67,6 +67,14 @@ static void builtin_matches_yaml(void **state)
 	(void)state;
 	assert_int_equal(gm_catalog_load(&cat, GM_GPUS_YAML, &diag), 0);
 	assert_int_equal(cat.n, builtin->n);
+	assert_int_equal(cat.n_archs, builtin->n_archs);
+	for (size_t i = 0; i < cat.n_archs; i++) {
+		assert_string_equal(cat.archs[i].name, builtin->archs[i].name);
+		assert_int_equal(cat.archs[i].cuda_context_bytes,
+				 builtin->archs[i].cuda_context_bytes);
+		assert_string_equal(cat.archs[i].source,
+				    builtin->archs[i].source);
+	}
 	for (size_t i = 0; i < cat.n; i++)
 		same_gpu(&cat.gpus[i], &builtin->gpus[i]);
 	gm_catalog_free(&cat);
@@ -201,6 +209,146 @@ static void builtin_requires_sms(void **state)
 	unlink(path);
 }
 
+/* A new card that names a built-in architecture, and a replaced one. */
+static const char over[] =
+	"gpus:\n"
+	"  - name: Test GPU 12GB\n"
+	"    aliases: [test-12gb]\n"
+	"    architecture: hopper\n"
+	"    compute_capability: \"9.0\"\n"
+	"    marketed: 12 GB\n"
+	"    total_mib: 12288\n"
+	"    ecc_default_on: true\n"
+	"    memory_type: HBM3e\n"
+	"    bandwidth_gbps: 4800\n"
+	"    bf16_tflops: 989\n"
+	"    tolerance: 0.01\n"
+	"    source: test data\n"
+	"  - name: nvidia h200\n"
+	"    aliases: [h200]\n"
+	"    architecture: hopper\n"
+	"    compute_capability: \"9.0\"\n"
+	"    marketed: 141 GB\n"
+	"    total_mib: 143000\n"
+	"    ecc_default_on: true\n"
+	"    memory_type: HBM3e\n"
+	"    bandwidth_gbps: 4800\n"
+	"    bf16_tflops: 989\n"
+	"    tolerance: 0.01\n"
+	"    source: test data\n";
+
+static void load_over_adds_and_replaces(void **state)
+{
+	const struct gm_catalog *b = gm_catalog_builtin();
+	const char *path = temp_file(over);
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+	const struct gm_gpu *t, *h, *v;
+
+	(void)state;
+	assert_int_equal(gm_catalog_load_over(&cat, path, NULL, &diag), 0);
+	/* every built-in GPU, one replaced, one added */
+	assert_int_equal(cat.n, b->n + 1);
+	assert_int_equal(cat.n_archs, b->n_archs);
+	t = gm_catalog_find(&cat, "test-12gb");
+	assert_non_null(t);
+	assert_int_equal(t->total_bytes, 12288 * GM_MiB);
+	/* the built-in architecture's context */
+	assert_int_equal(t->cuda_context_bytes,
+			 gm_catalog_find(NULL, "h200")->cuda_context_bytes);
+	h = gm_catalog_find(&cat, "NVIDIA H200");
+	assert_non_null(h);
+	assert_int_equal(h->total_bytes, 143000 * GM_MiB);
+	/* in the built-in's place, not appended */
+	assert_ptr_equal(h, &cat.gpus[gm_catalog_find(NULL, "h200") -
+					b->gpus]);
+	v = gm_catalog_find(&cat, "v100-sxm2-32gb");
+	assert_non_null(v);
+	assert_string_equal(v->source,
+			    gm_catalog_find(NULL, "v100-sxm2-32gb")->source);
+	gm_catalog_free(&cat);
+	unlink(path);
+}
+
+/* An alias or PCI id of another built-in GPU: the file's line:column. */
+static void load_over_conflicts(void **state)
+{
+	static const char alias[] =
+		"gpus:\n"
+		"  - name: Test GPU\n"
+		"    aliases: [test, h100]\n"
+		"    architecture: hopper\n"
+		"    compute_capability: \"9.0\"\n"
+		"    marketed: 12 GB\n"
+		"    total_mib: 12288\n"
+		"    ecc_default_on: true\n"
+		"    memory_type: HBM3e\n"
+		"    bandwidth_gbps: 4800\n"
+		"    bf16_tflops: 989\n"
+		"    tolerance: 0.01\n"
+		"    source: test data\n";
+	struct gm_catalog cat;
+	struct gm_diag diag = {{0}};
+	char want[512];
+	const char *path = temp_file(alias);
+
+	(void)state;
+	assert_int_equal(gm_catalog_load_over(&cat, path, NULL, &diag),
+			 GM_EINVAL);
+	snprintf(want, sizeof(want), "%s:3:21: 'h100' also names 'NVIDIA "
+		 "H100 80GB HBM3' (built-in catalog)", path);
+	assert_string_equal(diag.msg, want);
+	assert_int_equal(cat.n, 0);
+	unlink(path);
+
+	path = temp_file("gpus:\n"
+			 "  - name: Test GPU\n"
+			 "    aliases: [test]\n"
+			 "    architecture: hopper\n"
+			 "    compute_capability: \"9.0\"\n"
+			 "    pci_device_id: 0x2335\n"
+			 "    marketed: 12 GB\n"
+			 "    total_mib: 12288\n"
+			 "    ecc_default_on: true\n"
+			 "    memory_type: HBM3e\n"
+			 "    bandwidth_gbps: 4800\n"
+			 "    bf16_tflops: 989\n"
+			 "    tolerance: 0.01\n"
+			 "    source: test data\n");
+	assert_int_equal(gm_catalog_load_over(&cat, path, NULL, &diag),
+			 GM_EINVAL);
+	snprintf(want, sizeof(want), "%s:2:5: pci_device_id 0x2335 is also "
+		 "'NVIDIA H200' (built-in catalog)", path);
+	assert_string_equal(diag.msg, want);
+	unlink(path);
+
+	/* an architecture neither the file nor the built-in has */
+	path = temp_file("gpus:\n"
+			 "  - name: Test GPU\n"
+			 "    aliases: [test]\n"
+			 "    architecture: hoper\n"
+			 "    compute_capability: \"9.0\"\n"
+			 "    marketed: 12 GB\n"
+			 "    total_mib: 12288\n"
+			 "    ecc_default_on: true\n"
+			 "    memory_type: HBM3e\n"
+			 "    bandwidth_gbps: 4800\n"
+			 "    bf16_tflops: 989\n"
+			 "    tolerance: 0.01\n"
+			 "    source: test data\n");
+	assert_int_equal(gm_catalog_load_over(&cat, path, NULL, &diag),
+			 GM_EINVAL);
+	snprintf(want, sizeof(want), "%s:4:19: unknown architecture 'hoper' "
+		 "(did you mean 'hopper'?); list it under 'architectures'",
+		 path);
+	assert_string_equal(diag.msg, want);
+	unlink(path);
+	/* without a base 'architectures' stays required */
+	path = temp_file(over);
+	assert_int_equal(gm_catalog_load(&cat, path, &diag), GM_EINVAL);
+	unlink(path);
+}
+
 static void unreadable(void **state)
 {
 	struct gm_catalog cat;
@@ -224,6 +372,8 @@ int main(void)
 		cmocka_unit_test(builtin_matches_yaml),
 		cmocka_unit_test(small_catalog),
 		cmocka_unit_test(builtin_requires_sms),
+		cmocka_unit_test(load_over_adds_and_replaces),
+		cmocka_unit_test(load_over_conflicts),
 		cmocka_unit_test(unreadable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,8 +32,9 @@ static double korthikanti_22b(bool sp, enum gm_ckpt ck)
 static void korthikanti_activations(void **state)
 {
 	(void)state;
-	/* tensor parallel, nothing recomputed: 59.25 GiB (planners.md 2;
-	 * Calculon's validation "seqsel_fig1") */
+	/* tensor parallel, nothing recomputed: 59.25 GiB (Korthikanti
+	 * et al. 2022, section 4; calculon-ai/calculon
+	 * calculon/llm/validation.py, "seqsel_fig1") */
 	assert_true(korthikanti_22b(false, GM_CKPT_NONE) == 59.25);
 	/* sequence parallel + selective recomputation: 9.5625 GiB */
 	assert_true(korthikanti_22b(true, GM_CKPT_SELECTIVE) == 9.5625);

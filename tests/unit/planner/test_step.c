@@ -704,8 +704,11 @@ struct frec {
 	int kind[8192], n;
 };
 
-static int frec_begin(void *ctx)
+static int frec_begin(void *ctx, const struct gm_sim_options *so,
+		      const struct gm_pool_options *po)
 {
+	(void)so;
+	(void)po;
 	((struct frec *)ctx)->n = 0; /* a second replay voids the first */
 	return 0;
 }

@@ -60,14 +60,66 @@ static void test_opts(void **state)
 
 	(void)state;
 	gm_pl_opts_parse(env, &o);
-	assert_true(o.fraction == 0.0); /* 1.5 rejected */
+	assert_int_equal(o.frac_den, 0); /* 1.5 refused, and said so */
+	assert_non_null(strstr(o.bad, "GPUMEM_FRACTION=1.5"));
 	assert_int_equal(o.limit, 2ULL << 30);
 	assert_true(o.fail_undersized);
 	assert_int_equal(o.rank, 7);
 	assert_string_equal(o.report, "/tmp/x-%r");
 	gm_pl_opts_parse(NULL, &o);
+	assert_string_equal(o.bad, "");
 	assert_int_equal(o.mode, GM_PL_MODE_LIMIT);
 	assert_int_equal(o.rank, -1);
+}
+
+/* GPUMEM_CLAIMED is a claimed capacity: "80GB" is 80 GiB. */
+static void test_opts_claimed(void **state)
+{
+	char *env[] = {"GPUMEM_CLAIMED=80GB", NULL};
+	char *bin[] = {"GPUMEM_CLAIMED=76GiB", NULL};
+	struct gm_pl_opts o;
+
+	(void)state;
+	gm_pl_opts_parse(env, &o);
+	assert_int_equal(o.claimed, 80ULL << 30);
+	gm_pl_opts_parse(bin, &o);
+	assert_int_equal(o.claimed, 76ULL << 30);
+}
+
+/* Cap settings that cannot be read fail closed; fractions are exact. */
+static void test_opts_bad(void **state)
+{
+	static const char *const bad[] = {
+		"GPUMEM_FRACTION=0.5 ", "GPUMEM_FRACTION=50%",
+		"GPUMEM_FRACTION=0,5", "GPUMEM_FRACTION= 0.5",
+		"GPUMEM_FRACTION=0", "GPUMEM_FRACTION=1.0000001",
+		"GPUMEM_FRACTION=inf", "GPUMEM_FRACTION=0x1p-1",
+		"GPUMEM_LIMIT=50%", "GPUMEM_LIMIT=40 GiB ", "GPUMEM_LIMIT=0",
+	};
+	struct gm_pl_opts o;
+	uint64_t n, d;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *env[] = {(char *)bad[i], NULL};
+		size_t name = strchr(bad[i], '=') - bad[i];
+
+		gm_pl_opts_caps(env, &o);
+		assert_int_equal(strncmp(o.bad, bad[i], name), 0);
+	}
+	assert_int_equal(gm_pl_fraction_parse("0.29", &n, &d), 0);
+	assert_int_equal(n, 29);
+	assert_int_equal(d, 100);
+	assert_int_equal(gm_pl_fraction_parse(".5", &n, &d), 0);
+	assert_true(n * 2 == d);
+	assert_int_equal(gm_pl_fraction_parse("25e-2", &n, &d), 0);
+	assert_true(n * 4 == d);
+	assert_int_equal(gm_pl_fraction_parse("1", &n, &d), 0);
+	assert_true(n == d);
+	assert_int_equal(gm_pl_fraction_parse("1.000", &n, &d), 0);
+	assert_true(n == d);
+	assert_int_equal(gm_pl_fraction_parse("00.0001", &n, &d), 0);
+	assert_true(n == 1 && d == 10000);
 }
 
 static void test_ptrmap(void **state)
@@ -92,7 +144,8 @@ static void test_ptrmap(void **state)
 
 static void test_cap_and_clamp(void **state)
 {
-	struct gm_pl_opts o = {.fraction = 0.25, .limit = 30ULL << 30};
+	struct gm_pl_opts o = {.frac_num = 25, .frac_den = 100,
+			       .limit = 30ULL << 30};
 	static struct gm_pl_dev d;
 	uint64_t f = 70ULL << 30, t = 80ULL << 30;
 
@@ -107,6 +160,26 @@ static void test_cap_and_clamp(void **state)
 	assert_int_equal(f, 5ULL << 30);
 	assert_string_equal(gm_pl_oom_verdict(&d), "cap");
 	assert_int_equal(atomic_load(&d.peak_reserved), 15ULL << 30);
+}
+
+/* The fraction cap is floor(F x total) with F as written: 0.29 of
+ * 100 MiB is exactly 30408704 bytes (0.29 * 104857600 in binary floating
+ * point is 30408703.999...); a setting that cannot be read refuses. */
+static void test_fraction_cap(void **state)
+{
+	struct gm_pl_opts o = {0};
+	static struct gm_pl_dev d, e;
+
+	(void)state;
+	assert_int_equal(gm_pl_fraction_parse("0.29", &o.frac_num,
+					      &o.frac_den), 0);
+	gm_pl_dev_setup(&d, &o, 0, "Fake", 0, 100ULL << 20);
+	assert_int_equal(d.cap, 30408704);
+	assert_int_equal(gm_pl_charge(&d, 30408704, GM_PL_KIND_DEVICE), 0);
+	gm_pl_opts_caps((char *[]){"GPUMEM_LIMIT=lots", NULL}, &o);
+	gm_pl_dev_setup(&e, &o, 0, "Fake", 0, 100ULL << 20);
+	assert_int_equal(gm_pl_charge(&e, 1, GM_PL_KIND_DEVICE), GM_ELIMIT);
+	assert_int_equal(gm_pl_reserve(&e, 1), GM_ELIMIT);
 }
 
 /* Cache mode's accounting: pool segments are reserved only, its blocks
@@ -157,6 +230,9 @@ int main(void)
 		cmocka_unit_test(test_variants),
 		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_opts_claimed),
+		cmocka_unit_test(test_opts_bad),
+		cmocka_unit_test(test_fraction_cap),
 		cmocka_unit_test(test_ptrmap),
 		cmocka_unit_test(test_cap_and_clamp),
 		cmocka_unit_test(test_cache_accounting),

@@ -211,7 +211,7 @@ static void parse_errors(void **state)
 		"claimed=8MiB,real=16MiB", "claimed=8MiB,mode=loop",
 		"claimed=8MiB,bad_bits=-1", "claimed=8MiB,bad_bits=x",
 		"claimed=8MiB,colour=red", "claimed=8MiB,nvml=maybe",
-		"claimed", "claimed=64GiB", NULL};
+		"claimed", "claimed=2048TiB", "claimed=8GiB,real=2048TiB", NULL};
 	struct gm_verify_emu emu;
 	struct gm_diag d;
 	uint64_t c, r;
@@ -222,6 +222,14 @@ static void parse_errors(void **state)
 		assert_int_not_equal(gm_verify_emu_parse(bad[i], &emu, &d), 0);
 		assert_non_null(strstr(d.msg, "--emulate"));
 	}
+	/* a size past the bound names its key */
+	assert_int_equal(gm_verify_emu_parse("claimed=8GiB,reported=8GiB,"
+					     "real=4096TiB", &emu, &d),
+			 GM_ERANGE);
+	assert_non_null(strstr(d.msg, "real= is above"));
+	assert_int_equal(gm_verify_emu_parse("claimed=8GiB,real=9GiB", &emu,
+					     &d), GM_EINVAL);
+	assert_non_null(strstr(d.msg, "real= must not exceed reported="));
 	assert_int_equal(gm_verify_vmm_parse("claimed=8GiB,real=3GiB", &c, &r,
 					     &d), 0);
 	assert_true(c == 8 * GM_GiB && r == 3 * GM_GiB);
@@ -231,6 +239,51 @@ static void parse_errors(void **state)
 			 GM_EINVAL);
 	assert_int_equal(gm_verify_vmm_parse("claimed=4GiB,mode=wrap", &c, &r,
 					     &d), GM_EINVAL);
+}
+
+/* claimed= is a claimed capacity: an "8 GB" card reporting 7782 MiB
+ * is undersized (8 GB read as 10^9 bytes passed it). */
+static void claimed_gb_is_gib(void **state)
+{
+	struct gm_verify_emu emu;
+	struct gm_diag d;
+
+	(void)state;
+	assert_int_equal(gm_verify_emu_parse("claimed=8GB,reported=7782MiB",
+					     &emu, &d), 0);
+	assert_true(emu.claimed_bytes == 8 * GM_GiB);
+	assert_int_equal(run("claimed=8GB,reported=7782MiB", GM_VERIFY_QUICK,
+			     0), GM_VERDICT_UNDERSIZED);
+	assert_true(res.claimed_bytes == 8 * GM_GiB);
+}
+
+/* The seed's refurbished card, as written: 80 GB claimed, 76 GiB real;
+ * run at a stated scale (1/256) and judged at full size. */
+static void large_card_scaled(void **state)
+{
+	struct gm_val *v;
+
+	(void)state;
+	assert_int_equal(run("claimed=80GB,real=76GiB", GM_VERIFY_FULL, 0),
+			 GM_VERDICT_UNDERSIZED);
+	assert_int_equal(res.emulate_scale, 256);
+	assert_true(res.claimed_bytes == 80 * GM_GiB);
+	assert_true(res.reported_bytes == 80 * GM_GiB);
+	assert_true(res.tested_bytes == 80 * GM_GiB);
+	assert_true(res.alias_stride_bytes == 76 * GM_GiB);
+	assert_true(res.real_bytes == 76 * GM_GiB);
+	assert_non_null(strstr(res.reason, "76.00 GiB apart"));
+	v = gm_verify_report(&res, 1, "h");
+	assert_non_null(v);
+	gm_val_free(v);
+	/* a genuine 80 GB card passes at the same scale */
+	assert_int_equal(run("claimed=80GB", GM_VERIFY_QUICK, 0),
+			 GM_VERDICT_OK);
+	assert_int_equal(res.emulate_scale, 256);
+	/* a small card runs at full size */
+	assert_int_equal(run("claimed=64MiB", GM_VERIFY_QUICK, 0),
+			 GM_VERDICT_OK);
+	assert_int_equal(res.emulate_scale, 0);
 }
 
 int main(void)
@@ -246,6 +299,8 @@ int main(void)
 		cmocka_unit_test(report_keys),
 		cmocka_unit_test(limit_and_seed),
 		cmocka_unit_test(parse_errors),
+		cmocka_unit_test(claimed_gb_is_gib),
+		cmocka_unit_test(large_card_scaled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Unit tests for verify/ident.c: identity and claims read through fake
  * driver and NVML tables (the seams), and the health rules of the
- * verdict. The fake card is an H200 as measured (device-probe.md). */
+ * verdict. The fake card is an H200 as measured
+ * (tools/bench/results/catalog-h200.md). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,0 +1,47 @@
+/*
+ * cap.c - plans under a per-process memory cap (see cap.h).
+ */
+#include "cap.h"
+
+#include <math.h>
+
+void gm_plan_gpu_cap(struct gm_plan_gpu *g, double fraction, uint64_t limit)
+{
+	uint64_t base = g->cuda_total_bytes ? g->cuda_total_bytes
+					    : g->capacity_bytes;
+	uint64_t cap = 0;
+
+	if (fraction > 0)
+		cap = (uint64_t)floor(fraction * (double)base);
+	if (limit && (!cap || limit < cap))
+		cap = limit;
+	g->cap_bytes = cap;
+}
+
+/*
+ * The model holds the allocator to the card less what lies outside it
+ * (context, libraries, NCCL: the same on every stage) and calls a plan
+ * fit when reserved plus that is at most the card. Planning on a card of
+ * cap + outside bytes therefore holds the allocator to the cap and fits
+ * exactly when peak reserved <= cap; when that card is not smaller than
+ * the real one the cap does not bind and the first plan stands.
+ */
+int gm_plan_capped(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		   const struct gm_model_opts *opts, struct gm_plan *out,
+		   struct gm_diag *diag)
+{
+	struct gm_plan_gpu g = *gpu;
+	double outside, card;
+	int rc = gm_plan(spec, gpu, opts, out, diag);
+
+	if (rc || !gpu->cap_bytes)
+		return rc;
+	outside = out->per_gpu.cuda_context;
+	card = (double)gpu->cap_bytes + outside;
+	if (card >= (double)gpu->capacity_bytes)
+		return 0;
+	g.capacity_bytes = (uint64_t)card;
+	rc = gm_plan(spec, &g, opts, out, diag);
+	out->gpu = *gpu;
+	return rc;
+}
