@@ -124,7 +124,6 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 
 	memset(l, 0, sizeof(*l));
 	l->input_bytes = R;
-	st->fam->saved(l, st);
 	/*
 	 * Transient (an estimate): backward of the MLP holds the gradients
 	 * of its widest tensors (the family's mlp_grads: 3 f-wide for a
@@ -153,13 +152,16 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 			.name = "residual gradients", .h = 2, .bytes = R,
 			.flags = GM_AT_SEQ};
 	}
+	/* the family's saved tensors (it may refine the transient) */
+	st->fam->saved(l, st);
 }
 
 double gm_act_tensor_bytes(const struct gm_act_tensor *t,
 			   const struct gm_act_dims *d)
 {
 	double per_tok = t->h * d->h + t->kv * d->kv + t->f * d->f +
-			 t->as * d->a * d->s + t->a * d->a + t->one;
+			 t->as * d->a * d->s + t->a * d->a + t->one +
+			 t->fe * d->fe;
 	double div = !(t->flags & GM_AT_SEQ) || d->sp ? d->t : 1;
 
 	/* Per-token elements that are counts (rsqrt, mean/rstd) are per

@@ -30,6 +30,8 @@ enum {
 struct gm_act_tensor {
 	const char *name;
 	double h, kv, f, as, a, one; /* elements per token, by unit */
+	double fe;                  /* elements per token in units of one
+				     * expert's MLP width */
 	double bytes;               /* per element */
 	unsigned flags;
 };
@@ -50,6 +52,7 @@ struct gm_act_layer {
 /* The shape one block sees on one rank. */
 struct gm_act_dims {
 	double h, kv, f, a;     /* hidden, K/V width, FFN width, heads */
+	double fe;              /* one expert's MLP width (MoE), else 0 */
 	double s, b;            /* sequence length, micro-batch */
 	double t;               /* tensor parallel degree (>= 1) */
 	bool sp;                /* sequence parallel */
@@ -66,6 +69,8 @@ struct gm_act_style {
 	bool dropout;           /* training with dropout p > 0 */
 	double compute;         /* bytes of a compute element (2 or 4) */
 	double residual;        /* bytes of the residual stream */
+	double experts, topk;   /* MoE: routed experts, experts per token
+				 * (0: a dense MLP) */
 };
 
 /* The block HF transformers runs: the family's saved list (its saved op,

@@ -693,7 +693,13 @@ static int finish(struct gm_blk *b, int x)
 
 int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 {
-	struct gm_blk *b = begin(sh, out);
+	struct gm_blk *b;
+
+	if (!sh->fam->block) {
+		memset(out, 0, offsetof(struct gm_step_block, op));
+		return GM_EINVAL;
+	}
+	b = begin(sh, out);
 
 	out->in_bytes = sh->tok * sh->hidden * sh->r;
 	/* eager attention of a causal model adds a materialised mask,

@@ -20,7 +20,8 @@
 #include "step.h"
 
 /* The block program of sh->fam (its block op), per tensor-parallel
- * rank. */
+ * rank; GM_EINVAL for a family without one (the memory model then
+ * replays the analytic saved-tensor list). */
 int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out);
 
 /*

@@ -171,6 +171,7 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	d->h = (double)m->hidden_size;
 	d->kv = hd * (double)m->kv_heads;
 	d->f = (double)m->ffn_hidden_size;
+	d->fe = (double)m->moe_ffn_hidden_size;
 	d->a = (double)m->attention_heads;
 	d->s = s;
 	d->b = b;
@@ -189,6 +190,8 @@ static void layer_list(const struct ctx *c, struct gm_act_layer *l,
 		.dropout = training && c->fam->dropout,
 		.compute = c->full.compute,
 		.residual = c->full.residual,
+		.experts = (double)c->spec->model.experts,
+		.topk = (double)c->spec->model.experts_per_token,
 	};
 
 	if (!training)
@@ -904,6 +907,30 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	}
 }
 
+/*
+ * Mixture of experts: the plan routes tokens evenly (each expert gets
+ * tok x experts_per_token / experts). A router that sends every token
+ * of the micro-batch (the pass) to one expert, which the top-k allows
+ * (each token picks an expert once), gives that expert tok tokens: in
+ * training its backward's transient (3 expert-widths per token: the
+ * family's saved list), in inference its gathered input, gate_up, SiLU,
+ * product and down tensors (hidden + 4 expert-widths per token) grow by
+ * the difference. Bytes; 0 for dense models.
+ */
+static double moe_skew(const struct ctx *c, double tok, bool training)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double E = (double)m->experts, k = (double)m->experts_per_token;
+	double F = (double)m->moe_ffn_hidden_size / c->t, C = c->full.compute;
+	double extra;
+
+	if (!(E > k) || !c->fam->moe)
+		return 0;
+	extra = tok * (1 - k / E);
+	return training ? extra * 3 * F * C :
+			  extra * ((double)m->hidden_size + 4 * F) * C;
+}
+
 /* One training stage: its terms one by one, then the sequence. */
 static void train_stage(const struct ctx *c, struct gm_terms *T)
 {
@@ -924,6 +951,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	train_blocks(c, T, &x);
 	train_peak(c, T, &x);
 	train_sequence(c, T, &x);
+	T->moe_skew = moe_skew(c, x.tok, true);
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;
 }
@@ -961,6 +989,9 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->q = (double)m->hidden_size / c->t;
 	in->kv = hd * (double)m->kv_heads / c->t;
 	in->ffn = (double)m->ffn_hidden_size / c->t;
+	in->ffn_expert = (double)m->moe_ffn_hidden_size / c->t;
+	in->experts = (double)m->experts;
+	in->topk = (double)m->experts_per_token;
 	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
 	in->c = c->full.compute;
@@ -1008,6 +1039,8 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	}
 	st.inf.last_decode_only = false;
 	T->kv_cache = pk.kind[GM_SK_KV];
+	T->moe_skew = moe_skew(c, (double)(st.inf.batch * st.inf.prompt),
+			       false);
 	T->logits = pk.kind[GM_SK_LOGITS];
 	T->temporary = pk.kind[GM_SK_TRANSIENT];
 	T->peak_phase = GM_PHASE_INFERENCE;

@@ -43,6 +43,9 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage)
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
 	gm_obj_set_uint(o, "nccl_bytes", u(t->nccl));
 	gm_obj_set_uint(o, "device_used_bytes", u(t->device_used));
+	if (t->moe_skew > 0)
+		gm_obj_set_uint(o, "skewed_router_extra_bytes",
+				u(t->moe_skew));
 	return o;
 }
 

@@ -118,6 +118,7 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
 #define GM_MAX_BATCH    (1u << 16)  /* 65,536 sequences */
 #define GM_MAX_GLOBAL   (1u << 30)  /* 1,073,741,824 sequences */
 #define GM_MAX_PARALLEL (1u << 16)  /* 65,536 ranks */
+#define GM_MAX_EXPERTS  (1u << 12)  /* 4,096 experts */
 #define BOOL(id, nm, par, f)                                                \
 	[id] = {nm, par, GM_KIND_BOOL, OFF(f), 0, 0, 0, NULL, 0}
 #define ENUM(id, nm, par, f, names)                                         \
@@ -152,6 +153,14 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	U64(GM_K_EXPERTS, "experts", GM_K_MODEL, model.experts, 1,
+	    GM_MAX_EXPERTS),
+	U64(GM_K_EXPERTS_PER_TOKEN, "experts_per_token", GM_K_MODEL,
+	    model.experts_per_token, 1, GM_MAX_EXPERTS),
+	U64(GM_K_SHARED_EXPERTS, "shared_experts", GM_K_MODEL,
+	    model.shared_experts, 0, GM_MAX_EXPERTS),
+	U64(GM_K_MOE_FFN, "moe_ffn_hidden_size", GM_K_MODEL,
+	    model.moe_ffn_hidden_size, 1, GM_MAX_FFN),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,
 	    training.micro_batch_size, 1, GM_MAX_BATCH),

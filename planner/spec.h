@@ -70,6 +70,11 @@ struct gm_spec_model {
 	double activation_bytes_per_token; /* custom models; 0 = not given */
 	bool qkv_bias;              /* q/k/v projections have biases where
 				     * the family takes the key (Qwen2) */
+	/* mixture of experts (families that take GM_FK_MOE; else 0) */
+	uint64_t experts;           /* routed experts per MoE layer */
+	uint64_t experts_per_token; /* top-k */
+	uint64_t shared_experts;    /* always-on experts */
+	uint64_t moe_ffn_hidden_size; /* one expert's MLP width */
 };
 
 struct gm_spec_training {

@@ -44,6 +44,14 @@ static void model_defaults(struct gm_spec *s)
 		m->head = fam->defaults.head;
 	if (!given(s, GM_K_NUM_LABELS))
 		m->num_labels = 2;
+	if (!(fam->keys & GM_FK_MOE))
+		return;
+	if (!given(s, GM_K_EXPERTS))
+		m->experts = fam->defaults.experts;
+	if (!given(s, GM_K_EXPERTS_PER_TOKEN))
+		m->experts_per_token = fam->defaults.experts_per_token;
+	if (!given(s, GM_K_MOE_FFN))
+		m->moe_ffn_hidden_size = m->ffn_hidden_size;
 }
 
 /* The KV-cache dtype that matches the weights' precision. */
@@ -152,24 +160,40 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		{GM_K_QKV_BIAS, GM_FK_QKV_BIAS,
 		 " (gpt2 and bert always have biases)"},
 		{GM_K_ACT_PER_TOKEN, GM_FK_ACT_PER_TOKEN, ""},
+		{GM_K_EXPERTS, GM_FK_MOE, ""},
+		{GM_K_EXPERTS_PER_TOKEN, GM_FK_MOE, ""},
+		{GM_K_MOE_FFN, GM_FK_MOE, ""},
+		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
 	};
 	const struct gm_spec *s = c->spec;
 	const struct gm_family *fam = gm_family(s->model.architecture);
 	char names[256];
 
-	for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
-		if (given(s, only[i].key) && !(fam->keys & only[i].mask))
-			return gm__spec_blame(c, only[i].key, "applies to "
-					      "architecture %s only%s",
-					      takers(only[i].mask, false, names,
-						     sizeof(names)),
-					      only[i].note);
+	for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
+		if (!given(s, only[i].key) || (fam->keys & only[i].mask))
+			continue;
+		if (!*takers(only[i].mask, false, names, sizeof(names)))
+			return gm__spec_blame(c, only[i].key, "no architecture "
+					      "takes it yet");
+		return gm__spec_blame(c, only[i].key, "applies to "
+				      "architecture %s only%s", names,
+				      only[i].note);
+	}
 	if (s->model.head == GM_HEAD_MASKED_LM &&
 	    !(fam->keys & GM_FK_MASKED_LM))
 		return gm__spec_blame(c, GM_K_HEAD, "masked-lm needs "
 				      "architecture %s",
 				      takers(GM_FK_MASKED_LM, true, names,
 					     sizeof(names)));
+	if ((fam->keys & GM_FK_MOE) &&
+	    s->model.experts_per_token > s->model.experts)
+		return gm__spec_blame(c, given(s, GM_K_EXPERTS_PER_TOKEN) ?
+				      GM_K_EXPERTS_PER_TOKEN : GM_K_EXPERTS,
+				      "%llu experts per token of %llu experts; "
+				      "must be at most model.experts",
+				      (unsigned long long)
+					      s->model.experts_per_token,
+				      (unsigned long long)s->model.experts);
 	return 0;
 }
 

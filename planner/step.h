@@ -99,6 +99,9 @@ struct gm_step_infer {
 	uint64_t batch, prompt; /* prompt: tokens of the forward pass */
 	uint64_t generate;      /* new tokens (0: one forward pass) */
 	double hidden, q, kv, ffn, vocab, head_dim;
+	double ffn_expert;      /* MoE: one expert's MLP width */
+	double experts, topk;   /* MoE: routed experts, experts per token
+				 * (0: a dense MLP) */
 	double c;               /* bytes per activation element */
 	double kvb;             /* bytes per KV-cache element */
 };

@@ -39,6 +39,9 @@ enum {
 	GM_FK_QKV_BIAS = 1 << 1,       /* model.qkv_bias */
 	GM_FK_ACT_PER_TOKEN = 1 << 2,  /* model.activation_bytes_per_token */
 	GM_FK_MASKED_LM = 1 << 3,      /* model.head: masked-lm */
+	GM_FK_MOE = 1 << 4,            /* model.experts, experts_per_token,
+					* moe_ffn_hidden_size */
+	GM_FK_SHARED_EXPERTS = 1 << 5, /* model.shared_experts */
 };
 
 /* What the first block's input is to the model's forward (training):
@@ -73,6 +76,7 @@ struct gm_family {
 		uint64_t vocab, max_positions, type_vocab;
 		bool tied;
 		enum gm_head head;
+		uint64_t experts, experts_per_token; /* MoE families */
 	} defaults;
 	unsigned keys;         /* GM_FK_*: optional keys it accepts */
 	bool learned_positions; /* one position embedding per position:
@@ -89,12 +93,16 @@ struct gm_family {
 	void (*saved)(struct gm_act_layer *l, const struct gm_act_style *st);
 	double mlp_grads;      /* FFN-wide gradients the MLP's backward
 				* holds at once (its transient) */
+	bool moe;              /* a routed mixture-of-experts MLP
+				* (model.experts ...): the plan says what a
+				* skewed router adds */
 
 	/* ---- training ---- */
 	bool dropout;          /* Hugging Face's default dropout p > 0 */
 	struct gm_family_attn attn;
 	/* One block's forward, written with block.h's builders from the
-	 * block input GM_BLK_IN; its last op's output is GM_BLK_OUT. */
+	 * block input GM_BLK_IN; its last op's output is GM_BLK_OUT. NULL:
+	 * no program (the analytic saved list is replayed instead). */
 	void (*block)(struct gm_blk *b);
 	/* The final norm of x (the last block's output); NULL: the model
 	 * has none (post-norm blocks). Returns the norm's output. */

@@ -16,7 +16,8 @@
 	X(LLAMA, llama, "llama")       \
 	X(GPT2, gpt2, "gpt2")          \
 	X(BERT, bert, "bert")          \
-	X(CUSTOM, custom, "custom")
+	X(CUSTOM, custom, "custom")    \
+	X(MIXTRAL, mixtral, "mixtral")
 
 #define GM_ARCH_ENUM_(id, sym, name) GM_ARCH_##id,
 enum gm_arch { GM_FAMILIES(GM_ARCH_ENUM_) GM_ARCH_N };
