@@ -1,101 +1,142 @@
 /*
  * fit.c - sizing search (see fit.h).
+ *
+ * One definition of "fits" serves gpumem plan and gpumem fit:
+ * gm_plan_capped() (cap.h: gm_plan() unless a cap is set) with the
+ * caller's options (the replay by default). The analytic
+ * reserve model (microseconds a plan) only proposes where to start;
+ * every answer is the replay's, and its neighbour has been planned as
+ * not fitting.
  */
 #include "fit.h"
 
 #include "cap.h"
-
 #include "error.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int try(const struct gm_spec *base, const struct gm_plan_gpu *gpu,
-	       const struct gm_model_opts *o, uint64_t mb, uint64_t dp,
-	       uint64_t gb, bool *fits, double *used, struct gm_diag *diag)
-{
-	struct gm_spec s = *base;
-	struct gm_plan p;
-	int rc;
+/* Plans a fit remembers (each search makes O(log) of them). */
+#define GM_FIT_SEEN 256
 
-	s.training.micro_batch_size = mb;
-	s.inference.batch_size = mb;
-	s.parallelism.data_parallel = dp;
-	s.training.global_batch_size = gb;
-	rc = gm_plan_capped(&s, gpu, o, &p, diag);
-	if (rc)
-		return rc;
-	*fits = p.fits;
-	*used = p.per_gpu.device_used;
-	return 0;
-}
-
-static uint64_t ga_for(uint64_t gb, uint64_t mb, uint64_t dp)
-{
-	uint64_t per = mb * dp;
-
-	return gb && per ? (gb + per - 1) / per : 1;
-}
-
-/* What an edge search varies: the micro-batch at a fixed data-parallel
- * degree, or the degree at a fixed micro-batch. */
+/* What a search varies, and how candidates are numbered. */
 struct probe {
 	const struct gm_spec *spec;
 	const struct gm_plan_gpu *gpu;
-	const struct gm_model_opts *o;
-	bool by_dp;   /* vary dp (fits grows with it) or mb (fits shrinks) */
+	const struct gm_model_opts *o;  /* the definition of "fits" */
+	const struct gm_model_opts *guess; /* the analytic model */
+	bool by_dp;    /* vary data_parallel (else the micro-batch) */
 	uint64_t mb, dp, gb;
-	uint64_t lo, hi; /* the range searched */
+	const uint64_t *table; /* candidate t -> value; NULL: t itself, or
+				* for by_dp the mirror lo + hi - t */
+	uint64_t lo, hi;       /* candidates searched */
+	struct gm_fit_progress *prog;
+	/* o's plans made so far: (micro-batch, degree) -> fits, and
+	 * device_used where it fits (a plan that fits is complete even
+	 * with fits_only) */
+	struct seen {
+		uint64_t mb, dp;
+		bool fits;
+		double used;
+	} seen[GM_FIT_SEEN];
+	unsigned n_seen;
 };
 
-/* Position t in [lo, hi] maps to a value such that "fits" only ever
- * turns from true to false as t grows: the micro-batch itself, or the
- * data-parallel degree mirrored (hi + lo - t). */
-static uint64_t probe_value(const struct probe *p, uint64_t t)
+static uint64_t value(const struct probe *p, uint64_t t)
 {
-	return p->by_dp ? p->hi + p->lo - t : t;
+	if (p->table)
+		return p->table[t];
+	return p->by_dp ? p->lo + p->hi - t : t;
 }
 
-static int probe_fits(const struct probe *p, uint64_t t, bool *ok,
-		      struct gm_diag *diag)
+/* An earlier plan of o at (mb, dp), or NULL. */
+static const struct seen *seen_at(const struct probe *p, uint64_t mb,
+				  uint64_t dp)
 {
-	uint64_t x = probe_value(p, t);
-	double used;
+	for (unsigned i = 0; i < p->n_seen; i++)
+		if (p->seen[i].mb == mb && p->seen[i].dp == dp)
+			return &p->seen[i];
+	return NULL;
+}
 
-	return p->by_dp ? try(p->spec, p->gpu, p->o, p->mb, x, 0, ok, &used,
-			      diag)
-			: try(p->spec, p->gpu, p->o, x, p->dp, p->gb, ok, &used,
-			      diag);
+/* Plan candidate t with o (or the guess model): *ok = plan.fits. */
+static int probe_at(struct probe *p, uint64_t t, bool guess, bool *ok,
+		    struct gm_diag *diag)
+{
+	struct gm_spec s = *p->spec;
+	struct gm_plan *plan;
+	uint64_t x = value(p, t);
+	const struct seen *was;
+	int rc;
+
+	s.training.micro_batch_size = p->by_dp ? p->mb : x;
+	s.inference.batch_size = s.training.micro_batch_size;
+	s.parallelism.data_parallel = p->by_dp ? x : p->dp;
+	s.training.global_batch_size = p->gb;
+	was = guess ? NULL : seen_at(p, s.training.micro_batch_size,
+				     s.parallelism.data_parallel);
+	if (was) {
+		*ok = was->fits;
+		return 0;
+	}
+	plan = malloc(sizeof(*plan));
+	if (!plan)
+		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+	rc = gm_plan_capped(&s, p->gpu, guess ? p->guess : p->o, plan,
+			    diag);
+	if (!rc)
+		*ok = plan->fits;
+	if (!rc && !guess && p->n_seen < GM_FIT_SEEN)
+		p->seen[p->n_seen++] = (struct seen){
+			s.training.micro_batch_size,
+			s.parallelism.data_parallel, plan->fits,
+			plan->per_gpu.device_used};
+	free(plan);
+	if (!guess && p->prog) {
+		p->prog->plans++;
+		if (p->prog->tick)
+			p->prog->tick(p->prog);
+	}
+	return rc;
 }
 
 /*
- * Move an answer *v of the analytic search to o's (the reserve models
- * differ by a few percent): the largest micro-batch that fits at
- * data-parallel degree dp, or the smallest degree >= 2 that fits at
- * micro-batch mb. Galloping from *v, then bisection: O(log distance)
- * plans. *v = 0: none fits.
+ * The largest candidate t in [lo, hi] that fits while t + 1 does not (or
+ * t = hi), searching from the analytic model's answer: bisection on the
+ * analytic plans (microseconds), then galloping from there and bisection
+ * on o's, O(log distance) of them. *t = lo - 1 (as a flag: *none) when
+ * not even lo fits. "fits" only ever turns from true to false as t grows
+ * (callers number candidates so), but a search for an edge needs no more
+ * than that the answer fits and its neighbour does not.
  */
-static int edge(const struct probe *p, uint64_t *v, struct gm_diag *diag)
+static int edge(struct probe *p, uint64_t *t, bool *none,
+		struct gm_diag *diag)
 {
-	uint64_t t, good, bad, step = 1;
+	uint64_t lo = p->lo, hi = p->hi, good, bad, step = 1;
 	bool ok;
 	int rc;
 
-	if (*v < p->lo)
-		*v = p->lo;
-	if (*v > p->hi)
-		*v = p->hi;
-	t = probe_value(p, *v); /* the mirror is its own inverse */
-	if ((rc = probe_fits(p, t, &ok, diag)))
+	/* the analytic answer, as a start */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+		if ((rc = probe_at(p, mid, true, &ok, diag)))
+			return rc;
+		if (ok)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	*none = false;
+	if ((rc = probe_at(p, lo, false, &ok, diag)))
 		return rc;
 	if (ok) {
-		for (good = t;; step *= 2) {
-			uint64_t n = good + step;
-			if (n > p->hi) {
-				bad = p->hi + 1;
-				break;
+		for (good = lo;; step *= 2) {
+			uint64_t n = p->hi - good > step ? good + step : p->hi;
+			if (good == p->hi) {
+				*t = good;
+				return 0;
 			}
-			if ((rc = probe_fits(p, n, &ok, diag)))
+			if ((rc = probe_at(p, n, false, &ok, diag)))
 				return rc;
 			if (!ok) {
 				bad = n;
@@ -104,13 +145,13 @@ static int edge(const struct probe *p, uint64_t *v, struct gm_diag *diag)
 			good = n;
 		}
 	} else {
-		for (bad = t;; step *= 2) {
-			uint64_t n = bad > p->lo + step ? bad - step : p->lo;
+		for (bad = lo;; step *= 2) {
+			uint64_t n = bad - p->lo > step ? bad - step : p->lo;
 			if (bad == p->lo) {
-				*v = 0;
+				*none = true;
 				return 0;
 			}
-			if ((rc = probe_fits(p, n, &ok, diag)))
+			if ((rc = probe_at(p, n, false, &ok, diag)))
 				return rc;
 			if (ok) {
 				good = n;
@@ -121,71 +162,50 @@ static int edge(const struct probe *p, uint64_t *v, struct gm_diag *diag)
 	}
 	while (bad - good > 1) {
 		uint64_t mid = good + (bad - good) / 2;
-		if ((rc = probe_fits(p, mid, &ok, diag)))
+		if ((rc = probe_at(p, mid, false, &ok, diag)))
 			return rc;
 		*(ok ? &good : &bad) = mid;
 	}
-	*v = probe_value(p, good);
+	*t = good;
 	return 0;
-}
-
-static int mb_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		   const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
-		   uint64_t *v, struct gm_diag *diag)
-{
-	struct probe p = {spec, gpu, o, false, 0, dp, gb, 1, GM_FIT_MAX};
-
-	return edge(&p, v, diag);
-}
-
-static int dp_edge(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		   const struct gm_model_opts *o, uint64_t mb, uint64_t *v,
-		   struct gm_diag *diag)
-{
-	struct probe p = {spec, gpu, o, true, mb, 0, 0, 2, GM_FIT_MAX};
-
-	return edge(&p, v, diag);
 }
 
 /* Divisors of a number below 2^31: at most 1,600 (1,344 below 2^30). */
 #define GM_FIT_MAX_DIVISORS 2048
 
-static int desc(const void *a, const void *b)
+static int asc(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
-	return x < y ? 1 : x > y ? -1 : 0;
+	return x < y ? -1 : x > y;
 }
 
 /*
  * The largest micro-batch that divides gb / dp (so that micro x GA x dp
- * is gb exactly) and fits: the divisors, largest first, on the analytic
- * model (microseconds a plan), then from its answer down on o's until
- * o agrees. *mb = 0: not even 1 fits. gb / dp has at most 1,344
- * divisors below 2^30.
+ * is gb exactly) and fits, its next larger divisor planned as not
+ * fitting. The largest divisor (GA = 1) is tried first: without
+ * accumulation the gradients are not alive during the forward, so it
+ * may fit where smaller ones do not; below it memory grows with the
+ * micro-batch. *mb = 0: not even 1 fits.
  */
-static int exact_mb(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		    const struct gm_model_opts *search,
-		    const struct gm_model_opts *o, uint64_t dp, uint64_t gb,
-		    uint64_t *mb, struct gm_diag *diag)
+static int exact_mb(struct probe *p, uint64_t *mb, struct gm_diag *diag)
 {
-	uint64_t n = gb / dp, div[GM_FIT_MAX_DIVISORS];
-	bool ok = false, checked = false;
+	uint64_t n, div[GM_FIT_MAX_DIVISORS], t;
 	size_t nd = 0;
-	double used;
+	bool ok, none;
 	int rc;
 
 	*mb = 0;
-	if (gb > GM_FIT_MAX_GLOBAL)
+	if (p->gb > GM_FIT_MAX_GLOBAL)
 		return gm_diag_set(diag, GM_EINVAL, "global batch %llu is "
-				   "more than %llu", (unsigned long long)gb,
+				   "more than %llu", (unsigned long long)p->gb,
 				   (unsigned long long)GM_FIT_MAX_GLOBAL);
-	if (!n || gb % dp)
+	n = p->gb / p->dp;
+	if (!n || p->gb % p->dp)
 		return gm_diag_set(diag, GM_EINVAL, "global batch %llu is not "
 				   "a multiple of data_parallel %llu",
-				   (unsigned long long)gb,
-				   (unsigned long long)dp);
-	/* divisors of n up to GM_FIT_MAX, largest first */
+				   (unsigned long long)p->gb,
+				   (unsigned long long)p->dp);
 	for (uint64_t k = 1; k * k <= n; k++) {
 		if (n % k)
 			continue;
@@ -194,119 +214,237 @@ static int exact_mb(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		if (k != n / k && k <= GM_FIT_MAX)
 			div[nd++] = k;
 	}
-	qsort(div, nd, sizeof(div[0]), desc);
-	for (size_t i = 0; i < nd; i++) {
-		rc = try(spec, gpu, checked ? o : search, div[i], dp, gb, &ok,
-			 &used, diag);
-		if (rc)
-			return rc;
-		if (ok && !checked) {
-			/* the analytic answer; now ask o from here down */
-			checked = true;
-			rc = try(spec, gpu, o, div[i], dp, gb, &ok, &used,
-				 diag);
-			if (rc)
-				return rc;
-		}
-		if (ok) {
-			*mb = div[i];
-			return 0;
-		}
+	qsort(div, nd, sizeof(div[0]), asc);
+	p->table = div;
+	if ((rc = probe_at(p, nd - 1, false, &ok, diag)))
+		goto out;
+	if (ok) {
+		*mb = div[nd - 1];
+		goto out;
 	}
-	return 0;
+	if (nd == 1)
+		goto out;
+	p->lo = 0;
+	p->hi = nd - 2;
+	if ((rc = edge(p, &t, &none, diag)))
+		goto out;
+	if (!none)
+		*mb = div[t];
+out:
+	p->table = NULL;
+	return rc;
 }
 
-int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-	   const struct gm_model_opts *fo, uint64_t gb, struct gm_fit *out,
-	   struct gm_diag *diag)
+/* The largest micro-batch in [1, GM_FIT_MAX] that fits (GA from gb). */
+static int plain_mb(struct probe *p, uint64_t *mb, struct gm_diag *diag)
 {
-	struct gm_model_opts def, search;
-	const struct gm_model_opts *o = fo;
-	const struct gm_spec_parallel *par = &spec->parallelism;
-	uint64_t dp = par->data_parallel ? par->data_parallel : 1;
-	uint64_t lo = 0, hi = GM_FIT_MAX, mb;
-	bool ok;
-	double used;
+	uint64_t t;
+	bool none;
 	int rc;
 
-	if (!o) {
-		gm_model_opts_default(&def);
-		o = &def;
+	p->lo = 1;
+	p->hi = GM_FIT_MAX;
+	rc = edge(p, &t, &none, diag);
+	*mb = rc || none ? 0 : t;
+	return rc;
+}
+
+/* Divisors of n in [lo, hi], largest first; their count. */
+static size_t divisors_desc(uint64_t n, uint64_t lo, uint64_t hi,
+			    uint64_t *div)
+{
+	size_t nd = 0;
+
+	for (uint64_t k = 1; k * k <= n; k++) {
+		if (n % k)
+			continue;
+		if (n / k >= lo && n / k <= hi)
+			div[nd++] = n / k;
+		if (k != n / k && k >= lo && k <= hi)
+			div[nd++] = k;
 	}
-	/* The searches run on the analytic reserve (microseconds a plan);
-	 * the answers are then checked with o's (the replay takes
-	 * milliseconds: tools/bench/results/planner-cpu.md). */
-	search = *o;
-	search.reserve = GM_RESERVE_ANALYTIC;
+	qsort(div, nd, sizeof(div[0]), asc);
+	for (size_t i = 0; i < nd / 2; i++) {
+		uint64_t x = div[i];
+		div[i] = div[nd - 1 - i];
+		div[nd - 1 - i] = x;
+	}
+	return nd;
+}
+
+/*
+ * The fewest data-parallel ranks at micro-batch mb, with the global
+ * batch as gm_plan() takes it (with one, only degrees that make micro x
+ * GA x dp = global exactly: divisors of global / mb), that fit while
+ * the next fewer do not: 1, else a search over the degrees from 2 up to
+ * spec_dp when that fits, else up to GM_FIT_MAX when the largest does.
+ * Per-GPU memory from 2 on only falls with the degree (ZeRO shards
+ * states, gradients and weights; GA falls); 1 differs (no NCCL, no DDP
+ * buckets). *dp = 0: no degree fits.
+ */
+static int min_dp(struct probe *p, uint64_t mb, uint64_t spec_dp,
+		  uint64_t *dp, struct gm_diag *diag)
+{
+	uint64_t div[GM_FIT_MAX_DIVISORS], one = 1, t;
+	bool ok = false, none;
+	size_t nd;
+	int rc = 0;
+
+	*dp = 0;
+	p->by_dp = true;
+	p->mb = mb;
+	if (p->gb && p->gb % mb)
+		goto out; /* no degree gives the global batch exactly */
+	p->table = &one;
+	if ((rc = probe_at(p, 0, false, &ok, diag)) || ok) {
+		*dp = ok ? 1 : 0;
+		goto out;
+	}
+	/* the degrees above 1, largest first, from spec_dp if it fits */
+	p->table = div;
+	nd = 0;
+	if (spec_dp >= 2 && (!p->gb || (p->gb / mb) % spec_dp == 0)) {
+		div[0] = spec_dp;
+		if ((rc = probe_at(p, 0, false, &ok, diag)))
+			goto out;
+		if (ok)
+			nd = p->gb ? divisors_desc(p->gb / mb, 2, spec_dp, div)
+				   : 1;
+	}
+	if (!ok) {
+		nd = p->gb ? divisors_desc(p->gb / mb, 2, GM_FIT_MAX, div) : 1;
+		if (!nd)
+			goto out;
+		div[0] = p->gb ? div[0] : GM_FIT_MAX;
+		if ((rc = probe_at(p, 0, false, &ok, diag)) || !ok)
+			goto out;
+	}
+	if (!p->gb) {
+		/* every degree from 2 to div[0]: t -> div[0] - t */
+		p->table = NULL;
+		p->lo = 2;
+		p->hi = div[0];
+		if ((rc = edge(p, &t, &none, diag)))
+			goto out;
+		*dp = none ? 0 : value(p, t);
+		goto out;
+	}
+	p->lo = 0;
+	p->hi = nd - 1;
+	if ((rc = edge(p, &t, &none, diag)))
+		goto out;
+	*dp = none ? 0 : div[t];
+out:
+	p->table = NULL;
+	p->by_dp = false;
+	return rc;
+}
+
+/* gm_fit_observed() with its search state in p (zeroed, on the heap:
+ * it remembers GM_FIT_SEEN plans). */
+static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		   const struct gm_model_opts *fo, uint64_t gb,
+		   struct gm_fit *out, struct gm_fit_progress *prog,
+		   struct probe *pp, struct gm_diag *diag)
+{
+	struct gm_model_opts def, o, guess;
+	const struct gm_spec_parallel *par = &spec->parallelism;
+	uint64_t dp = par->data_parallel ? par->data_parallel : 1;
+	uint64_t mb, spec_mb;
+	struct gm_plan *plan;
+	int rc;
+
+	if (!fo) {
+		gm_model_opts_default(&def);
+		fo = &def;
+	}
+	o = *fo;
+	o.fits_only = true;
+	o.trace = NULL;
+	guess = o;
+	guess.reserve = GM_RESERVE_ANALYTIC;
 	memset(out, 0, sizeof(*out));
 	out->gpu = *gpu;
 	if (!gb && spec->task == GM_TASK_TRAIN)
 		gb = spec->training.global_batch_size;
+	if (spec->task != GM_TASK_TRAIN)
+		gb = 0;
 	out->global_batch = gb;
-	if (spec->task == GM_TASK_TRAIN && gb) {
-		/* only exact pairs: micro x GA x dp = global */
-		rc = exact_mb(spec, gpu, &search, o, dp, gb, &lo, diag);
-		if (rc)
-			return rc;
-		goto found;
-	}
-	/* Largest micro-batch: lo fits (or is 0), hi + 1 does not. */
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo + 1) / 2;
-		rc = try(spec, gpu, &search, mid, dp, gb, &ok, &used, diag);
-		if (rc)
-			return rc;
-		if (ok)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	/* o's answer near the analytic one: the largest that fits */
-	rc = mb_edge(spec, gpu, o, dp, gb, &lo, diag);
+	*pp = (struct probe){.spec = spec, .gpu = gpu, .o = &o,
+			     .guess = &guess, .dp = dp, .gb = gb,
+			     .prog = prog};
+	rc = gb ? exact_mb(pp, &mb, diag) : plain_mb(pp, &mb, diag);
 	if (rc)
 		return rc;
-found:
-	out->max_micro_batch = lo;
-	out->gradient_accumulation_steps = lo ? ga_for(gb, lo, dp) : 0;
-	mb = lo ? lo : 1;
-	rc = try(spec, gpu, o, mb, dp, gb, &ok, &out->device_used, diag);
-	if (rc)
-		return rc;
+	out->max_micro_batch = mb;
+	out->gradient_accumulation_steps = mb && gb ?
+		(gb + mb * dp - 1) / (mb * dp) : mb ? 1 : 0;
 
-	/* Fewest data-parallel ranks at the spec's micro-batch. */
-	mb = spec->task == GM_TASK_TRAIN ? spec->training.micro_batch_size
-					 : spec->inference.batch_size;
-	rc = try(spec, gpu, o, mb, 1, 0, &ok, &used, diag);
-	if (rc)
-		return rc;
-	if (ok) {
-		out->min_data_parallel = 1;
-	} else if (spec->task == GM_TASK_TRAIN && par->zero_stage > 0) {
-		lo = 2;
-		hi = GM_FIT_MAX;
-		rc = try(spec, gpu, &search, mb, hi, 0, &ok, &used, diag);
-		if (rc)
-			return rc;
-		if (ok) {
-			while (lo < hi) {
-				uint64_t mid = lo + (hi - lo) / 2;
-				rc = try(spec, gpu, &search, mb, mid, 0, &ok,
-					 &used, diag);
-				if (rc)
-					return rc;
-				if (ok)
-					hi = mid;
-				else
-					lo = mid + 1;
-			}
-			rc = dp_edge(spec, gpu, o, mb, &lo, diag);
-			if (rc)
-				return rc;
-			out->min_data_parallel = lo;
+	/* the figures at the answer (or 1), as gpumem plan gives them */
+	{
+		const struct seen *was = seen_at(pp, mb ? mb : 1, dp);
+
+		if (was && was->fits && fo->reserve == o.reserve) {
+			out->device_used = was->used;
+			goto figures;
 		}
 	}
+	plan = malloc(sizeof(*plan));
+	if (!plan)
+		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+	{
+		struct gm_spec s = *spec;
+		s.training.micro_batch_size = mb ? mb : 1;
+		s.inference.batch_size = s.training.micro_batch_size;
+		s.training.global_batch_size = gb;
+		rc = gm_plan_capped(&s, gpu, fo, plan, diag);
+		out->device_used = plan->per_gpu.device_used;
+	}
+	free(plan);
+	if (rc)
+		return rc;
+figures:
+	/* Fewest data-parallel ranks at the spec's micro-batch; where that
+	 * fits at no degree, at the largest that fits (which fits at the
+	 * spec's degree, so some degree does). */
+	spec_mb = spec->task == GM_TASK_TRAIN ? spec->training.micro_batch_size
+					      : spec->inference.batch_size;
+	rc = min_dp(pp, spec_mb, dp, &out->min_data_parallel, diag);
+	if (rc)
+		return rc;
+	out->min_gpus_micro_batch = spec_mb;
+	if (!out->min_data_parallel && mb && mb != spec_mb) {
+		rc = min_dp(pp, mb, dp, &out->min_data_parallel, diag);
+		if (rc)
+			return rc;
+		out->min_gpus_micro_batch = mb;
+	}
+	if (!out->min_data_parallel)
+		out->min_gpus_micro_batch = 0;
 	out->min_gpus = out->min_data_parallel *
 			(par->tensor_parallel ? par->tensor_parallel : 1) *
 			(par->pipeline_parallel ? par->pipeline_parallel : 1);
 	return 0;
+}
+
+int gm_fit_observed(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		    const struct gm_model_opts *fo, uint64_t gb,
+		    struct gm_fit *out, struct gm_fit_progress *prog,
+		    struct gm_diag *diag)
+{
+	struct probe *pp = calloc(1, sizeof(*pp));
+	int rc;
+
+	if (!pp)
+		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+	rc = fit_run(spec, gpu, fo, gb, out, prog, pp, diag);
+	free(pp);
+	return rc;
+}
+
+int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+	   const struct gm_model_opts *opts, uint64_t gb, struct gm_fit *out,
+	   struct gm_diag *diag)
+{
+	return gm_fit_observed(spec, gpu, opts, gb, out, NULL, diag);
 }

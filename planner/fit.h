@@ -18,6 +18,10 @@ struct gm_fit {
 	uint64_t gradient_accumulation_steps; /* at max_micro_batch */
 	uint64_t min_data_parallel; /* 0: no data-parallel degree fits */
 	uint64_t min_gpus;          /* min_data_parallel x tp x pp */
+	uint64_t min_gpus_micro_batch; /* the micro-batch min_gpus is at:
+				     * the spec's, or max_micro_batch where
+				     * the spec's fits at no degree; 0 with
+				     * min_gpus 0 */
 	double device_used;         /* bytes at max_micro_batch (or 1) */
 };
 
@@ -28,24 +32,44 @@ struct gm_fit {
 #define GM_FIT_MAX_GLOBAL (1ULL << 30)
 
 /*
- * Fit spec on gpu. global_batch 0 takes the spec's. Micro-batch, when
- * training with a global batch: the largest divisor of global / dp (at
- * most GM_FIT_MAX) that fits, so that micro x GA x dp = global exactly
- * (GA > 1 keeps gradients alive during forward, so memory is not
- * monotone across GA = 1); GM_EINVAL when global is not a multiple of
- * dp or above GM_FIT_MAX_GLOBAL. Otherwise (inference): a binary search
- * over [1, GM_FIT_MAX] for the largest that fits. Data parallel: at the spec's
- * micro-batch, the fewest ranks whose per-GPU plan fits; per-GPU memory
- * only falls with the degree from 2 on (ZeRO shards), so 1 is tried,
- * then a binary search over [2, GM_FIT_MAX]; with ZeRO 0 only 1 can
- * help, since each rank holds a full copy. The searches run on the
- * analytic reserve (GM_RESERVE_ANALYTIC: microseconds a plan); their
- * answers are then moved one step at a time (at most 64) until opts'
- * reserve model (analytic by default) agrees, and device_used is
- * opts'.
+ * Fit spec on gpu. "Fits" is gm_plan()'s with opts (NULL: defaults,
+ * the replay): every answer below was planned as fitting and its
+ * neighbour as not, so gpumem plan agrees with gpumem fit. The analytic
+ * reserve model only proposes where each search starts; probes plan
+ * with opts' fits_only (model.h).
+ *
+ * Micro-batch, when training with a global batch (global_batch, or the
+ * spec's when 0): the largest divisor of global / dp (at most
+ * GM_FIT_MAX) that fits, so that micro x GA x dp = global exactly, the
+ * next larger divisor not fitting (GA > 1 keeps gradients alive during
+ * forward, so GA = 1, the largest divisor, is tried on its own first);
+ * GM_EINVAL when global is not a multiple of dp or above
+ * GM_FIT_MAX_GLOBAL. Otherwise: the largest in [1, GM_FIT_MAX] that
+ * fits while the next does not. 0: not even 1 fits.
+ *
+ * Data parallel: at the spec's micro-batch (where that fits at no
+ * degree: at max_micro_batch, so that min_gpus is never 0 next to a
+ * micro-batch that fits), with the global batch as gm_plan() takes it,
+ * the fewest ranks whose per-GPU plan fits, the one fewer not: 1, else
+ * a search over [2, GM_FIT_MAX] (per-GPU memory from 2 on only falls
+ * with the degree). Errors: 0, GM_EINVAL or GM_ENOMEM.
  */
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	   const struct gm_model_opts *opts, uint64_t global_batch,
 	   struct gm_fit *out, struct gm_diag *diag);
+
+/* Plans a search has made, for a progress line (gpumem fit). tick()
+ * runs after each replayed probe; ctx is the caller's. */
+struct gm_fit_progress {
+	unsigned long plans;
+	void (*tick)(struct gm_fit_progress *p);
+	void *ctx;
+};
+
+/* gm_fit() that counts its plans in prog (may be NULL). */
+int gm_fit_observed(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
+		    const struct gm_model_opts *opts, uint64_t global_batch,
+		    struct gm_fit *out, struct gm_fit_progress *prog,
+		    struct gm_diag *diag);
 
 #endif

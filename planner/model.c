@@ -463,7 +463,16 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 			struct gm_terms *T)
 {
 	step_frame(c, st);
-	if (gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
+	if (c->o->fits_only && T->peak_allocated > (double)c->alloc_cap) {
+		/* reserved >= allocated: it cannot fit, no replay needed */
+		memset(&T->sim, 0, sizeof(T->sim));
+		T->sim.out_of_memory = true;
+		return;
+	}
+	if (c->o->fits_only ?
+	    gm_step_replay_fits(st, c->alloc_cap ? c->alloc_cap : 512,
+				&T->sim) :
+	    gm_step_replay_observed(st, c->alloc_cap ? c->alloc_cap : 512,
 				    &T->sim, c->r == c->o->trace_stage ?
 				    c->o->trace : NULL)) {
 		/* host memory ran out: keep the analytic figure */
@@ -572,6 +581,12 @@ static void train_activations(const struct ctx *c, struct gm_terms *T,
 	layer_dims(c, &x->d, x->s, x->b);
 	x->layer_saved = gm_act_layer_saved(&x->l, &x->d, sp->training.
 					    activation_checkpointing);
+	if (!c->fam->shaped)
+		/* a model without a layout (custom): the measured figure,
+		 * bytes saved per token of the micro-batch over the whole
+		 * model (models/README.md), spread evenly over its layers */
+		x->layer_saved = sp->model.activation_bytes_per_token *
+				 x->tok / (double)c->pl->layers;
 	if (c->last && logits_per_token(c) > 0)
 		/* final norm + lm_head input (cast): R h + C h, SEQ */
 		x->head_saved = x->tok * x->d.h * (c->full.residual +
@@ -856,7 +871,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				      GM_OPT_ADAFACTOR};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
-	bool prog = !c->o->paper && !x->d.sp &&
+	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
 		    !block_program(c, &st.blk, x->s, x->b, false);
 
 	/* the final norm op by op where there is one */
@@ -881,7 +896,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 		    (zero >= 1 ? c->d : 1) : 0);
 	if (prog)
 		st.trans = 0;
-	else if (ck == GM_CKPT_FULL)
+	else if (ck == GM_CKPT_FULL || !c->fam->shaped)
 		st.act[st.n_act++] = x->layer_saved;
 	else
 		for (int i = 0; i < x->l.n; i++)
@@ -1165,6 +1180,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->per_gpu = out->stages[best];
 	out->per_gpu_stage = best;
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes;
+	for (unsigned i = 0; i < c.p; i++)
+		out->fits &= !out->stages[i].sim.out_of_memory;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
 		double h = (double)gpu->capacity_bytes -

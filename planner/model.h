@@ -77,6 +77,11 @@ struct gm_model_opts {
 	 * (gpumem plan --trace); NULL: none */
 	const struct gm_step_observer *trace;
 	unsigned trace_stage;
+	/* Only `fits` is wanted (gm_fit()'s probes): a stage whose live
+	 * bytes alone pass what the allocator may take is not replayed,
+	 * and a replay ends at its first refused request; the figures of
+	 * such a stage are then partial. `fits` is the same as without. */
+	bool fits_only;
 };
 
 void gm_model_opts_default(struct gm_model_opts *o);

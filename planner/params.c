@@ -18,7 +18,16 @@ void gm_params_add(struct gm_param_layout *l, const char *name,
 {
 	if (l->n >= GM_PARAMS_MAX)
 		return; /* cannot happen with the families' layouts */
-	l->t[l->n++] = (struct gm_ptensor){name, rows, cols, flags};
+	l->t[l->n++] = (struct gm_ptensor){name, rows, cols, flags, 0};
+}
+
+void gm_params_add3(struct gm_param_layout *l, const char *name,
+		    uint64_t groups, uint64_t rows, uint64_t cols,
+		    unsigned flags)
+{
+	gm_params_add(l, name, groups * rows, cols, flags);
+	if (l->n > 0 && !strcmp(l->t[l->n - 1].name, name))
+		l->t[l->n - 1].groups = groups;
 }
 
 /* The causal models' head (after the final norm): lm_head, tied to the

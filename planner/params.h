@@ -35,6 +35,8 @@ struct gm_ptensor {
 	const char *name;       /* HF module path, "layers.*.mlp.up_proj" */
 	uint64_t rows, cols;    /* a vector is rows x 1 */
 	unsigned flags;         /* GM_PT_* */
+	uint64_t groups;        /* a 3-D parameter of groups x (rows /
+				 * groups) x cols (MoE experts); 0: 2-D */
 };
 
 #define GM_PARAMS_MAX 32
@@ -63,6 +65,12 @@ int gm_params_layout(const struct gm_spec_model *m,
  * GM_PT_* flags; name is a static string. */
 void gm_params_add(struct gm_param_layout *l, const char *name,
 		   uint64_t rows, uint64_t cols, unsigned flags);
+
+/* A 3-D tensor group of groups x rows x cols elements (stored as
+ * groups * rows rows). */
+void gm_params_add3(struct gm_param_layout *l, const char *name,
+		    uint64_t groups, uint64_t rows, uint64_t cols,
+		    unsigned flags);
 
 /* The causal models' head: lm_head (tied where the spec says), or score
  * for head: classification. */

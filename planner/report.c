@@ -8,6 +8,7 @@
 #include "units.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Bytes as an integer, saturated at 2^63 (no undefined conversion). */
@@ -20,23 +21,31 @@ static uint64_t u(double bytes)
 	return (uint64_t)llround(bytes);
 }
 
-static struct gm_val *terms_obj(const struct gm_terms *t, bool stage)
+/* The nine terms of a breakdown (at the peak, or each one's largest). */
+static void parts_set(struct gm_val *o, const struct gm_parts *a)
 {
-	struct gm_val *o = gm_val_obj();
+	gm_obj_set_uint(o, "weights_bytes", u(a->weights));
+	gm_obj_set_uint(o, "gradients_bytes", u(a->gradients));
+	gm_obj_set_uint(o, "optimizer_states_bytes", u(a->optimizer_states));
+	gm_obj_set_uint(o, "activations_bytes", u(a->activations));
+	gm_obj_set_uint(o, "logits_bytes", u(a->logits));
+	gm_obj_set_uint(o, "temporary_bytes", u(a->temporary));
+	gm_obj_set_uint(o, "kv_cache_bytes", u(a->kv_cache));
+	gm_obj_set_uint(o, "communication_bytes", u(a->communication));
+	gm_obj_set_uint(o, "workspace_bytes", u(a->workspace));
+}
 
-	if (stage) {
-		gm_obj_set_uint(o, "layers", t->layers);
-		gm_obj_set_uint(o, "micro_batches_in_flight", t->in_flight);
-	}
-	gm_obj_set_uint(o, "weights_bytes", u(t->weights));
-	gm_obj_set_uint(o, "gradients_bytes", u(t->gradients));
-	gm_obj_set_uint(o, "optimizer_states_bytes", u(t->optimizer_states));
-	gm_obj_set_uint(o, "activations_bytes", u(t->activations));
-	gm_obj_set_uint(o, "logits_bytes", u(t->logits));
-	gm_obj_set_uint(o, "temporary_bytes", u(t->temporary));
-	gm_obj_set_uint(o, "kv_cache_bytes", u(t->kv_cache));
-	gm_obj_set_uint(o, "communication_bytes", u(t->communication));
-	gm_obj_set_uint(o, "workspace_bytes", u(t->workspace));
+static struct gm_parts largest(const struct gm_terms *t)
+{
+	return (struct gm_parts){
+		t->weights, t->gradients, t->optimizer_states, t->activations,
+		t->logits, t->temporary, t->kv_cache, t->communication,
+		t->workspace};
+}
+
+/* The peak and what the card shows (every breakdown ends so). */
+static void peak_set(struct gm_val *o, const struct gm_terms *t)
+{
 	gm_obj_set_str(o, "peak_phase", gm_phase_name(t->peak_phase));
 	gm_obj_set_uint(o, "peak_allocated_bytes", u(t->peak_allocated));
 	gm_obj_set_uint(o, "peak_reserved_bytes", u(t->peak_reserved));
@@ -46,10 +55,44 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage)
 	if (t->moe_skew > 0)
 		gm_obj_set_uint(o, "skewed_router_extra_bytes",
 				u(t->moe_skew));
+	if (t->sim.out_of_memory) {
+		/* where the run stops on this card: the first request the
+		 * caching allocator refused after freeing its cache */
+		struct gm_val *f = gm_val_obj();
+
+		gm_obj_set_uint(f, "requested_bytes", u(t->sim.oom_requested));
+		gm_obj_set_uint(f, "allocated_bytes", u(t->sim.oom_allocated));
+		gm_obj_set_uint(f, "reserved_bytes", u(t->sim.oom_reserved));
+		gm_obj_set(o, "out_of_memory", f);
+	}
+}
+
+/* JSON and the stages' rows: each term's closed form at its own largest
+ * over the step (the documented keys; not what is live at the
+ * peak), then at_peak: what each holds at the peak (they sum to
+ * peak_allocated); rows of a stage table leave it out. */
+static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
+				bool with_peak)
+{
+	struct gm_val *o = gm_val_obj();
+	struct gm_parts l = largest(t);
+
+	if (stage) {
+		gm_obj_set_uint(o, "layers", t->layers);
+		gm_obj_set_uint(o, "micro_batches_in_flight", t->in_flight);
+	}
+	parts_set(o, &l);
+	peak_set(o, t);
+	if (with_peak) {
+		struct gm_val *a = gm_val_obj();
+
+		parts_set(a, &t->at_peak);
+		gm_obj_set(o, "at_peak", a);
+	}
 	return o;
 }
 
-struct gm_val *gm_plan_report(const struct gm_plan *p)
+static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 {
 	struct gm_val *o = gm_val_obj(), *st;
 
@@ -60,7 +103,22 @@ struct gm_val *gm_plan_report(const struct gm_plan *p)
 	if (p->gpu.cap_bytes)
 		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
-	gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false));
+	if (table) {
+		/* a person reads the rows at the peak, which add up to
+		 * peak allocated, then each term's closed form at its own
+		 * largest over the step, which is not the peak's */
+		struct gm_val *a = gm_val_obj(), *l = gm_val_obj();
+		struct gm_parts m = largest(&p->per_gpu);
+
+		parts_set(a, &p->per_gpu.at_peak);
+		peak_set(a, &p->per_gpu);
+		gm_obj_set(o, "per_gpu_at_the_peak", a);
+		parts_set(l, &m);
+		gm_obj_set(o, "each term at its own largest (closed form, "
+			   "not at the peak)", l);
+	} else {
+		gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false, true));
+	}
 	gm_obj_set_bool(o, "fits", p->fits);
 	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);
 	gm_obj_set_uint(o, "gradient_accumulation_steps",
@@ -68,7 +126,8 @@ struct gm_val *gm_plan_report(const struct gm_plan *p)
 	if (p->n_stages > 1) {
 		st = gm_val_arr();
 		for (unsigned i = 0; i < p->n_stages; i++) {
-			struct gm_val *s = terms_obj(&p->stages[i], true);
+			struct gm_val *s = terms_obj(&p->stages[i], true,
+						     !table);
 			gm_arr_push(st, s);
 		}
 		gm_obj_set(o, "stages", st);
@@ -76,8 +135,18 @@ struct gm_val *gm_plan_report(const struct gm_plan *p)
 	return o;
 }
 
+struct gm_val *gm_plan_report(const struct gm_plan *p)
+{
+	return plan_obj(p, false);
+}
+
+struct gm_val *gm_plan_report_table(const struct gm_plan *p)
+{
+	return plan_obj(p, true);
+}
+
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n)
+			     size_t n, bool table)
 {
 	struct gm_val *arr = gm_val_arr();
 
@@ -89,16 +158,30 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		if (f[i].gpu.cap_bytes)
 			gm_obj_set_uint(r, "cap_bytes", f[i].gpu.cap_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
-		/* 0 in the catalog: not known (a table prints "-") */
-		if (f[i].gpu.bf16_tflops > 0)
+		/* 0 in the catalog: not known (a table prints "-"); a card
+		 * without bf16 (before sm_80) lists its fp16 figure */
+		bool fp16 = f[i].gpu.sm_major > 0 && f[i].gpu.sm_major < 8;
+
+		if (f[i].gpu.bf16_tflops > 0 && fp16 && table) {
+			char t[48];
+
+			snprintf(t, sizeof(t), "%.4g (fp16)",
+				 f[i].gpu.bf16_tflops);
+			gm_obj_set_str(r, "bf16_tflops", t);
+		} else if (f[i].gpu.bf16_tflops > 0) {
 			gm_obj_set_real(r, "bf16_tflops",
 					f[i].gpu.bf16_tflops);
-		else
+		} else {
 			gm_obj_set(r, "bf16_tflops", gm_val_null());
+		}
+		if (!table)
+			gm_obj_set_bool(r, "bf16_is_fp16", fp16);
 		gm_obj_set_uint(r, "max_micro_batch", f[i].max_micro_batch);
 		gm_obj_set_uint(r, "gradient_accumulation_steps",
 				f[i].gradient_accumulation_steps);
 		gm_obj_set_uint(r, "min_gpus", f[i].min_gpus);
+		gm_obj_set_uint(r, "min_gpus_micro_batch",
+				f[i].min_gpus_micro_batch);
 		gm_obj_set_uint(r, "device_used_bytes", u(f[i].device_used));
 		gm_arr_push(arr, r);
 	}

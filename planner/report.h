@@ -10,6 +10,7 @@
 #ifndef GM_REPORT_H
 #define GM_REPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "fit.h"
@@ -18,8 +19,14 @@
 struct gm_val;
 
 struct gm_val *gm_plan_report(const struct gm_plan *p);
+/* The same for a table: the per-GPU rows as held at the peak (they add
+ * up to peak allocated), then each term's closed form at its own
+ * largest, headed as not at the peak. */
+struct gm_val *gm_plan_report_table(const struct gm_plan *p);
+/* table: bf16 TFLOP/s of a card without bf16 as "125 (fp16)" (else a
+ * number and bf16_is_fp16). */
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n);
+			     size_t n, bool table);
 
 /* One bar per plan (gpumem plan: one; gpumem fit: one per GPU). */
 int gm_plan_svg(FILE *out, const struct gm_plan *plans, size_t n);

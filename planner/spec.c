@@ -26,7 +26,9 @@
 #include <yaml.h>
 
 #include "error.h"
+#include "hf_config.h"
 #include "text.h"
+#include "yaml_check.h"
 
 /* A spec is a page of YAML; anything larger is not one. */
 #define GM_SPEC_MAX_FILE (1u << 20)
@@ -109,7 +111,11 @@ const char *gm_kv_dtype_name(enum gm_kv_dtype k)
  * layers x 12 x hidden^2 parameters, micro-batch x sequence x hidden
  * activations) stays well inside 64 bits.
  */
-#define GM_MAX_LAYERS   10000u
+/* layers: 8 x the deepest published dense transformer (126 blocks,
+ * Llama 3.1 405B); the replay emits every block of every micro-batch in
+ * flight, so its time grows with layers (10,000 took 15 s a plan, 34 s
+ * a fit on one card; 1,024 take 0.45 s a plan) */
+#define GM_MAX_LAYERS   1024u
 #define GM_MAX_HIDDEN   (1u << 20)  /* 1,048,576 */
 #define GM_MAX_FFN      (1u << 22)  /* 4,194,304 */
 #define GM_MAX_HEADS    (1u << 16)  /* 65,536 */
@@ -161,6 +167,7 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	    model.shared_experts, 0, GM_MAX_EXPERTS),
 	U64(GM_K_MOE_FFN, "moe_ffn_hidden_size", GM_K_MODEL,
 	    model.moe_ffn_hidden_size, 1, GM_MAX_FFN),
+	STR(GM_K_HF_CONFIG, "hf_config", GM_K_MODEL, hf_config),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,
 	    training.micro_batch_size, 1, GM_MAX_BATCH),
@@ -244,6 +251,11 @@ static int find_dotted(const char *key)
 	return find_key(sec, dot + 1, strlen(dot + 1));
 }
 
+int gm__spec_find(const char *dotted)
+{
+	return find_dotted(dotted);
+}
+
 /* ==== Messages ==== */
 
 /* Format "PREFIX: message" into c->diag, return GM_EINVAL. */
@@ -316,6 +328,9 @@ int gm__spec_blame(struct gm__spec_ctx *c, int id, const char *fmt, ...)
 		w = &c->spec->where[gm__spec_keys[id].parent];
 	if (w->origin == GM_SPEC_SET)
 		snprintf(prefix, sizeof(prefix), "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s (%s)",
+			 c->spec->hf_path, w->line, w->column, w->field, key);
 	else if (w->origin == GM_SPEC_FILE)
 		snprintf(prefix, sizeof(prefix), "%s:%u:%u: %s", c->path,
 			 w->line, w->column, key);
@@ -590,6 +605,41 @@ static void section_words(int section, char *buf, size_t len)
 		snprintf(buf, len, "in %s", gm__spec_keys[section].name);
 }
 
+/* Key i's dotted name ("training.micro_batch_size") into buf. */
+static void dotted_name(int i, char *buf, size_t len)
+{
+	int p = gm__spec_keys[i].parent;
+
+	if (p < 0) {
+		snprintf(buf, len, "%s", gm__spec_keys[i].name);
+		return;
+	}
+	dotted_name(p, buf, len);
+	snprintf(buf + strlen(buf), len - strlen(buf), ".%s",
+		 gm__spec_keys[i].name);
+}
+
+/* Every key named word in some section, as "'a.word' or 'b.word'"; 0
+ * when none. */
+static size_t sectioned(const char *word, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < GM_K_COUNT; i++) {
+		char d[256];
+
+		if (gm__spec_keys[i].parent < 0 ||
+		    strcmp(gm__spec_keys[i].name, word))
+			continue;
+		dotted_name(i, d, sizeof(d));
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s'%s'",
+			 n ? " or " : "", d);
+		n++;
+	}
+	return n;
+}
+
 /*
  * "unknown key 'x' in model; did you mean 'y'?" at line:col (or the --set
  * being applied). A dotted key at the top level ("model.layers:") gets
@@ -614,6 +664,14 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			       "nested, as '%s:' under '%s:'", name, where,
 			       gm__spec_keys[id].name,
 			       gm__spec_keys[gm__spec_keys[id].parent].name);
+	if (section < 0) {
+		/* a section's key at the top: name the section */
+		char both[1024];
+
+		if (sectioned(name, both, sizeof(both)))
+			return fail_at(c, line, col, "unknown key '%s' %s; "
+				       "did you mean %s?", name, where, both);
+	}
 	if (suggest(name, cands, n, near, sizeof(near)))
 		return fail_at(c, line, col,
 			       "unknown key '%s' %s; did you mean %s?", name,
@@ -752,7 +810,7 @@ static int check_utf8(struct gm__spec_ctx *c, const char *buf, size_t n)
 /* Read the whole file (at most GM_SPEC_MAX_FILE bytes), NUL-terminated. */
 static int read_file(struct gm__spec_ctx *c, char **out, size_t *n)
 {
-	FILE *f = fopen(c->path, "rb");
+	FILE *f = c->from_stdin ? stdin : fopen(c->path, "rb");
 	char *buf = NULL;
 	size_t got;
 	int rc = 0;
@@ -784,7 +842,8 @@ static int read_file(struct gm__spec_ctx *c, char **out, size_t *n)
 	buf = NULL;
 out:
 	free(buf);
-	fclose(f);
+	if (f != stdin)
+		fclose(f);
 	return rc;
 }
 
@@ -834,54 +893,28 @@ static int syntax_error(struct gm__spec_ctx *c, yaml_parser_t *p,
 }
 
 /*
- * Nesting deeper than this is refused before the document is built: a
- * spec is two levels deep, and libyaml's scanner does work per open
- * collection for every token (a 400 KB file of '[' took minutes).
+ * Bounds checked before the document is built (gm_yaml_scan): a spec is
+ * two levels deep and has no use for many anchors; also no tags, no NUL
+ * bytes (yaml_check.h says why).
  */
-#define GM_SPEC_MAX_DEPTH 32
+static const struct gm_yaml_limits spec_limits = {
+	.max_depth = 32,
+	.max_anchors = 256,
+	.max_aliases = 256,
+	.depth_hint = "a spec is a mapping of sections of keys",
+};
 
-/*
- * An event pass that stops at the first collection opened deeper than
- * GM_SPEC_MAX_DEPTH (file:line:column of it). Syntax errors are left to
- * the document pass, which reports them. 0 or GM_EINVAL / GM_ENOMEM.
- */
-static int check_depth(struct gm__spec_ctx *c, const char *buf, size_t n)
+/* The event pass: 0, or GM_EINVAL at file:line:column, GM_ENOMEM. */
+static int check_events(struct gm__spec_ctx *c, const char *buf, size_t n)
 {
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	unsigned depth = 0;
-	int rc = 0;
-	bool done = false;
+	struct gm_yaml_fault f;
+	int rc = gm_yaml_scan(buf, n, &spec_limits, &f);
 
-	if (!yaml_parser_initialize(&parser))
-		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
-	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, n);
-	while (!done && !rc && yaml_parser_parse(&parser, &ev)) {
-		switch (ev.type) {
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			if (++depth <= GM_SPEC_MAX_DEPTH)
-				break;
-			rc = fail_at(c, (unsigned)ev.start_mark.line + 1,
-				     (unsigned)ev.start_mark.column + 1,
-				     "nesting too deep (more than %d levels); "
-				     "a spec is a mapping of sections of keys",
-				     GM_SPEC_MAX_DEPTH);
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		case YAML_STREAM_END_EVENT:
-			done = true;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&parser);
-	return rc;
+	if (rc == 1)
+		return fail_at(c, f.line, f.col, "%s", f.msg);
+	if (rc)
+		return gm_diag_set(c->diag, rc, "out of memory");
+	return 0;
 }
 
 /*
@@ -895,7 +928,7 @@ static int load_doc(struct gm__spec_ctx *c, const char *buf, size_t n)
 	yaml_node_t *root;
 	int rc;
 
-	rc = check_depth(c, buf, n);
+	rc = check_events(c, buf, n);
 	if (rc)
 		return rc;
 	if (!yaml_parser_initialize(&parser))
@@ -959,6 +992,14 @@ static int set_unknown(struct gm__spec_ctx *c, const char *key)
 		return fail_at(c, 0, 0, "'%s' takes a value, not keys", sec);
 	if (parent >= 0)
 		return unknown_key(c, 0, 0, parent, dot + 1);
+	if (!dot) {
+		/* a key of a section given without it */
+		char both[1024];
+
+		if (sectioned(key, both, sizeof(both)))
+			return fail_at(c, 0, 0, "unknown key '%s'; did you "
+				       "mean %s?", key, both);
+	}
 	for (int i = 0; i < GM_K_COUNT; i++) {
 		if (gm__spec_keys[i].parent < 0)
 			cands[n++] = gm__spec_keys[i].name;
@@ -1030,6 +1071,11 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	size_t n = 0;
 	int rc;
 
+	if (!strcmp(path, "-")) {
+		/* the spec on standard input; messages say <stdin>:l:c */
+		c.from_stdin = true;
+		c.path = path = GM_SPEC_STDIN;
+	}
 	memset(spec, 0, sizeof(*spec));
 	gm_text_copy(spec->path, sizeof(spec->path), path);
 	rc = read_file(&c, &buf, &n);
@@ -1042,10 +1088,12 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	for (int i = 0; !rc && i < n_sets; i++)
 		rc = apply_set(&c, sets[i]);
 	c.set_key = NULL;
+	if (!rc)
+		rc = gm__hf_config_apply(&c);
 	if (rc)
 		return rc;
 	if (!spec->name[0])
-		default_name(spec, path);
+		default_name(spec, c.from_stdin ? "stdin" : path);
 	gm__spec_defaults(spec);
 	return gm__spec_validate(&c);
 }
@@ -1074,6 +1122,9 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		snprintf(buf, len, "%s:%u:%u", spec->path, w->line, w->column);
 	else if (w->origin == GM_SPEC_SET)
 		snprintf(buf, len, "--set %s", key);
+	else if (w->origin == GM_SPEC_HF)
+		snprintf(buf, len, "%s:%u:%u", spec->hf_path, w->line,
+			 w->column);
 	else
 		snprintf(buf, len, "%s", spec->path);
 	return buf;

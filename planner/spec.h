@@ -123,11 +123,13 @@ enum gm_spec_origin {
 	GM_SPEC_DEFAULT = 0, /* not given: the documented default */
 	GM_SPEC_FILE,        /* the YAML file, at line:column */
 	GM_SPEC_SET,         /* a --set option */
+	GM_SPEC_HF,          /* model.hf_config's file, at line:column */
 };
 
 struct gm_spec_where {
 	enum gm_spec_origin origin;
 	unsigned line, column;
+	const char *field;          /* GM_SPEC_HF: the config.json field */
 };
 
 #define GM_SPEC_MAX_KEYS 64
@@ -142,13 +144,19 @@ struct gm_spec {
 	struct gm_spec_parallel parallelism;
 	char gpu[128];              /* hardware.gpu: a catalog name or alias;
 				     * "" = not given */
+	char hf_config[512];        /* model.hf_config as written; "" = none */
+	char hf_path[1024];         /* the config.json it names (hf_config.h) */
 	/* Per key of the schema (by its index in spec.c's table); use
 	 * gm_spec_given() and gm_spec_where() rather than reading it. */
 	struct gm_spec_where where[GM_SPEC_MAX_KEYS];
 };
 
+/* How messages name a spec read from standard input (path "-"). */
+#define GM_SPEC_STDIN "<stdin>"
+
 /*
- * Load and validate a spec. sets: n strings "dotted.key=value" applied
+ * Load and validate a spec (path "-": standard input, named
+ * GM_SPEC_STDIN in messages). sets: n strings "dotted.key=value" applied
  * over the file (as `--set` gives them) before validation; a bad --set
  * is reported naming the option. Returns 0 or GM_EINVAL/GM_EIO/GM_ENOMEM
  * with diag->msg "file:line:column: message" (plus a hint where one

@@ -38,6 +38,7 @@ enum gm__spec_key {
 	GM_K_EXPERTS_PER_TOKEN,
 	GM_K_SHARED_EXPERTS,
 	GM_K_MOE_FFN,
+	GM_K_HF_CONFIG,
 	GM_K_TRAINING,
 	GM_K_MICRO_BATCH,
 	GM_K_GLOBAL_BATCH,
@@ -92,11 +93,15 @@ extern const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT];
 /* The dotted name of a key ("model.layers"); buf of at least 64 bytes. */
 const char *gm__spec_dotted(int id, char *buf, size_t len);
 
+/* The id of a dotted key ("model.layers"), or -1. */
+int gm__spec_find(const char *dotted);
+
 /* State of one gm_spec_load() call. */
 struct gm__spec_ctx {
 	struct gm_spec *spec;
 	struct gm_diag *diag;
-	const char *path;
+	const char *path;             /* as messages name it */
+	bool from_stdin;              /* path "-": read standard input */
 	const char *set_key;          /* the --set being applied, or NULL */
 	unsigned root_line, root_col; /* the top-level mapping (1-based) */
 };

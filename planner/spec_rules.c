@@ -179,6 +179,11 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 				      "architecture %s only%s", names,
 				      only[i].note);
 	}
+	if (given(s, GM_K_ACT_PER_TOKEN) && s->task != GM_TASK_TRAIN)
+		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
+				      "task 'train' only (a forward pass "
+				      "without autograd saves no "
+				      "activations)");
 	if (s->model.head == GM_HEAD_MASKED_LM &&
 	    !(fam->keys & GM_FK_MASKED_LM))
 		return gm__spec_blame(c, GM_K_HEAD, "masked-lm needs "
@@ -197,6 +202,38 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 	return 0;
 }
 
+/*
+ * The key to blame when a rule ties key a to key b: a, unless a came
+ * from model.hf_config and b was written in the spec (the spec's key
+ * is the one that contradicts the config).
+ */
+static int blame_pair(const struct gm_spec *s, int a, int b)
+{
+	enum gm_spec_origin oa = s->where[a].origin, ob = s->where[b].origin;
+
+	if (oa == GM_SPEC_HF && (ob == GM_SPEC_FILE || ob == GM_SPEC_SET))
+		return b;
+	return a;
+}
+
+/*
+ * "A does not divide B" about keys a (the divisor) and b: blamed on a,
+ * or on b when a came from model.hf_config and b from the spec.
+ */
+static int not_divide(struct gm__spec_ctx *c, int a, int b, uint64_t va,
+		      uint64_t vb)
+{
+	if (blame_pair(c->spec, a, b) == b)
+		return gm__spec_blame(c, b, "%llu is not a multiple of %s %llu "
+				      "(from %s)", (unsigned long long)vb,
+				      gm__spec_keys[a].name,
+				      (unsigned long long)va,
+				      c->spec->where[a].field);
+	return gm__spec_blame(c, a, "%llu does not divide %s %llu",
+			      (unsigned long long)va, gm__spec_keys[b].name,
+			      (unsigned long long)vb);
+}
+
 /* Attention heads split the hidden size; kv heads group the heads. */
 static int check_heads(struct gm__spec_ctx *c)
 {
@@ -205,15 +242,11 @@ static int check_heads(struct gm__spec_ctx *c)
 	if (!gm_family(m->architecture)->shaped && !m->attention_heads)
 		return 0;
 	if (m->hidden_size % m->attention_heads)
-		return gm__spec_blame(c, GM_K_HEADS, "%llu does not divide "
-				      "hidden_size %llu",
-				      (unsigned long long)m->attention_heads,
-				      (unsigned long long)m->hidden_size);
+		return not_divide(c, GM_K_HEADS, GM_K_HIDDEN,
+				  m->attention_heads, m->hidden_size);
 	if (m->attention_heads % m->kv_heads)
-		return gm__spec_blame(c, GM_K_KV_HEADS, "%llu does not divide "
-				      "attention_heads %llu",
-				      (unsigned long long)m->kv_heads,
-				      (unsigned long long)m->attention_heads);
+		return not_divide(c, GM_K_KV_HEADS, GM_K_HEADS, m->kv_heads,
+				  m->attention_heads);
 	return 0;
 }
 

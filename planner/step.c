@@ -70,6 +70,7 @@
 #include "error.h"
 #include "pool.h"
 #include "sim.h"
+#include "units.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -1663,13 +1664,59 @@ struct rp {
 	uint64_t nlive;
 	struct gm_step_result *r;
 	const struct gm_step_observer *obs;
+	struct gm_backend *be;
+	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
 };
+
+/*
+ * A request the pool refused after freeing its cache and retrying (as
+ * PyTorch's DeviceCachingAllocator::malloc does: alloc_block, then
+ * release_available_cached_blocks, which frees nothing unless
+ * max_split_size_mb is set, then release_cached_blocks and alloc_block
+ * again; c10/cuda/CUDACachingAllocator.cpp at pytorch/pytorch 001074d2):
+ * the run would stop here with an out-of-memory error. The first one is
+ * recorded; then the simulated card grows by what the device lacked and
+ * the request is made again, so the replay goes on to the step's end and
+ * the card's final size is the smallest this replay got through on.
+ */
+static int rp_refused(struct rp *p, uint64_t bytes, uintptr_t stream,
+		      uint64_t *a)
+{
+	int rc = GM_EDEVNOMEM;
+
+	if (!p->r->out_of_memory) {
+		struct gm_pool_stats ps;
+
+		/* allocated as torch.cuda.memory_allocated() counts it: the
+		 * live blocks, as the pool carved them */
+		gm_pool_get_stats(p->pool, &ps);
+		p->r->out_of_memory = true;
+		p->r->oom_requested = (double)bytes;
+		p->r->oom_allocated = (double)ps.allocated_bytes.current;
+		p->r->oom_reserved = (double)gm_pool_reserved(p->pool);
+	}
+	if (p->stop_at_oom)
+		return GM_EDEVNOMEM;
+	for (int i = 0; i < 4 && (rc == GM_EDEVNOMEM || rc == GM_ELIMIT);
+	     i++) {
+		uint64_t n = gm_sim_short_by(p->be);
+
+		if (!n) /* refused for another reason: ask for it whole */
+			n = gm_pool_round_size(p->pool, bytes) + 20 * GM_MiB;
+		rc = gm_sim_grow(p->be, n);
+		if (rc)
+			return rc;
+		rc = gm_pool_alloc(p->pool, bytes, stream, a);
+	}
+	return rc;
+}
 
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct rp *p = ctx;
 	uint64_t a, res;
+	uintptr_t stream;
 	int rc;
 
 	if (id >= p->cap) {
@@ -1693,8 +1740,10 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		p->cap = n;
 	}
 	/* FSDP's collectives allocate on their own streams (step.h) */
-	rc = gm_pool_alloc(p->pool, bytes, kind == GM_SK_GATHER ? 1 :
-			   kind == GM_SK_REDUCE ? 2 : 0, &a);
+	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
+	rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+	if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
+		rc = rp_refused(p, bytes, stream, &a);
 	if (rc)
 		return rc;
 	p->kind[id] = (unsigned char)kind;
@@ -1755,14 +1804,14 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
-		       const struct gm_step_observer *obs)
+		       const struct gm_step_observer *obs, bool stop)
 {
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
 	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out, .obs = obs};
+	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -1775,10 +1824,12 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	rc = gm_sim_backend_create(&be, &so);
 	if (rc)
 		return rc;
+	p.be = be;
 	rc = gm_pool_create(&p.pool, be, &po, NULL);
 	if (rc)
 		goto out;
 	rc = gm_step_emit(st, &sk);
+	out->card_needed = (double)be->total_bytes;
 	gm_pool_destroy(p.pool);
 out:
 	be->ops->destroy(be);
@@ -1796,14 +1847,17 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    struct gm_step_result *out,
 			    const struct gm_step_observer *obs)
 {
-	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, obs);
+	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			   out, obs, false);
+}
 
-	if (rc != GM_EDEVNOMEM && rc != GM_ELIMIT)
-		return rc;
-	rc = replay_once(st, UNLIMITED, out, obs);
-	out->unlimited = true;
-	return rc;
+int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out)
+{
+	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			     out, NULL, true);
+
+	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
 
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,

@@ -318,19 +318,37 @@ struct gm_step_result {
 	double peak_allocated;  /* live bytes rounded by the pool, peak */
 	uint64_t live_at_peak;  /* live allocations at peak_requested */
 	uint64_t allocations;   /* allocate calls */
-	bool unlimited;         /* the card's capacity was too small: the
-				 * figures are from a replay without limit */
+	/* A request failed on the card even after the pool freed its cache
+	 * and retried: where the run would stop with an out-of-memory
+	 * error. The replay then went on on a card grown by what was
+	 * lacking (card_needed), so the peaks are those of that card. */
+	bool out_of_memory;
+	double oom_requested;   /* the first refused request */
+	double oom_allocated;   /* live bytes (rounded) then */
+	double oom_reserved;    /* reserved then: what the card held */
+	double card_needed;     /* the simulated card's final capacity */
 };
 
 /*
  * Replay st through a gm_pool (PyTorch's policy, no cap) on a simulated
  * card of capacity_bytes (what the allocator may take: the card less the
- * CUDA context). When the step does not fit, it is replayed again on an
- * unlimited card, so the figures say how much it would need. Returns 0
- * or a negative GM_E*.
+ * CUDA context; 0: 1 PiB). Reserved never exceeds the card: when a
+ * segment does not fit, the pool frees its cached blocks and retries,
+ * as PyTorch does. A request that still fails is recorded
+ * (out_of_memory) and the card grown by what it lacked, so the figures
+ * say how much card the step needs with those retries. Returns 0 or a
+ * negative GM_E*.
  */
 int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out);
+
+/*
+ * gm_step_replay() that only answers whether the step gets through on
+ * the card: it ends at the first refused request (out_of_memory set, the
+ * other figures those reached until then). For sizing searches.
+ */
+int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out);
 
 struct gm_sim_options;
 struct gm_pool_options;
@@ -345,8 +363,7 @@ struct gm_step_event {
 
 /*
  * Sees every pool call of a replay (gpumem plan --trace writes them as
- * RMM CSV): begin() before each replay (a second one follows when the
- * step did not fit the card: what came before it is void), then one
+ * RMM CSV): begin() before the replay, then one
  * event per allocate (alloc true) or free, with the pool's address, the
  * requested bytes and info. event() returns 0 or a negative GM_E*, which ends
  * the replay.

@@ -2,6 +2,7 @@
 #include "emit.h"
 
 #include "error.h"
+#include "text.h"
 #include "units.h"
 
 #include <errno.h>
@@ -28,7 +29,14 @@ struct gm_val {
 	size_t len, cap;
 	char **keys;          /* GM_VAL_OBJ */
 	struct gm_val **kids; /* GM_VAL_OBJ, GM_VAL_ARR */
+	/* GM_VAL_OBJ with more than INDEX_MIN keys: an open-addressing
+	 * hash of the keys (slot = member index + 1, 0 = empty; nslots a
+	 * power of two, at least twice len), so lookups stay O(1) for
+	 * objects of any size. */
+	size_t *slots, nslots;
 };
+
+#define INDEX_MIN 8
 
 /* ==== Construction ==== */
 
@@ -109,6 +117,7 @@ void gm_val_free(struct gm_val *v)
 	}
 	free(v->kids);
 	free(v->keys);
+	free(v->slots);
 	if (v->kind == GM_VAL_STR)
 		free(v->as.s);
 	free(v);
@@ -132,8 +141,73 @@ static bool grow(struct gm_val *v)
 	return true;
 }
 
+/* FNV-1a over the key's bytes. */
+static size_t key_hash(const char *key)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+/* Put member i into obj's hash slots (a free slot exists: nslots > len). */
+static void index_put(struct gm_val *obj, size_t i)
+{
+	size_t mask = obj->nslots - 1, at = key_hash(obj->keys[i]) & mask;
+
+	while (obj->slots[at])
+		at = (at + 1) & mask;
+	obj->slots[at] = i + 1;
+}
+
+/*
+ * Index member obj->len - 1 (just appended): into the free slots, or by
+ * rebuilding the hash at twice the size. Out of memory drops the hash:
+ * lookups fall back to a linear search, still correct.
+ */
+static void index_add(struct gm_val *obj)
+{
+	size_t want = obj->nslots ? obj->nslots : 32;
+	size_t *slots;
+
+	if (obj->len <= INDEX_MIN)
+		return;
+	if (obj->slots && obj->len * 2 <= obj->nslots) {
+		index_put(obj, obj->len - 1);
+		return;
+	}
+	while (obj->len * 2 > want)
+		want *= 2;
+	slots = calloc(want, sizeof(*slots));
+	free(obj->slots);
+	obj->slots = slots;
+	obj->nslots = slots ? want : 0;
+	for (size_t i = 0; slots && i < obj->len; i++)
+		index_put(obj, i);
+}
+
+/* The member index of key in obj, or obj->len when absent. */
+static size_t obj_find(const struct gm_val *obj, const char *key)
+{
+	size_t mask, at;
+
+	if (!obj->slots) {
+		for (size_t i = 0; i < obj->len; i++)
+			if (strcmp(obj->keys[i], key) == 0)
+				return i;
+		return obj->len;
+	}
+	mask = obj->nslots - 1;
+	for (at = key_hash(key) & mask; obj->slots[at]; at = (at + 1) & mask)
+		if (strcmp(obj->keys[obj->slots[at] - 1], key) == 0)
+			return obj->slots[at] - 1;
+	return obj->len;
+}
+
 void gm_obj_set(struct gm_val *obj, const char *key, struct gm_val *child)
 {
+	size_t i;
 	char *k;
 
 	if (!obj)
@@ -142,12 +216,11 @@ void gm_obj_set(struct gm_val *obj, const char *key, struct gm_val *child)
 		obj->failed = true;
 		return;
 	}
-	for (size_t i = 0; i < obj->len; i++) {
-		if (strcmp(obj->keys[i], key) == 0) {
-			gm_val_free(obj->kids[i]);
-			obj->kids[i] = child;
-			return;
-		}
+	i = obj_find(obj, key);
+	if (i < obj->len) {
+		gm_val_free(obj->kids[i]);
+		obj->kids[i] = child;
+		return;
 	}
 	k = strdup(key);
 	if (!k || (obj->len == obj->cap && !grow(obj))) {
@@ -158,6 +231,7 @@ void gm_obj_set(struct gm_val *obj, const char *key, struct gm_val *child)
 	}
 	obj->keys[obj->len] = k;
 	obj->kids[obj->len++] = child;
+	index_add(obj);
 }
 
 void gm_arr_push(struct gm_val *arr, struct gm_val *child)
@@ -206,12 +280,12 @@ enum gm_val_kind gm_val_kind(const struct gm_val *v)
 
 const struct gm_val *gm_obj_get(const struct gm_val *obj, const char *key)
 {
+	size_t i;
+
 	if (!obj || obj->kind != GM_VAL_OBJ)
 		return NULL;
-	for (size_t i = 0; i < obj->len; i++)
-		if (strcmp(obj->keys[i], key) == 0)
-			return obj->kids[i];
-	return NULL;
+	i = obj_find(obj, key);
+	return i < obj->len ? obj->kids[i] : NULL;
 }
 
 size_t gm_val_len(const struct gm_val *v)
@@ -296,6 +370,12 @@ static bool is_bytes_key(const char *key)
 	return n >= 6 && strcmp(key + n - 6, "_bytes") == 0;
 }
 
+/* s for a table or CSV cell: control characters escaped (text.h). */
+static void cell_text(char *buf, size_t len, const char *s)
+{
+	gm_text_escape(buf, len, s);
+}
+
 /* Plain text of a scalar (JSON number syntax for numbers). */
 static void scalar_text(char *buf, size_t len, const struct gm_val *v)
 {
@@ -319,7 +399,7 @@ static void scalar_text(char *buf, size_t len, const struct gm_val *v)
 			snprintf(buf, len, "%.10g", v->as.d);
 		break;
 	case GM_VAL_STR:
-		snprintf(buf, len, "%s", v->as.s);
+		cell_text(buf, len, v->as.s);
 		break;
 	default:
 		snprintf(buf, len, "%s", v->kind == GM_VAL_OBJ ? "{}" : "[]");
@@ -334,10 +414,11 @@ static void table_text(char *buf, size_t len, const char *key,
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
 						   : gm_gib(v->as.u);
-		/* GiB with two decimals, except where that would print
-		 * 0.00: small sizes keep their own unit (KiB, MiB). */
-		if (v->kind == GM_VAL_UINT && v->as.u < GM_GiB / 100)
-			gm_size_format(buf, len, v->as.u);
+		/* GiB with two decimals, as the column says (INTERFACES:
+		 * tables print GiB); a size that is not 0 but would print
+		 * as 0.00 says so */
+		if (gib != 0 && gib > -0.005 && gib < 0.005)
+			snprintf(buf, len, "%s0.01 GiB", gib < 0 ? ">-" : "<");
 		else
 			snprintf(buf, len, "%.2f GiB", gib);
 		return;
@@ -360,14 +441,15 @@ static void table_text(char *buf, size_t len, const char *key,
 /* "peak_reserved_bytes" -> "peak reserved" for table labels. */
 static void label_text(char *buf, size_t len, const char *key)
 {
-	size_t n = strlen(key);
+	size_t n;
 
-	if (is_bytes_key(key))
+	cell_text(buf, len, key);
+	n = strlen(buf);
+	if (is_bytes_key(buf))
 		n -= 6;
-	if (n >= len)
-		n = len - 1;
 	for (size_t i = 0; i < n; i++)
-		buf[i] = key[i] == '_' ? ' ' : key[i];
+		if (buf[i] == '_')
+			buf[i] = ' ';
 	buf[n] = '\0';
 }
 
@@ -398,11 +480,19 @@ static void json_string(FILE *out, const char *s)
 		case '\r':
 			fputs("\\r", out);
 			break;
-		default:
-			if (*p < 0x20)
-				fprintf(out, "\\u%04x", *p);
-			else
+		default: {
+			uint32_t cp;
+			size_t n = gm_text_utf8((const char *)p, &cp);
+
+			/* DEL and C1 controls too, which JSON allows raw but
+			 * a terminal may act on. */
+			if (n && gm_text_is_control(cp)) {
+				fprintf(out, "\\u%04x", (unsigned)cp);
+				p += n - 1;
+			} else {
 				fputc(*p, out);
+			}
+		}
 		}
 	}
 	fputc('"', out);
@@ -467,6 +557,18 @@ static void yaml_scalar(FILE *out, const struct gm_val *v)
 
 static void yaml_value(FILE *out, const struct gm_val *v, int depth);
 
+/* A key as it is when it is a plain word, else double-quoted. */
+static void yaml_key(FILE *out, const char *key)
+{
+	size_t n = strspn(key, "abcdefghijklmnopqrstuvwxyz"
+			  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
+
+	if (n && !key[n])
+		fputs(key, out);
+	else
+		json_string(out, key);
+}
+
 static void yaml_child(FILE *out, const struct gm_val *kid, int depth)
 {
 	if (is_scalar(kid) || kid->len == 0) {
@@ -487,7 +589,8 @@ static void yaml_value(FILE *out, const struct gm_val *v, int depth)
 	for (size_t i = 0; i < v->len; i++) {
 		yaml_pad(out, depth);
 		if (v->kind == GM_VAL_OBJ) {
-			fprintf(out, "%s:", v->keys[i]);
+			yaml_key(out, v->keys[i]);
+			fputc(':', out);
 		} else {
 			fputc('-', out);
 		}
@@ -635,9 +738,12 @@ static int csv_emit(FILE *out, const struct gm_val *v)
 		return rc;
 	}
 	for (size_t i = 0; i < c.len; i++) {
+		char name[1024];
+
 		if (i)
 			fputc(',', out);
-		csv_field(out, c.names[i]);
+		cell_text(name, sizeof(name), c.names[i]);
+		csv_field(out, name);
 	}
 	fputc('\n', out);
 	for (size_t i = 0; i < n; i++)
@@ -829,7 +935,8 @@ int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format)
 /* ==== Atomic files ==== */
 
 /*
- * Create a new file beside f->path (f->tmp) with O_EXCL and mode (the
+ * Create a new file beside f->path (f->tmp) with O_EXCL and O_NOFOLLOW
+ * (never through a link planted at the temporary's name) and mode (the
  * kernel applies the umask, as for any created file). Returns an fd or
  * -1 with errno set.
  */
@@ -849,8 +956,8 @@ static int create_tmp(struct gm_file *f, mode_t mode)
 			errno = ENAMETOOLONG;
 			return -1;
 		}
-		fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			  mode);
+		fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+			  O_CLOEXEC, mode);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}
@@ -858,51 +965,174 @@ static int create_tmp(struct gm_file *f, mode_t mode)
 }
 
 /*
+ * Whether the directory holding path lets other users plant or replace
+ * names in it (sticky or world-writable, as /tmp). Fills *uid with the
+ * directory's owner. A directory that cannot be read counts as shared.
+ */
+static bool dir_shared(const char *path, uid_t *uid)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t n;
+
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else {
+		n = slash == path ? 1 : (size_t)(slash - path);
+		if (n >= sizeof(dir))
+			n = sizeof(dir) - 1;
+		memcpy(dir, path, n);
+		dir[n] = '\0';
+	}
+	*uid = 0;
+	if (stat(dir, &st) != 0)
+		return true;
+	*uid = st.st_uid;
+	return (st.st_mode & (S_ISVTX | S_IWOTH)) != 0;
+}
+
+/* Open a FIFO, device or socket for writing, never creating a file. */
+static int open_direct(struct gm_file *f, const char *path,
+		       struct gm_diag *diag)
+{
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
+				   strerror(errno));
+	if (fstat(fd, &st) != 0 || S_ISREG(st.st_mode) ||
+	    S_ISDIR(st.st_mode)) {
+		close(fd);
+		return gm_diag_set(diag, GM_EIO, "%s: changed while being "
+				   "opened; not written", path);
+	}
+	f->direct = true;
+	f->fp = fdopen(fd, "w");
+	if (!f->fp) {
+		int e = errno;
+
+		close(fd);
+		return gm_diag_set(diag, GM_EIO, "%s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+/*
+ * Follow the symlinks at f->path one link at a time, leaving in f->path
+ * the name that will be written: a missing name or a regular file.
+ * In a sticky or world-writable directory a link is followed only when
+ * it belongs to us or to the directory's owner (the rule of the Linux
+ * fs.protected_symlinks setting, which root does not bypass here either),
+ * and a regular file there is replaced only when it is ours: otherwise
+ * another user could make us write onto a file of their choosing. Sets
+ * *special when the name is a FIFO, device or socket (opened directly).
+ */
+static int resolve_target(struct gm_file *f, const char *given,
+			  bool *special, mode_t *mode, struct gm_diag *diag)
+{
+	uid_t me = geteuid(), owner;
+	struct stat st;
+
+	*special = false;
+	for (int hop = 0;; hop++) {
+		char target[4096];
+		ssize_t n;
+
+		if (lstat(f->path, &st) != 0) {
+			if (errno == ENOENT)
+				return 0; /* a new file */
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(errno));
+		}
+		if (S_ISDIR(st.st_mode))
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(EISDIR));
+		if (S_ISREG(st.st_mode)) {
+			if (st.st_uid != me && dir_shared(f->path, &owner))
+				return gm_diag_set(
+					diag, GM_EIO,
+					"%s: %s belongs to uid %lu in a shared "
+					"(sticky or world-writable) directory; "
+					"not replaced",
+					given, f->path,
+					(unsigned long)st.st_uid);
+			*mode = st.st_mode & 07777;
+			return 0;
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			*special = true;
+			return 0;
+		}
+		if (dir_shared(f->path, &owner) && st.st_uid != me &&
+		    st.st_uid != owner)
+			return gm_diag_set(diag, GM_EIO,
+					   "%s: a symlink of uid %lu in a shared "
+					   "(sticky or world-writable) directory; "
+					   "not followed",
+					   given, (unsigned long)st.st_uid);
+		if (hop >= 40)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(ELOOP));
+		/* A link to a FIFO or device (/dev/stdout, whose /proc
+		 * target names no file) is opened through the link. */
+		if (stat(f->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			if (S_ISDIR(st.st_mode))
+				return gm_diag_set(diag, GM_EIO, "%s: %s",
+						   given, strerror(EISDIR));
+			*special = true;
+			return 0;
+		}
+		n = readlink(f->path, target, sizeof(target) - 1);
+		if (n <= 0)
+			return gm_diag_set(diag, GM_EIO, "%s: %s", given,
+					   strerror(n < 0 ? errno : EINVAL));
+		target[n] = '\0';
+		if (target[0] != '/') {
+			char *slash = strrchr(f->path, '/');
+			size_t keep = slash ? (size_t)(slash - f->path) + 1 : 0;
+
+			if (keep + (size_t)n + 80 >= sizeof(f->path))
+				return gm_diag_set(diag, GM_EINVAL,
+						   "%s: path too long", given);
+			memmove(f->path + keep, target, (size_t)n + 1);
+		} else {
+			if ((size_t)n + 80 >= sizeof(f->path))
+				return gm_diag_set(diag, GM_EINVAL,
+						   "%s: path too long", given);
+			memcpy(f->path, target, (size_t)n + 1);
+		}
+	}
+}
+
+/*
  * Open path for writing. A missing path or a regular file (also through
- * symlinks, which are resolved so the target is replaced and the link
- * kept) is written atomically through a temporary file renamed over it;
- * a replaced file keeps its mode, a new one gets 0666 & ~umask. Anything
- * else (a FIFO, a character device such as /dev/stdout or /dev/null, a
- * socket) is opened and written directly, never replaced. A directory is
- * refused.
+ * symlinks, followed so the target is replaced and the link kept) is
+ * written atomically through a temporary file in the same directory
+ * (created with O_EXCL | O_NOFOLLOW) renamed over it; a replaced file
+ * keeps its mode, a new one gets 0666 & ~umask. In a sticky or
+ * world-writable directory, another user's symlink is not followed and
+ * another user's file not replaced (resolve_target). Anything else (a
+ * FIFO, a character device such as /dev/stdout or /dev/null, a socket)
+ * is opened and written directly, never created or replaced. A
+ * directory is refused.
  */
 int gm_file_begin(struct gm_file *f, const char *path, struct gm_diag *diag)
 {
 	mode_t mode = 0666;
-	struct stat st;
-	char *real;
-	int fd;
+	bool special;
+	int fd, rc;
 
 	memset(f, 0, sizeof(*f));
 	if (strlen(path) + 80 >= sizeof(f->tmp))
 		return gm_diag_set(diag, GM_EINVAL, "%s: path too long", path);
 	snprintf(f->path, sizeof(f->path), "%s", path);
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-					   strerror(EISDIR));
-		if (!S_ISREG(st.st_mode)) {
-			f->direct = true;
-			f->fp = fopen(path, "w");
-			if (!f->fp)
-				return gm_diag_set(diag, GM_EIO, "%s: %s",
-						   path, strerror(errno));
-			return 0;
-		}
-		mode = st.st_mode & 07777;
-		real = realpath(path, NULL);
-		if (real && strlen(real) + 80 < sizeof(f->path))
-			snprintf(f->path, sizeof(f->path), "%s", real);
-		free(real);
-	} else if (lstat(path, &st) == 0) {
-		/* A dangling symlink: create its target through it. */
-		f->direct = true;
-		f->fp = fopen(path, "w");
-		if (!f->fp)
-			return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-					   strerror(errno));
-		return 0;
-	}
+	rc = resolve_target(f, path, &special, &mode, diag);
+	if (rc)
+		return rc;
+	if (special)
+		return open_direct(f, f->path, diag);
 	fd = create_tmp(f, mode);
 	if (fd < 0)
 		return gm_diag_set(diag, GM_EIO, "%s: cannot create a file "

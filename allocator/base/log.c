@@ -11,19 +11,29 @@ static enum gm_log_level current = GM_LOG_WARN;
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
-void gm_log_init(const char *value)
+bool gm_log_init(const char *value)
 {
+	static bool warned;
+
 	if (!value || !*value)
-		return;
+		return true;
 	for (int i = 0; i < 4; i++) {
 		if (strcasecmp(value, names[i]) == 0) {
 			current = (enum gm_log_level)i;
-			return;
+			return true;
 		}
 	}
-	gm_warn("GPUMEM_LOG=%s is not one of error, warn, info, debug; "
-		"using warn",
-		value);
+	if (!warned)
+		gm_warn("GPUMEM_LOG=%s is not one of error, warn, info, "
+			"debug; using warn",
+			value);
+	warned = true;
+	return false;
+}
+
+const char *gm_log_level_name(enum gm_log_level level)
+{
+	return (unsigned)level < 4 ? names[level] : "warn";
 }
 
 void gm_log_set_level(enum gm_log_level level)

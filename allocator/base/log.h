@@ -9,6 +9,8 @@
 #ifndef GM_LOG_H
 #define GM_LOG_H
 
+#include <stdbool.h>
+
 enum gm_log_level {
 	GM_LOG_ERROR = 0,
 	GM_LOG_WARN = 1,
@@ -16,8 +18,13 @@ enum gm_log_level {
 	GM_LOG_DEBUG = 3,
 };
 
-/* Read GPUMEM_LOG (value may be NULL: the default, warn). */
-void gm_log_init(const char *value);
+/* Read GPUMEM_LOG (value may be NULL: the default, warn). A value that
+ * is not a level is warned about, once per process, and the level stays
+ * warn. Returns false for such a value. */
+bool gm_log_init(const char *value);
+
+/* "error", "warn", "info" or "debug". */
+const char *gm_log_level_name(enum gm_log_level level);
 
 /* Set the level directly (tests, --verbose). */
 void gm_log_set_level(enum gm_log_level level);

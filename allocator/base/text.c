@@ -2,6 +2,7 @@
 #include "text.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 #define GM_TEXT_MAX 255
@@ -65,3 +66,73 @@ void gm_text_copy(char *dst, size_t len, const char *src)
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 }
+
+size_t gm_text_utf8(const char *str, uint32_t *cp)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t len;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, *cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, *cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, *cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && *cp < 0x800) || (len == 4 && *cp < 0x10000) ||
+	    (*cp >= 0xd800 && *cp <= 0xdfff) || *cp > 0x10ffff)
+		return 0;
+	return len;
+}
+
+bool gm_text_is_control(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+}
+
+void gm_text_escape(char *buf, size_t len, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t at = 0;
+
+	while (*p) {
+		char esc[8];
+		uint32_t cp;
+		size_t n = gm_text_utf8((const char *)p, &cp), w;
+
+		if (n == 0)
+			w = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
+		else if (cp == '\n')
+			w = (size_t)snprintf(esc, sizeof(esc), "\\n");
+		else if (cp == '\r')
+			w = (size_t)snprintf(esc, sizeof(esc), "\\r");
+		else if (cp == '\t')
+			w = (size_t)snprintf(esc, sizeof(esc), "\\t");
+		else if (gm_text_is_control(cp))
+			w = (size_t)snprintf(esc, sizeof(esc),
+					     cp < 0x80 ? "\\x%02x" : "\\u%04x",
+					     (unsigned)cp);
+		else
+			w = 0;
+		if (at + (w ? w : n) >= len)
+			break;
+		if (w)
+			memcpy(buf + at, esc, w);
+		else
+			memcpy(buf + at, p, n);
+		at += w ? w : n;
+		p += n ? n : 1;
+	}
+	buf[len ? (at < len ? at : len - 1) : 0] = '\0';
+}
+

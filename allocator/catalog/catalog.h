@@ -176,19 +176,25 @@ uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
  */
 unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu);
 
+/* gm_catalog_report() flags. BRIEF: only the columns a table has room
+ * for, bf16 TFLOP/s of a card without bf16 as "125 (fp16)"; FLAT:
+ * aliases as one comma-separated string (CSV), else a list. */
+#define GM_GPU_REPORT_BRIEF 1u
+#define GM_GPU_REPORT_FLAT 2u
+
 /*
  * The catalog as an output tree (emit.h): an array with one object per
- * GPU, capacities as *_bytes keys, unknown values as null. brief keeps
+ * GPU, capacities as *_bytes keys, unknown values as null. BRIEF keeps
  * only the columns a table has room for (name, capacities, memory type,
  * bandwidth, TFLOP/s, architecture, context); the full form adds
- * aliases (one string, comma-separated), compute capability, SM count
- * (multiprocessors), PCI id, ECC and driver-era totals, tolerance and
- * sources.
+ * aliases, compute capability, SM count (multiprocessors), PCI id, ECC
+ * and driver-era totals, bf16_is_fp16, tolerance and sources.
  * NULL when out of host memory. Free with gm_val_free().
  */
 struct gm_val;
-struct gm_val *gm_catalog_report(const struct gm_catalog *cat, bool brief);
-struct gm_val *gm_gpu_report(const struct gm_gpu *gpu, bool brief);
+struct gm_val *gm_catalog_report(const struct gm_catalog *cat,
+				 unsigned flags);
+struct gm_val *gm_gpu_report(const struct gm_gpu *gpu, unsigned flags);
 
 /*
  * Read a catalog file (the schema of models/gpus.yaml) into cat.

@@ -26,14 +26,24 @@ static void set_real(struct gm_val *o, const char *key, double v)
 }
 
 /*
- * Aliases as one string, "h200, h200-sxm": a single column in tables and
- * CSV (an array would spread over aliases.0, aliases.1, ... columns).
+ * Aliases: a list in JSON and YAML; one string, "h200, h200-sxm", in
+ * CSV (GM_GPU_REPORT_FLAT), where a list would spread over aliases.0,
+ * aliases.1, ... columns.
  */
-static void set_aliases(struct gm_val *o, const struct gm_gpu *g)
+static void set_aliases(struct gm_val *o, const struct gm_gpu *g,
+			unsigned flags)
 {
 	char buf[1024];
 	size_t used = 0;
 
+	if (!(flags & GM_GPU_REPORT_FLAT)) {
+		struct gm_val *a = gm_val_arr();
+
+		for (size_t i = 0; i < g->n_aliases; i++)
+			gm_arr_push(a, gm_val_str(g->aliases[i]));
+		gm_obj_set(o, "aliases", a);
+		return;
+	}
 	buf[0] = '\0';
 	for (size_t i = 0; i < g->n_aliases && used < sizeof(buf); i++)
 		used += (size_t)snprintf(buf + used, sizeof(buf) - used,
@@ -42,11 +52,12 @@ static void set_aliases(struct gm_val *o, const struct gm_gpu *g)
 	gm_obj_set_str(o, "aliases", buf);
 }
 
-static void set_identity(struct gm_val *o, const struct gm_gpu *g)
+static void set_identity(struct gm_val *o, const struct gm_gpu *g,
+			 unsigned flags)
 {
 	char buf[32];
 
-	set_aliases(o, g);
+	set_aliases(o, g, flags);
 	snprintf(buf, sizeof(buf), "%u.%u", g->cc_major, g->cc_minor);
 	gm_obj_set_str(o, "compute_capability", buf);
 	if (g->multiprocessors)
@@ -63,15 +74,16 @@ static void set_identity(struct gm_val *o, const struct gm_gpu *g)
 	gm_obj_set_str(o, "form_factor", g->form_factor);
 }
 
-struct gm_val *gm_gpu_report(const struct gm_gpu *g, bool brief)
+struct gm_val *gm_gpu_report(const struct gm_gpu *g, unsigned flags)
 {
 	struct gm_val *o = gm_val_obj();
+	bool brief = flags & GM_GPU_REPORT_BRIEF;
 
 	if (!o)
 		return NULL;
 	gm_obj_set_str(o, "name", g->name);
 	if (!brief)
-		set_identity(o, g);
+		set_identity(o, g, flags);
 	gm_obj_set_str(o, "marketed", g->marketed);
 	if (!brief)
 		gm_obj_set_uint(o, "marketed_bytes", g->marketed_bytes);
@@ -88,7 +100,15 @@ struct gm_val *gm_gpu_report(const struct gm_gpu *g, bool brief)
 	}
 	gm_obj_set_str(o, "memory_type", g->memory_type);
 	gm_obj_set_real(o, "bandwidth_gbps", g->bandwidth_gbps);
-	set_real(o, "bf16_tflops", g->bf16_tflops);
+	if (brief && g->bf16_is_fp16 && g->bf16_tflops > 0) {
+		/* the table's one column: say the figure is fp16's */
+		char t[48];
+
+		snprintf(t, sizeof(t), "%.4g (fp16)", g->bf16_tflops);
+		gm_obj_set_str(o, "bf16_tflops", t);
+	} else {
+		set_real(o, "bf16_tflops", g->bf16_tflops);
+	}
 	if (!brief)
 		gm_obj_set_bool(o, "bf16_is_fp16", g->bf16_is_fp16);
 	gm_obj_set_str(o, "architecture", g->architecture);
@@ -105,13 +125,14 @@ struct gm_val *gm_gpu_report(const struct gm_gpu *g, bool brief)
 	return o;
 }
 
-struct gm_val *gm_catalog_report(const struct gm_catalog *cat, bool brief)
+struct gm_val *gm_catalog_report(const struct gm_catalog *cat,
+				 unsigned flags)
 {
 	struct gm_val *a = gm_val_arr();
 
 	if (!cat)
 		cat = gm_catalog_builtin();
 	for (size_t i = 0; a && i < cat->n; i++)
-		gm_arr_push(a, gm_gpu_report(&cat->gpus[i], brief));
+		gm_arr_push(a, gm_gpu_report(&cat->gpus[i], flags));
 	return a;
 }

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "text.h"
 #include "units.h"
+#include "yaml_check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -33,7 +34,8 @@ struct arch {
 
 struct ctx {
 	const char *path;
-	FILE *fp;
+	const char *buf; /* the file's bytes */
+	size_t len;
 	yaml_document_t *doc;
 	struct gm_diag *diag;
 	struct gm_catalog *cat;
@@ -53,15 +55,18 @@ struct ctx {
 __attribute__((format(printf, 3, 4)))
 static int fail(struct ctx *c, const yaml_node_t *node, const char *fmt, ...)
 {
-	char msg[768];
+	char msg[768], text[768];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Values quoted in the message may hold control characters
+	 * ("\e[2J" in a double-quoted YAML string). */
+	gm_text_escape(text, sizeof(text), msg);
 	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: %s", c->path,
 			   node ? node->start_mark.line + 1 : 1,
-			   node ? node->start_mark.column + 1 : 1, msg);
+			   node ? node->start_mark.column + 1 : 1, text);
 }
 
 static const char *scalar(const yaml_node_t *n)
@@ -600,45 +605,121 @@ static const char *cand(const struct gm_gpu *g, size_t j)
 	return j == 0 ? g->name : g->aliases[j - 1];
 }
 
+/* One name or alias of GPU i (j = 0: its name), normalized. */
+struct cand_ref {
+	char norm[GM__CATALOG_NORM_MAX];
+	size_t i, j;
+};
+
+/* By normalized form, then in the order the file gives them. */
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct cand_ref *a = pa, *b = pb;
+	int d = strcmp(a->norm, b->norm);
+
+	if (d)
+		return d;
+	if (a->i != b->i)
+		return a->i < b->i ? -1 : 1;
+	return a->j < b->j ? -1 : a->j > b->j;
+}
+
+/* PCI device ids by value, then by entry. */
+static int pci_cmp(const void *pa, const void *pb)
+{
+	const size_t *a = pa, *b = pb;
+
+	if (a[0] != b[0])
+		return a[0] < b[0] ? -1 : 1;
+	return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
 /*
  * Names and aliases must identify one GPU: no normalized form may be
  * shared by two entries (gm_catalog_find() would be ambiguous), and no
- * PCI device id may repeat.
+ * PCI device id may repeat. Sorted, so a catalog of n names costs
+ * n log n; the fault reported is the first in file order (a name or
+ * alias that an earlier entry already has, named with that entry).
  */
 static int check_unique(struct ctx *c, const struct gm_gpu *gpus, size_t n)
 {
-	char a[GM__CATALOG_NORM_MAX], b[GM__CATALOG_NORM_MAX];
+	struct cand_ref *refs, *bad = NULL, *first = NULL;
+	size_t total = 0, at = 0, (*pci)[2], npci = 0;
+	int rc = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j <= gpus[i].n_aliases; j++) {
-			gm__catalog_normalize(a, sizeof(a), cand(&gpus[i], j));
-			for (size_t k = 0; k < i; k++) {
-				for (size_t l = 0; l <= gpus[k].n_aliases;
-				     l++) {
-					gm__catalog_normalize(
-						b, sizeof(b),
-						cand(&gpus[k], l));
-					if (strcmp(a, b) != 0)
-						continue;
-					return fail(c, candidate_node(c, i, j),
-						    "'%s' also names '%s' "
-						    "(line %zu)",
-						    cand(&gpus[i], j),
-						    gpus[k].name,
-						    candidate_node(c, k, l)
-							    ->start_mark.line +
-							    1);
-				}
-			}
-		}
-		for (size_t k = 0; gpus[i].pci_device_id && k < i; k++)
-			if (gpus[k].pci_device_id == gpus[i].pci_device_id)
-				return fail(c, c->gpu_nodes[i], "pci_device_id "
-					    "0x%04x is also '%s'",
-					    (unsigned)gpus[i].pci_device_id,
-					    gpus[k].name);
+	for (size_t i = 0; i < n; i++)
+		total += gpus[i].n_aliases + 1;
+	refs = calloc(total, sizeof(*refs));
+	pci = calloc(n ? n : 1, sizeof(*pci));
+	if (!refs || !pci) {
+		free(refs);
+		free(pci);
+		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
 	}
-	return 0;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j <= gpus[i].n_aliases; j++, at++) {
+			gm__catalog_normalize(refs[at].norm,
+					      sizeof(refs[at].norm),
+					      cand(&gpus[i], j));
+			refs[at].i = i;
+			refs[at].j = j;
+		}
+		if (gpus[i].pci_device_id) {
+			pci[npci][0] = gpus[i].pci_device_id;
+			pci[npci++][1] = i;
+		}
+	}
+	qsort(refs, total, sizeof(*refs), cand_cmp);
+	for (size_t g = 0; g < total;) {
+		size_t e = g + 1;
+
+		while (e < total && !strcmp(refs[e].norm, refs[g].norm))
+			e++;
+		/* The first of the group from a later entry than the
+		 * group's first is the one the file order meets first. */
+		for (size_t k = g + 1; k < e; k++) {
+			if (refs[k].i == refs[g].i)
+				continue;
+			if (!bad || refs[k].i < bad->i ||
+			    (refs[k].i == bad->i && refs[k].j < bad->j)) {
+				bad = &refs[k];
+				first = &refs[g];
+			}
+			break;
+		}
+		g = e;
+	}
+	qsort(pci, npci, sizeof(*pci), pci_cmp);
+	size_t pci_bad = SIZE_MAX, pci_first = 0;
+	for (size_t k = 1; k < npci; k++) {
+		if (pci[k][0] != pci[k - 1][0])
+			continue;
+		size_t f = k - 1;
+
+		while (f > 0 && pci[f - 1][0] == pci[k][0])
+			f--;
+		if (pci[k][1] < pci_bad) {
+			pci_bad = pci[k][1];
+			pci_first = pci[f][1];
+		}
+	}
+	/* Entries are checked in file order: a name fault in an entry
+	 * comes before a PCI fault of a later one, and within one entry
+	 * names come first. */
+	if (bad && (pci_bad == SIZE_MAX || bad->i <= pci_bad))
+		rc = fail(c, candidate_node(c, bad->i, bad->j),
+			  "'%s' also names '%s' (line %zu)",
+			  cand(&gpus[bad->i], bad->j), gpus[first->i].name,
+			  candidate_node(c, first->i, first->j)
+				  ->start_mark.line + 1);
+	else if (pci_bad != SIZE_MAX)
+		rc = fail(c, c->gpu_nodes[pci_bad],
+			  "pci_device_id 0x%04x is also '%s'",
+			  (unsigned)gpus[pci_bad].pci_device_id,
+			  gpus[pci_first].name);
+	free(refs);
+	free(pci);
+	return rc;
 }
 
 static int load_gpus(struct ctx *c, yaml_node_t *seq)
@@ -675,19 +756,16 @@ static int load_gpus(struct ctx *c, yaml_node_t *seq)
 /* ==== The file ==== */
 
 /*
- * 1-based line and column (in bytes) of byte offset off of fp: libyaml
- * gives only an offset for encoding errors.
+ * 1-based line and column (in bytes) of byte offset off of the file:
+ * libyaml gives only an offset for encoding errors.
  */
-static void offset_position(FILE *fp, size_t off, size_t *line,
+static void offset_position(const struct ctx *c, size_t off, size_t *line,
 			    size_t *col)
 {
-	int ch;
-
 	*line = 1;
 	*col = 1;
-	rewind(fp);
-	for (size_t i = 0; i < off && (ch = getc(fp)) != EOF; i++) {
-		if (ch == '\n') {
+	for (size_t i = 0; i < off && i < c->len; i++) {
+		if (c->buf[i] == '\n') {
 			(*line)++;
 			*col = 1;
 		} else {
@@ -702,13 +780,10 @@ static int parse_error(struct ctx *c, const yaml_parser_t *p)
 
 	if (p->error == YAML_MEMORY_ERROR)
 		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
-	if (p->error == YAML_READER_ERROR && ferror(c->fp))
-		return gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
-				   c->path, strerror(errno));
 	if (p->error == YAML_READER_ERROR) {
 		size_t line, col;
 
-		offset_position(c->fp, p->problem_offset, &line, &col);
+		offset_position(c, p->problem_offset, &line, &col);
 		return gm_diag_set(c->diag, GM_EINVAL,
 				   "%s:%zu:%zu: not UTF-8 text (%s)",
 				   c->path, line, col,
@@ -927,6 +1002,66 @@ int gm_catalog_load_over(struct gm_catalog *cat, const char *path,
 		    diag);
 }
 
+/*
+ * The bounds of a catalog file: models/gpus.yaml is 26 KB, three levels
+ * deep, without anchors. Checked before the document is built
+ * (yaml_check.h says why).
+ */
+#define GM_CATALOG_MAX_FILE (4u << 20)
+static const struct gm_yaml_limits catalog_limits = {
+	.max_depth = 16,
+	.max_anchors = 1024,
+	.max_aliases = 1024,
+	.depth_hint = "a catalog is a mapping of lists of GPU entries",
+};
+
+/* Read the whole file (at most GM_CATALOG_MAX_FILE bytes) into c->buf,
+ * growing the buffer as it fills. */
+static int read_all(struct ctx *c)
+{
+	FILE *fp = fopen(c->path, "rb");
+	size_t cap = 64 << 10, got = 0;
+	char *buf = NULL;
+	int rc = 0;
+
+	if (!fp)
+		return gm_diag_set(c->diag, GM_EIO, "%s: %s", c->path,
+				   strerror(errno));
+	buf = malloc(cap);
+	while (!rc && buf) {
+		got += fread(buf + got, 1, cap - got, fp);
+		if (ferror(fp))
+			rc = gm_diag_set(c->diag, GM_EIO, "%s: cannot read: %s",
+					 c->path, strerror(errno));
+		else if (got > GM_CATALOG_MAX_FILE)
+			rc = gm_diag_set(c->diag, GM_EINVAL, "%s: larger than "
+					 "%u bytes; not a GPU catalog", c->path,
+					 GM_CATALOG_MAX_FILE);
+		else if (feof(fp))
+			break;
+		else if (got == cap) {
+			char *more = realloc(buf, cap * 2);
+
+			if (!more)
+				break;
+			buf = more;
+			cap *= 2;
+		}
+	}
+	if (!rc && !buf)
+		rc = gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	else if (!rc && !feof(fp))
+		rc = gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
+	fclose(fp);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	c->buf = buf;
+	c->len = got;
+	return 0;
+}
+
 int gm__catalog_load(struct gm_catalog *cat, const char *path, bool builtin,
 		     struct gm_diag *diag)
 {
@@ -938,22 +1073,29 @@ static int load(struct gm_catalog *cat, const char *path, bool builtin,
 {
 	struct ctx c = {.path = path, .diag = diag, .cat = cat,
 			.builtin = builtin, .base = base};
+	struct gm_yaml_fault f;
 	yaml_parser_t parser;
 	yaml_document_t doc;
-	FILE *fp;
 	int rc;
 
 	memset(cat, 0, sizeof(*cat));
-	fp = fopen(path, "rb");
-	if (!fp)
-		return gm_diag_set(diag, GM_EIO, "%s: %s", path,
-				   strerror(errno));
+	rc = read_all(&c);
+	if (rc)
+		return rc;
+	rc = gm_yaml_scan(c.buf, c.len, &catalog_limits, &f);
+	if (rc) {
+		rc = rc == 1 ? gm_diag_set(diag, GM_EINVAL, "%s:%u:%u: %s",
+					   path, f.line, f.col, f.msg)
+			     : gm_diag_set(diag, rc, "out of memory");
+		free((char *)c.buf);
+		return rc;
+	}
 	if (!yaml_parser_initialize(&parser)) {
-		fclose(fp);
+		free((char *)c.buf);
 		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
 	}
-	yaml_parser_set_input_file(&parser, fp);
-	c.fp = fp;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)c.buf,
+				     c.len);
 	if (!yaml_parser_load(&parser, &doc)) {
 		rc = parse_error(&c, &parser);
 		goto out_parser;
@@ -963,7 +1105,7 @@ static int load(struct gm_catalog *cat, const char *path, bool builtin,
 	yaml_document_delete(&doc);
 out_parser:
 	yaml_parser_delete(&parser);
-	fclose(fp);
+	free((char *)c.buf);
 	free(c.archs);
 	free(c.base_archs);
 	free(c.gpu_nodes);

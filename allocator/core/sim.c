@@ -41,6 +41,7 @@ struct sim {
 	uint64_t next_addr; /* bump pointer of the address space */
 	uint64_t hint_addr, hint_size; /* gm_sim_place_next; size 0 = none */
 	uint64_t used;      /* bytes handed out */
+	uint64_t short_by;  /* the last refused charge's shortfall */
 	unsigned fail_after;
 	struct sim_stream streams[SIM_STREAMS];
 };
@@ -175,8 +176,12 @@ static int driver_take(struct sim *s, uint64_t size, uint64_t *addr)
 /* Charge size bytes of device memory, exactly against the capacity. */
 static int charge(struct sim *s, uint64_t size)
 {
-	if (inject(s) || size > s->be.total_bytes - s->used)
+	if (inject(s))
 		return GM_EDEVNOMEM;
+	if (size > s->be.total_bytes - s->used) {
+		s->short_by = size - (s->be.total_bytes - s->used);
+		return GM_EDEVNOMEM;
+	}
 	s->used += size;
 	return 0;
 }
@@ -595,6 +600,32 @@ uint64_t gm_sim_used(struct gm_backend *be)
 	u = s->used;
 	pthread_mutex_unlock(&s->lock);
 	return u;
+}
+
+uint64_t gm_sim_short_by(struct gm_backend *be)
+{
+	struct sim *s = sim_of(be);
+	uint64_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->short_by;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+int gm_sim_grow(struct gm_backend *be, uint64_t bytes)
+{
+	struct sim *s = sim_of(be);
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!bytes || bytes > UINT64_MAX - be->total_bytes)
+		err = GM_EINVAL;
+	else
+		be->total_bytes += bytes;
+	s->short_by = 0;
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 uint64_t gm_sim_mapped(struct gm_backend *be, uint64_t addr, uint64_t size)

@@ -103,6 +103,21 @@ int gm_sim_reset(struct gm_backend *be);
 uint64_t gm_sim_used(struct gm_backend *be);
 
 /*
+ * What the last refused device call lacked: its size less the free
+ * capacity then, bytes (0: none refused since the last gm_sim_grow;
+ * an injected failure sets nothing).
+ */
+uint64_t gm_sim_short_by(struct gm_backend *be);
+
+/*
+ * Add bytes to the card's capacity (total_bytes): the planner's replay
+ * finds the smallest card a step gets through on by growing it only
+ * when a request still fails after the caching allocator has freed its
+ * cache. Returns 0, or GM_EINVAL for 0 bytes or an overflow.
+ */
+int gm_sim_grow(struct gm_backend *be, uint64_t bytes);
+
+/*
  * Bytes of mapped granules among those that [addr, addr + size) touches
  * inside a virtual reservation (0 outside one), for tests: a live block
  * of a virtual segment must have all its granules mapped.

@@ -230,6 +230,32 @@ int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)
 	return 0;
 }
 
+int gm_pl_recharge(struct gm_pl_dev *d, uint64_t from, uint64_t to,
+		   enum gm_pl_kind kind)
+{
+	uint64_t now;
+
+	if (to > from) {
+		if (!reserve_try(d, to - from))
+			return GM_ELIMIT;
+		now = atomic_fetch_add_explicit(&d->allocated, to - from,
+						memory_order_relaxed) + to - from;
+		max_update(&d->peak_allocated, now);
+		atomic_fetch_add_explicit(&d->by_kind[kind], to - from,
+					  memory_order_relaxed);
+	} else if (to < from) {
+		atomic_fetch_sub_explicit(&d->reserved, from - to,
+					  memory_order_relaxed);
+		atomic_fetch_sub_explicit(&d->allocated, from - to,
+					  memory_order_relaxed);
+		atomic_fetch_sub_explicit(&d->by_kind[kind], from - to,
+					  memory_order_relaxed);
+	}
+	max_update(&d->peak_request, to);
+	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
+	return 0;
+}
+
 int gm_pl_reserve(struct gm_pl_dev *d, uint64_t size)
 {
 	mark_active(d);

@@ -155,6 +155,15 @@ void gm_pl_unreserve(struct gm_pl_dev *d, uint64_t size);
 void gm_pl_use(struct gm_pl_dev *d, uint64_t size, uint64_t requested);
 void gm_pl_unuse(struct gm_pl_dev *d, uint64_t size);
 
+/*
+ * Change a charge of from bytes (made by gm_pl_charge) to to bytes, when
+ * the size became known only after the driver's answer: growing is
+ * checked against the cap like a charge (0 or GM_ELIMIT, counting no
+ * OOM: the caller does), shrinking always succeeds.
+ */
+int gm_pl_recharge(struct gm_pl_dev *d, uint64_t from, uint64_t to,
+		   enum gm_pl_kind kind);
+
 /* Count a refusal by the cap (or the undersized check) of size bytes. */
 void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size);
 

@@ -195,7 +195,10 @@ GM_EXPORT gm_cu_result cuMemAllocManaged(gm_cu_ptr *p, size_t size,
 
 /*
  * The pitch is chosen by the driver, so the size is known only after the
- * call: charge then, and free again if that goes over the cap.
+ * call. The width rounded up to 512 B (an estimate of the pitch; its
+ * alignment is the driver's) is charged before the call, so that what the
+ * driver holds stays under the cap, then the charge is corrected to the
+ * pitch the driver chose (freed again if a larger pitch does not fit).
  */
 GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 					  size_t width, size_t height,
@@ -208,21 +211,21 @@ GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 		(gm_cu_result(*)(gm_cu_ptr))real(GM_PL_HOOK_MEM_FREE);
 	struct gm_pl_dev *d;
 	gm_cu_result r;
-	uint64_t size;
+	uint64_t guess, size;
+	size_t w = (width + 511) & ~(size_t)511;
 
 	if (!fn)
 		return GM_CU_ERROR_NOT_INITIALIZED;
 	if (gm__pl_tls.guard || !(d = current_dev()))
 		return fn(p, pitch, width, height, elem);
+	if (!p || !pitch || !width || !height || w < width ||
+	    height > SIZE_MAX / w)
+		return GM_CU_ERROR_INVALID_VALUE;
 	if (gm_pl_cache_on()) {
 		/* The pool picks the pitch: the width rounded up to 512 B,
 		 * the pool's block alignment. Element sizes as the driver
 		 * accepts them (4, 8 or 16 bytes). */
-		size_t w = (width + 511) & ~(size_t)511;
-
-		if (!pitch || !width || !height || w < width ||
-		    (elem != 4 && elem != 8 && elem != 16) ||
-		    height > SIZE_MAX / w)
+		if (elem != 4 && elem != 8 && elem != 16)
 			return GM_CU_ERROR_INVALID_VALUE;
 		if (cache_alloc(d, p, w * height, GM_PL_SYNC_KEY, &r)) {
 			if (r == GM_CU_SUCCESS)
@@ -230,15 +233,17 @@ GM_EXPORT gm_cu_result cuMemAllocPitch_v2(gm_cu_ptr *p, size_t *pitch,
 			return r;
 		}
 	}
+	guess = (uint64_t)w * height;
+	if (gm_pl_charge(d, guess, GM_PL_KIND_DEVICE))
+		return GM_CU_ERROR_OUT_OF_MEMORY;
 	r = fn(p, pitch, width, height, elem);
+	if (r != GM_CU_SUCCESS)
+		return settle(d, &gm__pl.ptrs, r, 0, guess, GM_PL_KIND_DEVICE);
 	gm__pl_tls.seen_alloc++;
-	if (r != GM_CU_SUCCESS) {
-		if (r == GM_CU_ERROR_OUT_OF_MEMORY)
-			gm_pl_note_device_oom(d, width * height);
-		return r;
-	}
 	size = (uint64_t)*pitch * height;
-	if (gm_pl_charge(d, size, GM_PL_KIND_DEVICE)) {
+	if (gm_pl_recharge(d, guess, size, GM_PL_KIND_DEVICE)) {
+		gm_pl_uncharge(d, guess, GM_PL_KIND_DEVICE);
+		gm_pl_note_cap_oom(d, size);
 		if (rfree)
 			rfree(*p);
 		*p = 0;

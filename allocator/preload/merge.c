@@ -3,6 +3,8 @@
 
 #include "emit.h"
 #include "error.h"
+#include "text.h"
+#include "yaml_check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,12 +19,53 @@
 /* ==== JSON (as YAML) -> gm_val ==== */
 
 /* Where each value of a loaded document starts (1-based), for messages
- * about its content. */
+ * about its content; slots hash the values' addresses (slot = entry + 1,
+ * 0 = empty; nslots a power of two, at least twice n) so that finding a
+ * value's mark does not scan them all. */
 struct gm_json_marks {
 	const struct gm_val **val;
 	size_t *line, *col;
 	size_t n, cap;
+	size_t *slots, nslots;
 };
+
+static size_t ptr_hash(const void *p)
+{
+	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h >> 17);
+}
+
+static void slot_put(struct gm_json_marks *m, size_t i)
+{
+	size_t mask = m->nslots - 1, at = ptr_hash(m->val[i]) & mask;
+
+	while (m->slots[at])
+		at = (at + 1) & mask;
+	m->slots[at] = i + 1;
+}
+
+/* Hash entry m->n - 1 (just added), growing the slots as needed; out of
+ * memory leaves that entry unhashed (its value's mark reads as 1:1). */
+static void slot_add(struct gm_json_marks *m)
+{
+	size_t want = m->nslots ? m->nslots : 128, *slots;
+
+	if (m->slots && m->n * 2 <= m->nslots) {
+		slot_put(m, m->n - 1);
+		return;
+	}
+	while (m->n * 2 > want)
+		want *= 2;
+	slots = calloc(want, sizeof(*slots));
+	if (!slots)
+		return;
+	free(m->slots);
+	m->slots = slots;
+	m->nslots = want;
+	for (size_t i = 0; i < m->n; i++)
+		slot_put(m, i);
+}
 
 static void mark(struct gm_json_marks *m, const struct gm_val *v,
 		 const yaml_event_t *ev)
@@ -51,6 +94,7 @@ static void mark(struct gm_json_marks *m, const struct gm_val *v,
 	m->val[m->n] = v;
 	m->line[m->n] = ev->start_mark.line + 1;
 	m->col[m->n++] = ev->start_mark.column + 1;
+	slot_add(m);
 }
 
 void gm_json_marks_free(struct gm_json_marks *m)
@@ -60,6 +104,7 @@ void gm_json_marks_free(struct gm_json_marks *m)
 	free(m->val);
 	free(m->line);
 	free(m->col);
+	free(m->slots);
 	free(m);
 }
 
@@ -67,13 +112,21 @@ void gm_json_marks_free(struct gm_json_marks *m)
 static void where(const struct gm_json_marks *m, const struct gm_val *v,
 		  size_t *line, size_t *col)
 {
+	size_t mask, at;
+
 	*line = *col = 1;
-	for (size_t i = 0; m && i < m->n; i++)
+	if (!m || !m->slots)
+		return;
+	mask = m->nslots - 1;
+	for (at = ptr_hash(v) & mask; m->slots[at]; at = (at + 1) & mask) {
+		size_t i = m->slots[at] - 1;
+
 		if (m->val[i] == v) {
 			*line = m->line[i];
 			*col = m->col[i];
 			return;
 		}
+	}
 }
 
 static struct gm_val *scalar(const yaml_event_t *ev)
@@ -105,6 +158,29 @@ static struct gm_val *scalar(const yaml_event_t *ev)
 	return gm_val_str(s);
 }
 
+/* A key of object v: no tag or NUL byte, not given before (a repeated
+ * key would replace a value silently). */
+static int key_check(const struct gm_val *v, const yaml_event_t *e,
+		     const char *path, struct gm_diag *diag)
+{
+	struct gm_yaml_fault f;
+	char text[200];
+
+	if (gm_yaml_event_fault(e, &f))
+		return gm_diag_set(diag, GM_EINVAL, "%s:%u:%u: %s", path,
+				   f.line, f.col, f.msg);
+
+	if (gm_obj_get(v, (const char *)e->data.scalar.value)) {
+		gm_text_escape(text, sizeof(text),
+			       (const char *)e->data.scalar.value);
+		return gm_diag_set(diag, GM_EINVAL, "%s:%zu:%zu: duplicate "
+				   "key \"%s\"", path,
+				   e->start_mark.line + 1,
+				   e->start_mark.column + 1, text);
+	}
+	return 0;
+}
+
 /* Reports nest a few levels; deeper input is refused before the
  * recursion below can exhaust the stack. */
 #define GM_JSON_MAX_DEPTH 64
@@ -115,10 +191,14 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 		int depth, struct gm_json_marks *marks, const char *path,
 		struct gm_diag *diag)
 {
+	struct gm_yaml_fault f;
 	yaml_event_t e;
 	struct gm_val *v;
 	int rc = 0;
 
+	if (gm_yaml_event_fault(ev, &f))
+		return gm_diag_set(diag, GM_EINVAL, "%s:%u:%u: %s", path,
+				   f.line, f.col, f.msg);
 	switch (ev->type) {
 	case YAML_SCALAR_EVENT:
 		*out = scalar(ev);
@@ -127,6 +207,11 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 	case YAML_SEQUENCE_START_EVENT:
 	case YAML_MAPPING_START_EVENT:
 		break;
+	case YAML_ALIAS_EVENT:
+		return gm_diag_set(diag, GM_EINVAL, "%s:%zu:%zu: a YAML alias "
+				   "(*name); a report is JSON, which has none",
+				   path, ev->start_mark.line + 1,
+				   ev->start_mark.column + 1);
 	default:
 		return gm_diag_set(diag, GM_EINVAL, "%s:%zu:%zu: unexpected "
 				   "content", path, ev->start_mark.line + 1,
@@ -161,8 +246,12 @@ static int node(yaml_parser_t *p, yaml_event_t *ev, struct gm_val **out,
 				yaml_event_delete(&e);
 				break;
 			}
-			key = strdup((const char *)e.data.scalar.value);
+			rc = key_check(v, &e, path, diag);
+			key = rc ? NULL
+				 : strdup((const char *)e.data.scalar.value);
 			yaml_event_delete(&e);
+			if (rc)
+				break;
 			if (!yaml_parser_parse(p, &e)) {
 				free(key);
 				goto bad;
@@ -191,9 +280,35 @@ bad:
 			   p->problem ? p->problem : "not valid JSON");
 }
 
+/* A report file is read up to this size (a preload report of 8,192
+ * devices is 2.5 MB); larger input is refused, not buffered. */
+#define GM_JSON_MAX_FILE (64u << 20)
+
+struct reader {
+	FILE *f;
+	size_t got;
+	bool too_large;
+};
+
+/* libyaml's read handler: fread, stopping past GM_JSON_MAX_FILE. */
+static int read_some(void *data, unsigned char *buf, size_t size,
+		     size_t *n)
+{
+	struct reader *r = data;
+
+	*n = fread(buf, 1, size, r->f);
+	r->got += *n;
+	if (r->got > GM_JSON_MAX_FILE) {
+		r->too_large = true;
+		return 0;
+	}
+	return !ferror(r->f);
+}
+
 int gm_json_load(const char *path, struct gm_val **out,
 		 struct gm_json_marks **marksp, struct gm_diag *diag)
 {
+	struct reader r = {0};
 	struct gm_json_marks *marks = NULL;
 	yaml_parser_t p;
 	yaml_event_t e;
@@ -220,7 +335,8 @@ int gm_json_load(const char *path, struct gm_val **out,
 		}
 	}
 	yaml_parser_initialize(&p);
-	yaml_parser_set_input_file(&p, f);
+	r.f = f;
+	yaml_parser_set_input(&p, read_some, &r);
 	/* Stream start, document start, then the root node. */
 	for (;;) {
 		if (!yaml_parser_parse(&p, &e)) {
@@ -263,6 +379,13 @@ int gm_json_load(const char *path, struct gm_val **out,
 			rc = gm_diag_set(diag, GM_EINVAL, "%s: more than one "
 					 "document", path);
 	}
+	if (rc && r.too_large)
+		rc = gm_diag_set(diag, GM_EINVAL, "%s: larger than %u bytes; "
+				 "not a gpumem report", path,
+				 GM_JSON_MAX_FILE);
+	else if (rc && ferror(f))
+		rc = gm_diag_set(diag, GM_EIO, "%s: cannot read: %s", path,
+				 strerror(errno));
 	if (rc) {
 		gm_val_free(*out);
 		*out = NULL;
@@ -295,17 +418,26 @@ static void copy(struct gm_val *dst, const struct gm_val *src,
 	}
 }
 
+/*
+ * What a document is: "gpumem-report", "gpumem-verify" (a verify output,
+ * an array of its devices, or one device object), another "kind", or
+ * NULL. A device object of `gpumem verify` has a "kind" of its own (the
+ * card's: "cuda", "emulated"), so it is known by "device" and "verdict"
+ * without "devices".
+ */
 static const char *kind_of(const struct gm_val *doc)
 {
-	const struct gm_val *k = gm_obj_get(doc, "kind");
+	const char *k = gm_val_as_str(gm_obj_get(doc, "kind"));
 
 	if (gm_val_kind(doc) == GM_VAL_ARR)
 		return "gpumem-verify";
-	if (k && gm_val_as_str(k))
-		return gm_val_as_str(k);
-	if (gm_obj_get(doc, "verified_bytes"))
+	if (k && (!strcmp(k, "gpumem-report") || !strcmp(k, "gpumem-verify")))
+		return k;
+	if (gm_val_kind(doc) == GM_VAL_OBJ && !gm_obj_get(doc, "devices") &&
+	    gm_obj_get(doc, "device") &&
+	    (gm_obj_get(doc, "verdict") || gm_obj_get(doc, "verified_bytes")))
 		return "gpumem-verify";
-	return NULL;
+	return k;
 }
 
 /* The file being merged: its name and marks, for messages. */
@@ -452,11 +584,14 @@ static int check_verify_dev(const struct src *s, const struct gm_val *d,
 	verdict = gm_val_as_str(gm_obj_get(d, "verdict"));
 	if (strcmp(verdict, "ok") && strcmp(verdict, "undersized") &&
 	    strcmp(verdict, "faulty") && strcmp(verdict, "error")) {
+		char text[200];
+
+		gm_text_escape(text, sizeof(text), verdict);
 		where(s->marks, gm_obj_get(d, "verdict"), &line, &col);
 		return gm_diag_set(s->diag, GM_EINVAL, "%s:%zu:%zu: %s%sverdict:"
 				   " '%s' is not ok, undersized, faulty or "
 				   "error", s->path, line, col, what,
-				   *what ? "." : "", verdict);
+				   *what ? "." : "", text);
 	}
 	return 0;
 }

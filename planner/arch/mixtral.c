@@ -51,9 +51,9 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 		      GM_PT_LAYER | GM_PT_MATMUL);
 	/* MixtralExperts: (experts, 2 x ffn, hidden), (experts, hidden,
 	 * ffn), split over the ffn by tensor parallelism */
-	gm_params_add(l, "layers.*.mlp.experts.gate_up_proj", E * 2 * F, h,
-		      lin);
-	gm_params_add(l, "layers.*.mlp.experts.down_proj", E * h, F, lin);
+	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
+		       lin);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F, lin);
 	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
 	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
 		      GM_PT_LAYER);

@@ -270,5 +270,29 @@ check("help-replay", ["help", "replay"], 0, stdout="Usage: gpumem replay")
 check("help-unknown", ["help", "nosuch"], 2, "not a command")
 check("help-version", ["--help"], 0, stdout="--version")
 
+# plan --params: the tensor list needs no GPU; a custom model has none.
+check("plan-params", ["plan", os.path.join(ROOT, "models", "llama-2-7b.yaml"),
+                      "--params"], 0,
+      stdout="model.layers.*.self_attn.q_proj.weight")
+check("plan-params-json", ["plan", os.path.join(ROOT, "models", "gpt2.yaml"),
+                           "--params", "--format", "json",
+                           "--set", "hardware.gpu=nosuch"], 0,
+      stdout='"tensors"')
+check("plan-params-custom", ["plan", path("custom.yaml", "model:\n"
+                             "  architecture: custom\n"
+                             "  parameters: 1e9\n"), "--params"], 2,
+      "no Hugging Face tensors")
+
+# A message about model.hf_config's file shows its line with a caret,
+# in plan and fit alike.
+HFBAD = path("hfbad.yaml", "model:\n  hf_config: %s\n" % os.path.join(
+    ROOT, "tests", "data", "bad", "hf", "syntax.json"))
+for cmd in ("plan", "fit"):
+    p = check(cmd + "-hf-config-caret", [cmd, HFBAD, "--gpu", "h200"], 2,
+              "syntax.json:7:24: JSON syntax error")
+    expect(cmd + "-hf-config-caret-line",
+           '"num_hidden_layers": 32' in p.stderr and "^" in p.stderr,
+           p.stderr)
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -209,6 +209,30 @@ static void sc_async(void)
 	CHECK(mem_info(&f, &t) == 0 && f == 64 * MiB, "free %zu", f);
 }
 
+/* GPUMEM_LIMIT=64MiB: a pitched allocation that does not fit is refused
+ * before the driver allocates it (the driver never holds more than the
+ * cap), one that fits is charged by the driver's pitch. */
+static void sc_pitch_cap(void)
+{
+	CUdeviceptr a, d = 0;
+	size_t pitch = 0, f, t;
+	unsigned long calls;
+
+	CHECK(mem_alloc(&a, 60 * MiB) == 0, "60 MiB");
+	calls = snap().alloc_calls;
+	CHECK(alloc_pitch(&d, &pitch, 1000, 8192, 4) == 2, "8 MiB pitched "
+	      "over the cap");
+	CHECK(snap().alloc_calls == calls, "the driver allocated a pitched "
+	      "block over the cap");
+	CHECK(snap().peak_used <= 64 * MiB, "the driver held %llu",
+	      snap().peak_used);
+	CHECK(alloc_pitch(&d, &pitch, 1000, 2048, 4) == 0 && pitch == 1024,
+	      "2 MiB pitched: pitch %zu", pitch);
+	CHECK(mem_info(&f, &t) == 0 && f == 2 * MiB, "free %zu", f);
+	CHECK(mem_free(d) == 0 && mem_free(a) == 0, "frees");
+	CHECK(mem_info(&f, &t) == 0 && f == 64 * MiB, "free %zu", f);
+}
+
 /* The variant handed back matches the version asked for. */
 static void sc_variants(void)
 {
@@ -766,6 +790,7 @@ static const struct {
 	{"cache_foreign", sc_cache_foreign},
 	{"cache_threads", sc_cache_threads},
 	{"cache_info", sc_cache_info},
+	{"pitch_cap", sc_pitch_cap},
 	{"cap_exact", sc_cap_exact},     {"cap_wrap", sc_cap_wrap},
 };
 

@@ -131,6 +131,10 @@ def case_cap_exact(c):
           and d['oom_cap_count'] > 0, d)
 
 
+def case_pitch_cap(c):
+    c.probe('pitch_cap', GPUMEM_LIMIT='64MiB')
+
+
 def case_cap_wrap(c):
     c.probe('cap_wrap', GPUMEM_LIMIT='64MiB')
 

@@ -58,7 +58,19 @@ struct gm_plan_args {
 	double fraction;                    /* --fraction F, 0: none */
 	uint64_t limit;                     /* --limit SIZE, 0: none */
 	struct gm_model_opts model;         /* --reserve-model */
+	unsigned given;                     /* gm_cmd_once() bits */
 };
+
+/*
+ * Mark option (bit of *given) as given; a second time is a usage error
+ * (its message, then GM_EXIT_USAGE); 0 otherwise. Single-valued
+ * options of plan, fit and gpus go through it.
+ */
+int gm_cmd_once(const char *name, unsigned *given, unsigned bit,
+		const char *option);
+
+/* Whether one of a's --set options sets key ("hardware.gpu"). */
+bool gm_plan_args_sets(const struct gm_plan_args *a, const char *key);
 
 void gm_plan_args_init(struct gm_plan_args *a);
 

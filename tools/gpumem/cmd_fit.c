@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_GPUS 256
 
@@ -41,9 +43,15 @@ static void help(void)
 	       "steps that reach the global batch with it\n(exactly: micro x "
 	       "accumulation x data_parallel = global, the micro-batch a\n"
 	       "divisor of global / data_parallel), and the fewest "
-	       "GPUs (data parallel with the spec's ZeRO stage, times tensor "
-	       "and\npipeline parallel) that fit at the spec's micro-batch "
-	       "(0: none). A table to\ncompare cards for a purchase.\n\n"
+	       "GPUs (data parallel with the spec's\nZeRO stage, times tensor "
+	       "and pipeline parallel) that fit at the spec's micro-batch\n"
+	       "(where that fits at no degree: at the largest that fits; "
+	       "'min gpus micro batch'\nsays which; 0: none). \"Fits\" is "
+	       "gpumem plan's: each answer plans as fitting, the\nnext "
+	       "larger micro-batch (or one GPU fewer) as not. A table to "
+	       "compare cards\nfor a purchase. On a terminal, a progress "
+	       "line on stderr. SPEC.yaml \"-\" reads\nstandard input. "
+	       "--set hardware.gpu does not go with --gpu.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --catalog FILE    add this file's GPUs to the built-in "
 	       "catalog (same name:\n                    replaces)\n"
@@ -62,12 +70,55 @@ static void help(void)
 	       "  --svg FILE        bars of each GPU at its largest "
 	       "micro-batch\n"
 	       "  --reserve-model M simulated (default) or analytic: how "
-	       "peak reserved is\n                    predicted for the "
-	       "figures (the search itself runs on the\n"
-	       "                    analytic model, then checks its answer "
-	       "with M)\n"
+	       "peak reserved is\n                    predicted, for the "
+	       "answers and the figures alike (the analytic\n"
+	       "                    model only proposes where each search "
+	       "starts)\n"
 	       "  --help            this text\n\n"
 	       "Exit status: 0 some GPU fits, 1 none fits, 2 bad input.\n");
+}
+
+/* The progress line: on a terminal only (stderr), at most five times a
+ * second, cleared when the table is printed. */
+struct progress {
+	struct gm_fit_progress p;
+	const char *gpu;
+	size_t i, n;
+	double last;
+	bool shown;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void progress_show(struct progress *pr, bool force)
+{
+	double t = now_s();
+
+	if (!force && t - pr->last < 0.2)
+		return;
+	pr->last = t;
+	pr->shown = true;
+	fprintf(stderr, "\r\033[Kgpumem fit: GPU %zu of %zu (%s): %lu "
+		"plans so far", pr->i + 1, pr->n, pr->gpu, pr->p.plans);
+	fflush(stderr);
+}
+
+static void progress_tick(struct gm_fit_progress *p)
+{
+	progress_show((struct progress *)p, false);
+}
+
+static void progress_end(struct progress *pr)
+{
+	if (pr->shown)
+		fputs("\r\033[K", stderr);
+	pr->shown = false;
 }
 
 /* Whether GPU name is among the first m rows already. */
@@ -130,7 +181,7 @@ int gm_cmd_fit(int argc, char **argv)
 	const char *names[MAX_GPUS];
 	const struct gm_catalog *cat = gm_catalog_builtin();
 	struct gm_catalog catalog = {0};
-	const char *paths[2] = {NULL, NULL};
+	const char *paths[3] = {NULL, NULL, NULL};
 	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
@@ -142,6 +193,8 @@ int gm_cmd_fit(int argc, char **argv)
 	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
+	struct progress pr = {{0, progress_tick, NULL}, "", 0, 0, 0, false};
+	bool tty = isatty(STDERR_FILENO);
 
 	if (!spec || !fits) {
 		gm_error("out of memory");
@@ -168,6 +221,10 @@ int gm_cmd_fit(int argc, char **argv)
 			names[n++] = optarg;
 			break;
 		case 'b':
+			if ((code = gm_cmd_once("fit", &a.given, 1u << 8,
+						"--global-batch")))
+				goto out;
+			code = GM_EXIT_USAGE;
 			errno = 0;
 			gb = strtoull(optarg, &end, 10);
 			if (*optarg == '-' || *optarg == '+' || end == optarg ||
@@ -194,6 +251,12 @@ int gm_cmd_fit(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (n && gm_plan_args_sets(&a, "hardware.gpu")) {
+		code = gm_cmd_usage_error("fit", "--gpu and --set "
+					  "hardware.gpu both name GPUs; give "
+					  "one");
+		goto out;
+	}
 	if (optind + 1 != argc) {
 		code = gm_cmd_usage_error("fit", optind == argc ?
 					  "a spec file is needed" :
@@ -206,6 +269,7 @@ int gm_cmd_fit(int argc, char **argv)
 		rc = gm_catalog_load_over(&catalog, paths[1], NULL,
 					  &diag);
 		if (rc) {
+			progress_end(&pr);
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
 			goto out;
@@ -213,8 +277,9 @@ int gm_cmd_fit(int argc, char **argv)
 		cat = &catalog;
 	}
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
 	if (rc) {
-		gm_cmd_file_error("fit", diag.msg, paths, 2);
+		gm_cmd_file_error("fit", diag.msg, paths, paths[2] ? 3 : 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
@@ -241,10 +306,19 @@ int gm_cmd_fit(int argc, char **argv)
 			gm_plan_gpu_cap(&g, a.fraction, a.limit);
 		if (!rc && seen(fits, m, g.name))
 			continue; /* a repeated --gpu (or alias of one) */
-		if (!rc && named)
+		if (!rc && named) {
+			progress_end(&pr);
 			gm_plan_gpu_warn(spec, &g);
+		}
+		if (!rc && tty) {
+			pr.gpu = g.name;
+			pr.i = i;
+			pr.n = n;
+			progress_show(&pr, i == 0);
+		}
 		if (!rc)
-			rc = gm_fit(spec, &g, &a.model, gb, &fits[m], &diag);
+			rc = gm_fit_observed(spec, &g, &a.model, gb, &fits[m],
+					     tty ? &pr.p : NULL, &diag);
 		if (!rc && fits[m].max_micro_batch) {
 			s.training.micro_batch_size = fits[m].max_micro_batch;
 			s.inference.batch_size = fits[m].max_micro_batch;
@@ -255,6 +329,7 @@ int gm_cmd_fit(int argc, char **argv)
 			rc = gm_plan_capped(&s, &g, &a.model, &plans[m],
 					    &diag);
 		if (rc) {
+			progress_end(&pr);
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
 			goto out;
@@ -262,13 +337,17 @@ int gm_cmd_fit(int argc, char **argv)
 		any |= fits[m].max_micro_batch > 0;
 		m++;
 	}
+	progress_end(&pr);
 	if (a.svg && gm__write_svg(a.svg, plans, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
 	}
-	v = gm_fit_report(spec->name, fits, m);
-	if (!v || gm_emit(stdout, v, a.format)) {
-		gm_error("cannot print the report");
+	v = gm_fit_report(spec->name, fits, m,
+			  a.format == GM_FORMAT_TABLE);
+	if (!v || (rc = gm_emit(stdout, v, a.format))) {
+		/* a write error: main() says why, once */
+		if (!v || rc != GM_EIO)
+			gm_error("cannot print the report");
 		goto out;
 	}
 	code = any ? GM_EXIT_OK : GM_EXIT_NO;

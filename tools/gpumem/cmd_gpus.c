@@ -18,11 +18,13 @@ static void gpus_usage(FILE *out)
 		"[--catalog FILE]\n\n"
 		"Print the GPU catalog: nvidia-smi names, capacities (GiB in "
 		"tables,\nbytes elsewhere), memory bandwidth, dense bf16 "
-		"TFLOP/s, architecture and\nthe CUDA context of a training "
-		"process. The table shows the main\ncolumns; json, yaml and "
-		"csv add aliases, compute capability, SM count\n"
+		"TFLOP/s (\"(fp16)\": a card\nwithout bf16, its fp16 figure), "
+		"architecture and the CUDA context of a\ntraining process. "
+		"The table shows the main columns; json, yaml and csv add\n"
+		"aliases (a list; one comma-separated string in csv), compute "
+		"capability,\nSM count "
 		"(multiprocessors), PCI ids, ECC and driver-era totals, the "
-		"undersized-check\nfloor (min_total_bytes) and sources.\n\n"
+		"undersized-\ncheck floor (min_total_bytes) and sources.\n\n"
 		"Options:\n"
 		"  --format FORMAT  table (default), json, yaml or csv\n"
 		"  --catalog FILE   add this file's GPUs to the built-in "
@@ -45,6 +47,7 @@ int gm_cmd_gpus(int argc, char **argv)
 	const struct gm_catalog *cat;
 	struct gm_diag diag = {{0}};
 	struct gm_val *report;
+	unsigned given = 0;
 	int opt, rc;
 
 	optind = 1;
@@ -52,11 +55,15 @@ int gm_cmd_gpus(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'f':
+			if ((rc = gm_cmd_once("gpus", &given, 1, "--format")))
+				return rc;
 			if (gm_format_parse(optarg, &format, &diag) != 0)
 				return gm_cmd_usage_error("gpus", "%s",
 							  diag.msg);
 			break;
 		case 'c':
+			if ((rc = gm_cmd_once("gpus", &given, 2, "--catalog")))
+				return rc;
 			path = optarg;
 			break;
 		case 'h':
@@ -79,10 +86,15 @@ int gm_cmd_gpus(int argc, char **argv)
 		}
 		cat = &loaded;
 	}
-	report = gm_catalog_report(cat, format == GM_FORMAT_TABLE);
+	report = gm_catalog_report(cat, format == GM_FORMAT_TABLE ?
+				   GM_GPU_REPORT_BRIEF :
+				   format == GM_FORMAT_CSV ?
+				   GM_GPU_REPORT_FLAT : 0);
 	rc = report ? gm_emit(stdout, report, format) : GM_ENOMEM;
 	gm_val_free(report);
 	gm_catalog_free(&loaded);
+	if (rc == GM_EIO)
+		return GM_EXIT_USAGE; /* main() says why, once */
 	if (rc) {
 		fprintf(stderr, "gpumem gpus: %s\n", gm_strerror(rc));
 		return gm_exit_code(rc);

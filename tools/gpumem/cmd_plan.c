@@ -15,6 +15,7 @@
 #include "log.h"
 #include "model.h"
 #include "params.h"
+#include "params_hf.h"
 #include "report.h"
 #include "spec.h"
 
@@ -29,14 +30,22 @@ static void help(void)
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
 	       "[--catalog FILE]\n"
-	       "                  [--trace FILE] [--fraction F] [--limit SIZE]\n\n"
+	       "                  [--trace FILE] [--fraction F] [--limit SIZE] "
+	       "[--params]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
 	       "the training or\ninference run SPEC.yaml describes: weights, "
 	       "gradients, optimizer states,\nactivations, logits, "
 	       "temporaries, KV cache, buffers; peak allocated and\nreserved "
 	       "(PyTorch's caching allocator), memory outside the allocator, "
-	       "and\nwhether it fits. Tables print GiB (2^30 bytes); other "
-	       "formats print bytes.\n\n"
+	       "and\nwhether it fits, and where a run that does not fit "
+	       "stops (out of memory:\nthe first request the caching "
+	       "allocator refuses after freeing its cache and\nretrying). "
+	       "The table's rows are what is live at the peak; each term's "
+	       "closed\nform at its own largest follows. Tables print GiB "
+	       "(2^30 bytes); other\nformats print bytes. SPEC.yaml \"-\" "
+	       "reads standard input (messages say\n<stdin>:line:column). "
+	       "Each option but --set is given at most once; --gpu\nand "
+	       "--set hardware.gpu both name the GPU, so give one.\n\n"
 	       "  --set KEY=VALUE  override a spec key (dotted), may repeat\n"
 	       "  --gpu NAME       plan for this catalog GPU (gpumem gpus)\n"
 	       "  --catalog FILE   add this file's GPUs to the built-in "
@@ -57,8 +66,13 @@ static void help(void)
 	       "microseconds instead of milliseconds)\n"
 	       "  --trace FILE     write the replayed allocations (the most "
 	       "loaded rank's\n                   step) as the RMM CSV "
-	       "`gpumem replay` reads; implies\n                   "
-	       "--reserve-model simulated\n"
+	       "`gpumem replay` reads, with the\n                   "
+	       "replay's options on a first '# gpumem-replay:' line;\n"
+	       "                   implies --reserve-model simulated\n"
+	       "  --params         list the model's parameter tensors as "
+	       "transformers'\n                   named_parameters() names "
+	       "them (\"*\" = each layer) and\n                   stop; no "
+	       "GPU needed\n"
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits (under the cap, when one is given), 1 "
 	       "does not fit, 2 bad\ninput.\n");
@@ -79,9 +93,70 @@ int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
 	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
-/* The replay's pool calls, kept until the plan is done (a replay that
- * did not fit the card is followed by one on an unlimited card, which
- * voids what came before: begin() starts over). */
+/*
+ * `--params`: the spec's parameter tensors (params_hf.h) in the chosen
+ * format: table = one line per tensor "NAME SHAPE xCOUNT", else an
+ * object {name, parameters, tensors: [{name, shape, count}]}. Returns
+ * an exit code.
+ */
+static int print_params(const struct gm_spec *spec, enum gm_format format)
+{
+	struct gm_hf_tensor t[GM_HF_TENSORS_MAX];
+	struct gm_param_layout pl;
+	struct gm_diag diag = {{0}};
+	struct gm_val *v, *arr;
+	int n, rc;
+
+	rc = gm_params_layout(&spec->model, &pl, &diag);
+	if (!rc)
+		rc = gm_params_hf(&spec->model, &pl, t, &n, &diag);
+	if (rc) {
+		fprintf(stderr, "gpumem plan: --params: %s: %s\n", spec->path,
+			diag.msg);
+		return gm_exit_code(rc);
+	}
+	if (format == GM_FORMAT_TABLE) {
+		printf("%s: %llu parameters\n", spec->name,
+		       (unsigned long long)pl.total);
+		for (int i = 0; i < n; i++) {
+			char shape[64];
+			if (t[i].dims == 2)
+				snprintf(shape, sizeof(shape), "%llu x %llu",
+					 (unsigned long long)t[i].shape[0],
+					 (unsigned long long)t[i].shape[1]);
+			else
+				snprintf(shape, sizeof(shape), "%llu",
+					 (unsigned long long)t[i].shape[0]);
+			printf("  %-56s %-16s x%llu\n", t[i].name, shape,
+			       (unsigned long long)t[i].count);
+		}
+		return GM_EXIT_OK;
+	}
+	v = gm_val_obj();
+	gm_obj_set_str(v, "name", spec->name);
+	gm_obj_set_uint(v, "parameters", pl.total);
+	arr = gm_val_arr();
+	for (int i = 0; i < n; i++) {
+		struct gm_val *e = gm_val_obj(), *shape = gm_val_arr();
+		for (int d = 0; d < t[i].dims; d++)
+			gm_arr_push(shape, gm_val_uint(t[i].shape[d]));
+		gm_obj_set_str(e, "name", t[i].name);
+		gm_obj_set(e, "shape", shape);
+		gm_obj_set_uint(e, "count", t[i].count);
+		gm_arr_push(arr, e);
+	}
+	gm_obj_set(v, "tensors", arr);
+	rc = gm_emit(stdout, v, format);
+	gm_val_free(v);
+	if (rc) {
+		gm_error("cannot print the parameter list");
+		return GM_EXIT_USAGE;
+	}
+	return GM_EXIT_OK;
+}
+
+/* The replay's pool calls, kept until the plan is done (begin() starts
+ * over: one replay per plan). */
 struct trace_buf {
 	struct trace_ev {
 		uint64_t addr, bytes;
@@ -172,10 +247,12 @@ int gm_cmd_plan(int argc, char **argv)
 		{"trace", required_argument, NULL, 't'},
 		{"fraction", required_argument, NULL, 'F'},
 		{"limit", required_argument, NULL, 'L'},
+		{"params", no_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *gpu = NULL, *trace = NULL, *paths[2] = {NULL, NULL};
+	const char *gpu = NULL, *trace = NULL, *paths[3] = {NULL, NULL, NULL};
+	bool params = false;
 	struct trace_buf tb = {0};
 	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
 	struct gm_catalog catalog = {0};
@@ -199,10 +276,19 @@ int gm_cmd_plan(int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'g':
+			if ((rc = gm_cmd_once("plan", &a.given, 1u << 8,
+					      "--gpu")))
+				return rc;
 			gpu = optarg;
 			break;
 		case 't':
+			if ((rc = gm_cmd_once("plan", &a.given, 1u << 9,
+					      "--trace")))
+				return rc;
 			trace = optarg;
+			break;
+		case 'p':
+			params = true;
 			break;
 		case 'h':
 			help();
@@ -212,6 +298,10 @@ int gm_cmd_plan(int argc, char **argv)
 						  "'%s'", argv[optind - 1]);
 		}
 	}
+	if (gpu && gm_plan_args_sets(&a, "hardware.gpu"))
+		return gm_cmd_usage_error("plan", "--gpu and --set "
+					  "hardware.gpu both name the GPU; "
+					  "give one");
 	if (optind + 1 != argc)
 		return gm_cmd_usage_error("plan", optind == argc ?
 					  "a spec file is needed" :
@@ -236,6 +326,11 @@ int gm_cmd_plan(int argc, char **argv)
 						     NULL, &diag) : 0;
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
+	if (!rc && params) {
+		code = print_params(spec, a.format);
+		goto out;
+	}
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
@@ -249,7 +344,7 @@ int gm_cmd_plan(int argc, char **argv)
 		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	}
 	if (rc) {
-		gm_cmd_file_error("plan", diag.msg, paths, 2);
+		gm_cmd_file_error("plan", diag.msg, paths, paths[2] ? 3 : 2);
 		code = gm_exit_code(rc);
 		goto out;
 	}
@@ -274,9 +369,12 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	v = gm_plan_report(plan);
-	if (!v || gm_emit(stdout, v, a.format)) {
-		gm_error("cannot print the report");
+	v = a.format == GM_FORMAT_TABLE ? gm_plan_report_table(plan) :
+	    gm_plan_report(plan);
+	if (!v || (rc = gm_emit(stdout, v, a.format))) {
+		/* a write error: main() says why, once */
+		if (!v || rc != GM_EIO)
+			gm_error("cannot print the report");
 		code = GM_EXIT_USAGE;
 		goto out;
 	}

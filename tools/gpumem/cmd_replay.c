@@ -274,6 +274,12 @@ static int trace_options(const char *path, const struct gm_trace *t,
 	     tok = strtok_r(NULL, " \t\r", &save))
 		args[n++] = tok;
 	args[n] = NULL;
+	if (tok) {
+		fprintf(stderr, "gpumem replay: %s:%u:1: # gpumem-replay: more "
+			"than 62 words\n", path, t->options_line);
+		free(copy);
+		return GM_EXIT_USAGE;
+	}
 	opterr = 0;
 	optind = 1;
 	msg[0] = '\0';

@@ -117,7 +117,7 @@ int gm_cmd_report(int argc, char **argv)
 	struct gm_val **docs = NULL, *merged = NULL, *rows = NULL;
 	struct gm_json_marks **marks = NULL;
 	struct gm_diag diag;
-	int c, n, rc = 0;
+	int c, n, rc = 0, erc;
 
 	opterr = 0;
 	optind = 1;
@@ -157,8 +157,11 @@ int gm_cmd_report(int argc, char **argv)
 		rows = csv_rows(merged);
 	if (rc) {
 		fprintf(stderr, "gpumem report: %s\n", diag.msg);
-	} else if (gm_emit(stdout, rows ? rows : merged, format)) {
-		fprintf(stderr, "gpumem report: cannot print the report\n");
+	} else if ((erc = gm_emit(stdout, rows ? rows : merged, format))) {
+		/* a write error: main() says why, once */
+		if (erc != GM_EIO)
+			fprintf(stderr, "gpumem report: cannot print the "
+				"report\n");
 		rc = GM_EIO;
 	}
 	for (int i = 0; i < n; i++) {

@@ -111,7 +111,11 @@ int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : NULL;
 
-	gm_log_init(getenv("GPUMEM_LOG"));
+	/* a bad value is warned about here, once: what this program runs
+	 * (gpumem run's command, the preload library in it) gets the level
+	 * in effect instead */
+	if (!gm_log_init(getenv("GPUMEM_LOG")))
+		setenv("GPUMEM_LOG", gm_log_level_name(gm_log_level()), 1);
 	if (!name) {
 		usage(stderr);
 		return GM_EXIT_USAGE;

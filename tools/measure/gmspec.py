@@ -143,6 +143,44 @@ PREC_DTYPE = {"fp32": "fp32", "fp16-mixed": "fp16", "bf16-mixed": "bf16",
               "fp16-true": "fp16", "bf16-true": "bf16"}
 
 
+# model.hf_config: config.json field -> spec key for the families whose
+# fields are named differently or have class defaults, as
+# planner/hf_config.c maps them; the third entry: keys set when the
+# config leaves them out (the configuration class's default).
+_LLAMA_HF = {"hidden_size": "hidden_size",
+             "intermediate_size": "ffn_hidden_size",
+             "num_hidden_layers": "layers",
+             "num_attention_heads": "attention_heads",
+             "num_key_value_heads": "kv_heads", "vocab_size": "vocab_size",
+             "max_position_embeddings": "max_position_embeddings",
+             "tie_word_embeddings": "tied_embeddings"}
+HF_FAMILIES = {
+    "llama": ("llama", _LLAMA_HF, {"tied_embeddings": False}),
+    "mistral": ("llama", _LLAMA_HF, {"tied_embeddings": False}),
+    "qwen2": ("llama", _LLAMA_HF, {"tied_embeddings": False,
+                                    "qkv_bias": True}),
+    "gpt2": ("gpt2", {"n_embd": "hidden_size", "n_inner": "ffn_hidden_size",
+                      "n_layer": "layers", "n_head": "attention_heads",
+                      "vocab_size": "vocab_size",
+                      "n_positions": "max_position_embeddings",
+                      "tie_word_embeddings": "tied_embeddings"},
+             {"tied_embeddings": True, "max_position_embeddings": 1024}),
+    "bert": ("bert", {"hidden_size": "hidden_size",
+                      "intermediate_size": "ffn_hidden_size",
+                      "num_hidden_layers": "layers",
+                      "num_attention_heads": "attention_heads",
+                      "vocab_size": "vocab_size",
+                      "max_position_embeddings": "max_position_embeddings",
+                      "type_vocab_size": "type_vocab_size",
+                      "tie_word_embeddings": "tied_embeddings"},
+             {"tied_embeddings": True, "max_position_embeddings": 512,
+              "type_vocab_size": 2}),
+}
+HF_HEADS = (("ForCausalLM", "causal-lm"), ("LMHeadModel", "causal-lm"),
+            ("ForMaskedLM", "masked-lm"),
+            ("ForSequenceClassification", "classification"))
+
+
 class SpecError(Exception):
     """A spec that does not parse or validate; str() names the key."""
 
@@ -317,11 +355,34 @@ def _hf_fill(spec, doc, path):
                         f"{d.get('model_type')!r} is not known")
     if not given.get("architecture"):
         m["architecture"] = fam
+    if d.get("model_type") in HF_FAMILIES:
+        _hf_fill_family(m, given, d)
+        return
     for key, hf in HF_KEYS:
         if not given.get(key) and hf in d and d[hf] is not None:
             m[key] = d[hf]
-    if d.get("model_type") == "qwen2" and not given.get("qkv_bias"):
-        m["qkv_bias"] = True
+
+
+def _hf_fill_family(m, given, d):
+    """The fields of the families in HF_FAMILIES, their configuration
+    classes' defaults, and the head from "architectures"."""
+    _, fields, absent = HF_FAMILIES[d["model_type"]]
+    filled = set()
+    for field, key in fields.items():
+        if not given.get(key) and d.get(field) is not None:
+            m[key] = d[field]
+            filled.add(key)
+    for key, value in absent.items():
+        if not given.get(key) and key not in filled:
+            m[key] = value
+    archs = d.get("architectures") or []
+    for suffix, head in HF_HEADS:
+        if not given.get("head") and len(archs) == 1 and \
+                archs[0].endswith(suffix):
+            m["head"] = head
+            if head == "classification" and d.get("id2label") and \
+                    not given.get("num_labels"):
+                m["num_labels"] = len(d["id2label"])
 
 
 def _need(d, key, where):
@@ -395,4 +456,6 @@ def shape_key(spec):
         keys.append("max_position_embeddings")
     if m["architecture"] == "bert":
         keys.append("type_vocab_size")
+    if m["architecture"] == "mixtral":
+        keys += ["experts", "moe_ffn_hidden_size"]
     return ",".join(f"{k}={m[k]}" for k in keys).lower()

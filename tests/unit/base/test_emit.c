@@ -138,7 +138,7 @@ static void table(void **state)
 			       "\n"
 			       "per gpu:\n"
 			       "  weights    1.00 GiB\n"
-			       "  workspace  8.00 MiB\n"
+			       "  workspace  0.01 GiB\n"
 			       "  ratio      0.5\n"
 			       "\n"
 			       "stages:\n"
@@ -295,6 +295,170 @@ static void atomic_file_special(void **state)
 	rmdir(dir);
 }
 
+static void put(const char *path, const char *text)
+{
+	FILE *out = fopen(path, "w");
+
+	assert_non_null(out);
+	fputs(text, out);
+	fclose(out);
+}
+
+static void expect_text(const char *path, const char *text)
+{
+	char buf[64] = {0};
+	FILE *in = fopen(path, "r");
+
+	assert_non_null(in);
+	assert_non_null(fgets(buf, sizeof(buf), in));
+	fclose(in);
+	assert_string_equal(buf, text);
+}
+
+/*
+ * In a sticky world-writable directory (as /tmp), links and files of
+ * another user are neither followed nor replaced, also by root: a link
+ * onto a root-only file, a dangling link, another user's file. Our own
+ * link there still works. The other user is made with lchown/chown,
+ * which needs root (as in CI); without it only our own link is tested.
+ */
+static void atomic_file_shared_dir(void **state)
+{
+	char top[] = "/tmp/gm-emit-XXXXXX", shared[64], priv[64],
+	     secret[256], link[256], dangle[256], created[256], theirs[256],
+	     mine[256], mylink[256];
+	struct gm_diag d;
+	struct gm_file f;
+	struct stat st;
+	const uid_t other = 4242;
+
+	(void)state;
+	assert_non_null(mkdtemp(top));
+	snprintf(shared, sizeof(shared), "%s/shared", top);
+	snprintf(priv, sizeof(priv), "%s/private", top);
+	assert_int_equal(mkdir(shared, 0777), 0);
+	assert_int_equal(chmod(shared, 01777), 0);
+	assert_int_equal(mkdir(priv, 0700), 0);
+	snprintf(secret, sizeof(secret), "%s/secret", priv);
+	snprintf(created, sizeof(created), "%s/created", priv);
+	snprintf(link, sizeof(link), "%s/report.json", shared);
+	snprintf(dangle, sizeof(dangle), "%s/dangling.json", shared);
+	snprintf(theirs, sizeof(theirs), "%s/theirs.json", shared);
+	snprintf(mine, sizeof(mine), "%s/mine", priv);
+	snprintf(mylink, sizeof(mylink), "%s/mine.json", shared);
+	put(secret, "secret");
+	assert_int_equal(chmod(secret, 0600), 0);
+
+	/* Our own link in the shared directory is followed. */
+	put(mine, "old");
+	assert_int_equal(symlink(mine, mylink), 0);
+	assert_int_equal(write_whole(mylink), 0);
+	expect_text(mine, "whole");
+	assert_int_equal(lstat(mylink, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+
+	assert_int_equal(symlink(secret, link), 0);
+	assert_int_equal(symlink(created, dangle), 0);
+	put(theirs, "theirs");
+	if (lchown(link, other, other) == 0 &&
+	    lchown(dangle, other, other) == 0 &&
+	    chown(theirs, other, other) == 0) {
+		assert_int_equal(gm_file_begin(&f, link, &d), GM_EIO);
+		assert_non_null(strstr(d.msg, "not followed"));
+		expect_text(secret, "secret");
+		assert_int_equal(lstat(link, &st), 0);
+		assert_true(S_ISLNK(st.st_mode));
+
+		assert_int_equal(gm_file_begin(&f, dangle, &d), GM_EIO);
+		assert_non_null(strstr(d.msg, "not followed"));
+		assert_int_not_equal(access(created, F_OK), 0);
+
+		assert_int_equal(gm_file_begin(&f, theirs, &d), GM_EIO);
+		assert_non_null(strstr(d.msg, "not replaced"));
+		expect_text(theirs, "theirs");
+		assert_int_equal(stat(theirs, &st), 0);
+		assert_int_equal(st.st_uid, other);
+	}
+	/* The same links in a private directory are followed as before. */
+	assert_int_equal(chmod(shared, 0755), 0);
+	assert_int_equal(write_whole(dangle), 0);
+	expect_text(created, "whole");
+
+	unlink(link);
+	unlink(dangle);
+	unlink(theirs);
+	unlink(mylink);
+	unlink(mine);
+	unlink(secret);
+	unlink(created);
+	rmdir(shared);
+	rmdir(priv);
+	rmdir(top);
+}
+
+/* Objects of many keys: lookups and replacement by hash, insertion
+ * order kept, a repeated key replaces. 100,000 keys took minutes with
+ * a linear search per set. */
+static void many_keys(void **state)
+{
+	struct gm_val *o = gm_val_obj();
+	char key[32];
+	const size_t n = 100000;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		gm_obj_set_uint(o, key, i);
+	}
+	for (size_t i = 0; i < n; i += 7) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		gm_obj_set_uint(o, key, i + 1);
+	}
+	assert_int_equal(gm_val_len(o), n);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		assert_string_equal(gm_obj_key_at(o, i), key);
+		assert_int_equal(gm_val_as_uint(gm_obj_get(o, key)),
+				 i % 7 ? i : i + 1);
+	}
+	assert_null(gm_obj_get(o, "k100000"));
+	assert_null(gm_obj_get(o, ""));
+	gm_val_free(o);
+}
+
+/* Control characters of strings are escaped in tables and CSV, per JSON
+ * in JSON and YAML (keys too); UTF-8 text passes unchanged. */
+static void control_characters(void **state)
+{
+	struct gm_val *row = gm_val_obj(), *arr = gm_val_arr();
+	char *s;
+
+	(void)state;
+	gm_obj_set_str(row, "host", "\x1b[2J\x1b]0;x\x07\xc2\x9b" "1m\xff"
+		       "caf\xc3\xa9\n");
+	gm_obj_set_str(row, "ke\x1by", "v");
+	gm_arr_push(arr, row);
+	s = render(arr, GM_FORMAT_TABLE);
+	assert_non_null(strstr(s, "\\x1b[2J\\x1b]0;x\\x07\\u009b1m\\xffcaf"
+				  "\xc3\xa9\\n"));
+	assert_non_null(strstr(s, "ke\\x1by"));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	s = render(arr, GM_FORMAT_CSV);
+	assert_non_null(strstr(s, "\\x1b[2J"));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	s = render(arr, GM_FORMAT_JSON);
+	assert_non_null(strstr(s, "\\u001b[2J\\u001b]0;x\\u0007\\u009b1m"));
+	assert_non_null(strstr(s, "\"ke\\u001by\""));
+	free(s);
+	s = render(arr, GM_FORMAT_YAML);
+	assert_non_null(strstr(s, "\"ke\\u001by\": \"v\""));
+	assert_null(strpbrk(s, "\x1b\x07"));
+	free(s);
+	gm_val_free(arr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +468,9 @@ int main(void)
 		cmocka_unit_test(atomic_file),
 		cmocka_unit_test(atomic_file_mode),
 		cmocka_unit_test(atomic_file_special),
+		cmocka_unit_test(atomic_file_shared_dir),
+		cmocka_unit_test(many_keys),
+		cmocka_unit_test(control_characters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -462,18 +462,29 @@ static void accumulation_cap_is_exact(void **state)
 	assert_true(a.peak_requested == b.peak_requested);
 }
 
-/* A step that does not fit the card is replayed without limit. */
-static void too_big_is_replayed_unlimited(void **state)
+/*
+ * A step that does not fit the card: the first refused request is
+ * recorded with what the card held then (at most the card), and the
+ * card grows only by what was lacking, so the figures are those of the
+ * smallest card the replay got through on: never more than the replay
+ * on an unlimited card needs.
+ */
+static void too_big_grows_the_card(void **state)
 {
 	struct gm_step st = small_step(1);
-	struct gm_step_result r;
+	struct gm_step_result r, u;
 
 	(void)state;
+	assert_int_equal(gm_step_replay(&st, 0, &u), 0);
+	assert_false(u.out_of_memory);
 	assert_int_equal(gm_step_replay(&st, GM_MiB, &r), 0);
-	assert_true(r.unlimited);
+	assert_true(r.out_of_memory);
+	assert_true(r.oom_requested > 0);
+	assert_true(r.oom_reserved <= GM_MiB);
 	assert_true(r.peak_reserved > GM_MiB);
-	assert_int_equal(gm_step_replay(&st, 0, &r), 0);
-	assert_false(r.unlimited);
+	assert_true(r.peak_reserved <= r.card_needed);
+	assert_true(r.peak_reserved <= u.peak_reserved);
+	assert_true(r.peak_requested == u.peak_requested);
 }
 
 /* Both reserve models stay available; the replay is the default. */
@@ -909,7 +920,7 @@ int main(void)
 		cmocka_unit_test(replay_matches_model_real),
 		cmocka_unit_test(replay_matches_model_inference),
 		cmocka_unit_test(accumulation_cap_is_exact),
-		cmocka_unit_test(too_big_is_replayed_unlimited),
+		cmocka_unit_test(too_big_grows_the_card),
 		cmocka_unit_test(analytic_option),
 		cmocka_unit_test(loss_program_sizes),
 		cmocka_unit_test(loss_program_bad),

@@ -1,0 +1,163 @@
+/*
+ * params_hf.c - the layout's tensor groups under transformers' names
+ * (see params_hf.h). params.c folds a linear layer's bias into its
+ * weight's columns (BERT) and a LayerNorm's bias into its weight's rows
+ * (GPT-2, BERT); here they are split back as the modules hold them:
+ * nn.Linear weight (out, in) and bias (out,); Conv1D (GPT-2) weight
+ * (in, out); nn.LayerNorm weight and bias (h,); LlamaRMSNorm weight (h,).
+ * The module paths are those of modeling_llama.py (LlamaForCausalLM:
+ * model.*, lm_head), modeling_gpt2.py (GPT2LMHeadModel: transformer.*),
+ * modeling_bert.py (BertForMaskedLM: bert.embeddings.*,
+ * bert.encoder.layer.*, cls.predictions.*).
+ */
+#include "params_hf.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+/*
+ * Where a family's groups live under the model's top module, by family
+ * name (model.architecture). A family without rows here gets "model."
+ * before every group but the head's (lm_head, score): the layout of
+ * transformers' *ForCausalLM classes (Llama, Mistral, Qwen, Mixtral,
+ * DeepSeek).
+ */
+struct hf_prefix {
+	const char *family;
+	const char *group;       /* a group name's start */
+	const char *prefix;      /* put before it */
+};
+
+static const struct hf_prefix prefixes[] = {
+	{"gpt2", "wte", "transformer."},
+	{"gpt2", "wpe", "transformer."},
+	{"gpt2", "h.", "transformer."},
+	{"gpt2", "ln_f", "transformer."},
+	{"bert", "embeddings.", "bert."},
+	{"bert", "layer.", "bert.encoder."},
+};
+
+/* The prefix of group name in family fam (see prefixes[]). */
+static const char *prefix_of(const char *fam, const char *name)
+{
+	bool listed = false;
+
+	for (size_t k = 0; k < sizeof(prefixes) / sizeof(prefixes[0]); k++) {
+		if (strcmp(prefixes[k].family, fam))
+			continue;
+		listed = true;
+		if (!strncmp(name, prefixes[k].group,
+			     strlen(prefixes[k].group)))
+			return prefixes[k].prefix;
+	}
+	if (listed || !strcmp(name, "lm_head") || !strcmp(name, "score"))
+		return "";
+	return "model.";
+}
+
+/* BERT's linears whose bias params.c folds into the weight (in + 1). */
+static const char *const bias_folded[] = {
+	"attention.self.query", "attention.self.key", "attention.self.value",
+	"intermediate.dense", "transform.dense", "pooler.dense", "classifier",
+};
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static bool is_layernorm(const char *name)
+{
+	const char *last = strrchr(name, '.');
+
+	last = last ? last + 1 : name;
+	return strstr(name, "LayerNorm") || !strncmp(last, "ln_", 3);
+}
+
+static bool folds_bias(const struct gm_spec_model *m, const char *name)
+{
+	if (strcmp(gm_arch_name(m->architecture), "bert"))
+		return false;
+	for (size_t i = 0; i < sizeof(bias_folded) / sizeof(bias_folded[0]);
+	     i++) {
+		if (ends_with(name, bias_folded[i]))
+			return true;
+	}
+	return false;
+}
+
+static int put(struct gm_hf_tensor *out, int *n, const char *prefix,
+	       const char *name, const char *suffix, uint64_t a, uint64_t b,
+	       uint64_t count)
+{
+	struct gm_hf_tensor *t;
+
+	if (*n >= GM_HF_TENSORS_MAX)
+		return GM_ENOMEM;
+	t = &out[(*n)++];
+	snprintf(t->name, sizeof(t->name), "%s%s%s", prefix, name, suffix);
+	t->shape[0] = a;
+	t->shape[1] = b;
+	t->dims = b ? 2 : 1;
+	t->count = count;
+	return 0;
+}
+
+int gm_params_hf(const struct gm_spec_model *m,
+		 const struct gm_param_layout *l, struct gm_hf_tensor *out,
+		 int *n, struct gm_diag *diag)
+{
+	int rc = 0;
+
+	*n = 0;
+	if (!l->from_shape)
+		return gm_diag_set(diag, GM_EINVAL, "model.architecture: "
+				   "'%s' has no Hugging Face tensors to list",
+				   gm_arch_name(m->architecture));
+	for (int i = 0; !rc && i < l->n; i++) {
+		const struct gm_ptensor *pt = &l->t[i];
+		const char *prefix = prefix_of(gm_arch_name(m->architecture),
+					       pt->name);
+		uint64_t count = pt->flags & GM_PT_LAYER ? l->layers : 1;
+		uint64_t cols = pt->cols > 1 ? pt->cols : 0;
+
+		if (pt->flags & GM_PT_TIED)
+			continue;
+		if (pt->groups) {
+			/* a 3-D nn.Parameter (MoE experts), no suffix */
+			rc = put(out, n, prefix, pt->name, "", pt->groups,
+				 pt->rows / pt->groups, count);
+			if (!rc) {
+				out[*n - 1].shape[2] = pt->cols;
+				out[*n - 1].dims = 3;
+			}
+		} else if (ends_with(pt->name, ".weight") ||
+		    ends_with(pt->name, ".bias")) {
+			rc = put(out, n, prefix, pt->name, "", pt->rows, cols,
+				 count);
+		} else if (is_layernorm(pt->name)) {
+			rc = put(out, n, prefix, pt->name, ".weight",
+				 pt->rows / 2, 0, count);
+			if (!rc)
+				rc = put(out, n, prefix, pt->name, ".bias",
+					 pt->rows / 2, 0, count);
+		} else if (folds_bias(m, pt->name)) {
+			rc = put(out, n, prefix, pt->name, ".weight", pt->rows,
+				 pt->cols - 1, count);
+			if (!rc)
+				rc = put(out, n, prefix, pt->name, ".bias",
+					 pt->rows, 0, count);
+		} else {
+			rc = put(out, n, prefix, pt->name, ".weight", pt->rows,
+				 cols, count);
+		}
+	}
+	if (rc)
+		return gm_diag_set(diag, rc, "more than %d tensors",
+				   GM_HF_TENSORS_MAX);
+	return 0;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Small command-line behaviours: a section's key given to --set without
+its section is named with it; `plan -` reads the spec from standard
+input (messages say <stdin>:line:col); a single-valued option given twice,
+or --gpu with --set hardware.gpu, is a usage error; a bad GPUMEM_LOG is
+warned about once (gpumem run's command gets the level in effect);
+`gpus --format json` gives aliases as a list; tables mark the fp16
+figures of cards without bf16 and print sizes in GiB; a write error on
+stdout is one message and a non-zero exit.
+
+usage: check_small.py GPUMEM SPEC
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+
+def run(args, stdin=None, env=None, stdout=subprocess.PIPE, cwd=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(args, input=stdin, stdout=stdout, cwd=cwd,
+                          stderr=subprocess.PIPE, text=True, env=e)
+
+
+def main():
+    g, spec = sys.argv[1], sys.argv[2]
+    errs = []
+
+    def want(cond, what, r=None):
+        if not cond:
+            errs.append(what + (f": exit {r.returncode}, stderr "
+                                f"{r.stderr!r}" if r else ""))
+
+    r = run([g, "plan", spec, "--set", "micro_batch_size=4"])
+    want(r.returncode == 2 and "'training.micro_batch_size'" in r.stderr,
+         "--set micro_batch_size suggests training.micro_batch_size", r)
+    r = run([g, "plan", spec, "--set", "precision=fp32"])
+    want(r.returncode == 2 and "'training.precision'" in r.stderr and
+         "'inference.precision'" in r.stderr,
+         "--set precision names both sections", r)
+    text = open(spec).read()
+    # a spec on standard input has no folder: its relative paths
+    # (model.hf_config) are read from the current directory
+    g = os.path.abspath(g)
+    r = run([g, "plan", "-", "--format", "json"], stdin=text,
+            cwd=os.path.dirname(os.path.abspath(spec)))
+    f = run([g, "plan", spec, "--format", "json"])
+    want(r.returncode == f.returncode and r.stdout and
+         json.loads(r.stdout)["per_gpu"] == json.loads(f.stdout)["per_gpu"],
+         "plan - reads the spec from standard input", r)
+    r = run([g, "plan", "-"], stdin="name: x\nmodel:\n  layers: -1\n")
+    want(r.returncode == 2 and "<stdin>:3:11:" in r.stderr,
+         "plan - names <stdin>:line:col", r)
+    for args in (["plan", spec, "--format", "json", "--format", "table"],
+                 ["plan", spec, "--gpu", "h200", "--gpu", "l4"],
+                 ["plan", spec, "--gpu", "h200", "--set",
+                  "hardware.gpu=l4"],
+                 ["fit", spec, "--gpu", "h200", "--set", "hardware.gpu=l4"],
+                 ["fit", spec, "--format", "csv", "--format", "json"],
+                 ["gpus", "--format", "csv", "--format", "json"]):
+        r = run([g] + args)
+        want(r.returncode == 2 and r.stdout == "" and
+             ("more than once" in r.stderr or "both name" in r.stderr),
+             " ".join(args[:1] + args[2:]) + " is a usage error", r)
+    r = run([g, "run", "--", "sh", "-c", "echo $GPUMEM_LOG"],
+            env={"GPUMEM_LOG": "bogus"})
+    want(r.stderr.count("GPUMEM_LOG=bogus") == 1 and
+         r.stdout.strip() == "warn",
+         "a bad GPUMEM_LOG is warned about once", r)
+    r = run([g, "gpus", "--format", "json"])
+    gpus = json.loads(r.stdout)
+    want(all(isinstance(x["aliases"], list) for x in gpus),
+         "gpus --format json: aliases is a list")
+    r = run([g, "gpus"])
+    v100 = [ln for ln in r.stdout.splitlines() if "V100-SXM2-32GB" in ln]
+    h200 = [ln for ln in r.stdout.splitlines() if "NVIDIA H200 " in ln]
+    want(v100 and "(fp16)" in v100[0] and h200 and "(fp16)" not in h200[0],
+         "gpus table marks fp16 figures of cards without bf16")
+    r = run([g, "fit", spec, "--gpu", "Tesla V100-SXM2-32GB"])
+    want("125 (fp16)" in r.stdout, "fit table marks the fp16 figure", r)
+    for args in (["plan", spec], ["fit", spec, "--gpu", "h200"], ["gpus"]):
+        r = run([g] + args)
+        bad = [ln for ln in r.stdout.splitlines()
+               if re.search(r"\d (B|KiB|MiB)\b", ln)]
+        want(not bad, " ".join(args[:1]) + " table prints sizes in GiB: "
+             + repr(bad[:3]))
+    for args in (["gpus"], ["gpus", "--format", "json"], ["plan", spec],
+                 ["fit", spec, "--gpu", "h200"]):
+        with open("/dev/full", "w") as full:
+            r = run([g] + args, stdout=full)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        want(r.returncode != 0 and len(lines) == 1,
+             " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    for e in errs:
+        print(e)
+    return 1 if errs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
