@@ -3,6 +3,8 @@
  */
 #include "report.h"
 
+#include "chart.h"
+
 #include "emit.h"
 #include "error.h"
 #include "units.h"
@@ -190,174 +192,10 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 
 /* ==== SVG ==== */
 
-static const struct {
-	const char *label, *color;
-} parts[] = {
-	{"weights", "#4e79a7"},      {"gradients", "#f28e2b"},
-	{"optimizer states", "#e15759"}, {"activations", "#76b7b2"},
-	{"logits", "#59a14f"},       {"temporary", "#edc948"},
-	{"KV cache", "#b07aa1"},     {"communication", "#ff9da7"},
-	{"workspace", "#9c755f"},    {"allocator reserve", "#bab0ac"},
-	{"outside allocator", "#79706e"},
-};
-#define N_PARTS (sizeof(parts) / sizeof(parts[0]))
-
-static void values(const struct gm_plan *p, double *v)
+int gm_plan_svg(FILE *out, const struct gm_plan *plans,
+		const struct gm_fit *fits, size_t n)
 {
-	const struct gm_terms *t = &p->per_gpu;
-	const struct gm_parts *a = &t->at_peak;
-
-	v[0] = a->weights;
-	v[1] = a->gradients;
-	v[2] = a->optimizer_states;
-	v[3] = a->activations;
-	v[4] = a->logits;
-	v[5] = a->temporary;
-	v[6] = a->kv_cache;
-	v[7] = a->communication;
-	v[8] = a->workspace;
-	v[9] = t->peak_reserved - t->peak_allocated;
-	v[10] = t->cuda_context;
-}
-
-static void xml_text(FILE *out, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '<')
-			fputs("&lt;", out);
-		else if (*s == '>')
-			fputs("&gt;", out);
-		else if (*s == '&')
-			fputs("&amp;", out);
-		else if (*s == '"')
-			fputs("&quot;", out);
-		else
-			fputc(*s, out);
-	}
-}
-
-/* Label lines under a bar: the GPU name wrapped at spaces into lines of
- * at most GM_SVG_LINE characters (about the bar pitch at 12 px), at most
- * GM_SVG_NAME_LINES of them, so neighbouring labels do not overlap. */
-#define GM_SVG_LINE 22
-#define GM_SVG_NAME_LINES 3
-
-static void svg_label(FILE *out, double x, double y, const char *name)
-{
-	char line[GM_SVG_LINE + 1];
-	size_t len = strlen(name);
-
-	for (int l = 0; l < GM_SVG_NAME_LINES && len; l++) {
-		size_t take = len;
-
-		if (take > GM_SVG_LINE) {
-			take = GM_SVG_LINE;
-			while (take > 0 && name[take] != ' ')
-				take--;
-			if (!take || l + 1 == GM_SVG_NAME_LINES)
-				take = GM_SVG_LINE;
-		}
-		memcpy(line, name, take);
-		line[take] = '\0';
-		if (l + 1 == GM_SVG_NAME_LINES && take < len && take >= 3)
-			memcpy(line + take - 3, "...", 3);
-		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
-			"middle\">", x, y + 14 * l);
-		xml_text(out, line);
-		fprintf(out, "</text>\n");
-		name += take;
-		len -= take;
-		while (*name == ' ')
-			name++, len--;
-	}
-}
-
-int gm_plan_svg(FILE *out, const struct gm_plan *p, size_t n)
-{
-	const double bar_w = 90, gap = 60, top = 40, plot_h = 400, left = 70;
-	double maxv = 0, v[N_PARTS];
-	double width = left + n * (bar_w + gap) + 190;
-	double height = top + plot_h + 20 + 14 * (GM_SVG_NAME_LINES + 2) + 10;
-
-	for (size_t i = 0; i < n; i++) {
-		double sum = 0;
-		values(&p[i], v);
-		for (size_t k = 0; k < N_PARTS; k++)
-			sum += v[k] > 0 ? v[k] : 0;
-		if (sum > maxv)
-			maxv = sum;
-		if ((double)p[i].gpu.capacity_bytes > maxv)
-			maxv = (double)p[i].gpu.capacity_bytes;
-	}
-	if (maxv <= 0)
-		maxv = 1;
-	maxv *= 1.05;
-	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" "
-		"width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
-		"font-size=\"12\">\n", width, height);
-	fprintf(out, "<title>");
-	xml_text(out, n ? p[0].name : "");
-	fprintf(out, ": memory per GPU (GiB)</title>\n");
-	fprintf(out, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">", left);
-	xml_text(out, n ? p[0].name : "");
-	fprintf(out, ": memory per GPU at the peak (GiB)</text>\n");
-	/* axis with ticks every 1/4 of the range */
-	for (int k = 0; k <= 4; k++) {
-		double y = top + plot_h - plot_h * k / 4.0;
-		fprintf(out, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" "
-			"y2=\"%.1f\" stroke=\"#ddd\"/>\n<text x=\"%.0f\" "
-			"y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n",
-			left - 5, y, left + n * (bar_w + gap), y, left - 8,
-			y + 4, maxv * k / 4.0 / (double)GM_GiB);
-	}
-	for (size_t i = 0; i < n; i++) {
-		double x = left + gap / 2 + i * (bar_w + gap), y = top + plot_h;
-		double cap = top + plot_h - plot_h *
-			     (double)p[i].gpu.capacity_bytes / maxv;
-
-		values(&p[i], v);
-		for (size_t k = 0; k < N_PARTS; k++) {
-			double hgt = v[k] > 0 ? plot_h * v[k] / maxv : 0;
-			if (hgt <= 0)
-				continue;
-			y -= hgt;
-			fprintf(out, "<rect x=\"%.1f\" y=\"%.2f\" width=\"%.0f\""
-				" height=\"%.2f\" fill=\"%s\"><title>%s: %.2f "
-				"GiB</title></rect>\n", x, y, bar_w, hgt,
-				parts[k].color, parts[k].label,
-				v[k] / (double)GM_GiB);
-		}
-		fprintf(out, "<line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" "
-			"y2=\"%.2f\" stroke=\"#d00\" stroke-width=\"2\" "
-			"stroke-dasharray=\"6 3\"/>\n", x - 10, cap,
-			x + bar_w + 10, cap);
-		fprintf(out, "<text x=\"%.1f\" y=\"%.2f\" fill=\"#d00\" "
-			"text-anchor=\"middle\">capacity %.2f</text>\n",
-			x + bar_w / 2, cap - 4,
-			gm_gib(p[i].gpu.capacity_bytes));
-		fprintf(out, "<g><title>");
-		xml_text(out, p[i].gpu.name);
-		fprintf(out, "</title>\n");
-		svg_label(out, x + bar_w / 2, top + plot_h + 18,
-			  p[i].gpu.name);
-		fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\""
-			"middle\">%s</text>\n<text x=\"%.1f\" y=\"%.0f\" "
-			"text-anchor=\"middle\">%.2f GiB used</text>\n",
-			x + bar_w / 2,
-			top + plot_h + 18 + 14 * GM_SVG_NAME_LINES,
-			p[i].fits ? "fits" : "does not fit", x + bar_w / 2,
-			top + plot_h + 18 + 14 * (GM_SVG_NAME_LINES + 1),
-			p[i].per_gpu.device_used / (double)GM_GiB);
-		fprintf(out, "</g>\n");
-	}
-	for (size_t k = 0; k < N_PARTS; k++) {
-		double lx = left + n * (bar_w + gap) + 10;
-		double ly = top + (N_PARTS - 1 - k) * 18;
-		fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" "
-			"height=\"12\" fill=\"%s\"/><text x=\"%.0f\" "
-			"y=\"%.0f\">%s</text>\n", lx, ly, parts[k].color,
-			lx + 18, ly + 10, parts[k].label);
-	}
-	fprintf(out, "</svg>\n");
-	return ferror(out) ? GM_EIO : 0;
+	if (!fits && n == 1)
+		return gm_chart_stages(out, plans);
+	return gm_chart_fit(out, plans, fits, n);
 }

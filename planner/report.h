@@ -2,10 +2,9 @@
  * report.h - plans and fits as output-layer trees and as SVG (report.c).
  *
  * gm_plan_report() builds the `gpumem plan` object with the JSON keys of
- * the JSON keys of planner/README.md (bytes as integers); gm_fit_report() one row per GPU.
- * The SVG writers draw stacked bars of the peak's parts (at_peak, then
- * the allocator's reserve, then memory outside the allocator) against a
- * line at the card's capacity. Returns NULL / GM_ENOMEM / GM_EIO.
+ * planner/README.md (bytes as integers); gm_fit_report() one row per
+ * GPU. gm_plan_svg() draws the charts of chart.h. Returns NULL /
+ * GM_ENOMEM / GM_EIO.
  */
 #ifndef GM_REPORT_H
 #define GM_REPORT_H
@@ -28,7 +27,9 @@ struct gm_val *gm_plan_report_table(const struct gm_plan *p);
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 			     size_t n, bool table);
 
-/* One bar per plan (gpumem plan: one; gpumem fit: one per GPU). */
-int gm_plan_svg(FILE *out, const struct gm_plan *plans, size_t n);
+/* gpumem plan (fits NULL, one plan): a bar per stage; gpumem fit: a
+ * row per GPU, plans[i] at fits[i]'s micro-batch. */
+int gm_plan_svg(FILE *out, const struct gm_plan *plans,
+		const struct gm_fit *fits, size_t n);
 
 #endif

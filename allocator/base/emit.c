@@ -414,7 +414,7 @@ static void table_text(char *buf, size_t len, const char *key,
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
 						   : gm_gib(v->as.u);
-		/* GiB with two decimals, as the column says (INTERFACES:
+		/* GiB with two decimals, as the column says (the CLI contract:
 		 * tables print GiB); a size that is not 0 but would print
 		 * as 0.00 says so */
 		if (gib != 0 && gib > -0.005 && gib < 0.005)

@@ -41,6 +41,8 @@ struct ctx {
 	struct gm_catalog *cat;
 	struct arch *archs;
 	size_t n_archs;
+	/* archs by name: open addressing, slot = index + 1, 0 = empty */
+	size_t *arch_slots, n_arch_slots;
 	/* the built-in catalog: 'multiprocessors' is required */
 	bool builtin;
 	/* where each GPU was declared, for duplicate messages */
@@ -244,6 +246,35 @@ static const bool arch_required[A_N] = {true, true, true, false, true};
 /* Most SMs accepted: 188 on the largest card listed; catches typos. */
 #define SMS_MAX 1024
 
+/* FNV-1a of an architecture name. */
+static size_t name_hash(const char *name)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+/* The architecture called name among those loaded so far, or NULL;
+ * with slot non-NULL, *slot gets where name is or would go. */
+static struct arch *arch_find(struct ctx *c, const char *name, size_t *slot)
+{
+	size_t mask = c->n_arch_slots - 1, at;
+
+	if (!c->arch_slots) /* no 'architectures' (gm_catalog_load_over) */
+		return NULL;
+	for (at = name_hash(name) & mask; c->arch_slots[at]; at = (at + 1) & mask) {
+		struct arch *a = &c->archs[c->arch_slots[at] - 1];
+
+		if (strcmp(a->name, name) == 0)
+			break;
+	}
+	if (slot)
+		*slot = at;
+	return c->arch_slots[at] ? &c->archs[c->arch_slots[at] - 1] : NULL;
+}
+
 static int load_arch(struct ctx *c, yaml_node_t *n, struct arch *a)
 {
 	yaml_node_t *v[A_N];
@@ -255,11 +286,17 @@ static int load_arch(struct ctx *c, yaml_node_t *n, struct arch *a)
 			     arch_required, A_N);
 	if (!rc)
 		rc = get_str(c, v[A_NAME], "name", false, &a->name);
-	for (size_t i = 0; !rc && i < c->n_archs; i++)
-		if (strcmp(c->archs[i].name, a->name) == 0)
+	if (!rc) {
+		size_t slot;
+		const struct arch *first = arch_find(c, a->name, &slot);
+
+		if (first)
 			rc = fail(c, v[A_NAME], "architecture '%s' is listed "
 				  "twice (first at line %zu)", a->name,
-				  c->archs[i].node->start_mark.line + 1);
+				  first->node->start_mark.line + 1);
+		else
+			c->arch_slots[slot] = (size_t)(a - c->archs) + 1;
+	}
 	if (!rc)
 		rc = get_uint(c, v[A_CTX], "cuda_context_mib", MIB_MAX,
 			      &a->context);
@@ -288,7 +325,11 @@ static int load_archs(struct ctx *c, yaml_node_t *seq)
 	n = (size_t)(seq->data.sequence.items.top -
 		     seq->data.sequence.items.start);
 	c->archs = calloc(n ? n : 1, sizeof(*c->archs));
-	if (!c->archs)
+	c->n_arch_slots = 16;
+	while (c->n_arch_slots < 2 * n)
+		c->n_arch_slots *= 2;
+	c->arch_slots = calloc(c->n_arch_slots, sizeof(*c->arch_slots));
+	if (!c->archs || !c->arch_slots)
 		return gm_diag_set(c->diag, GM_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		yaml_node_t *it = yaml_document_get_node(
@@ -429,18 +470,18 @@ static int get_arch(struct ctx *c, yaml_node_t *n, struct gm_gpu *g,
 
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < c->n_archs + c->n_base_archs; i++) {
-		const struct arch *a = i < c->n_archs ? &c->archs[i]
-				       : &c->base_archs[i - c->n_archs];
-
-		if (strcmp(a->name, scalar(n)) == 0) {
-			*out = a;
-			g->architecture = a->name;
-			return 0;
-		}
-		if (nn < 32)
-			names[nn++] = a->name;
+	/* The file's own by hash; the catalog it adds to (a few) in turn. */
+	*out = arch_find(c, scalar(n), NULL);
+	for (size_t i = 0; !*out && i < c->n_base_archs; i++)
+		if (strcmp(c->base_archs[i].name, scalar(n)) == 0)
+			*out = &c->base_archs[i];
+	if (*out) {
+		g->architecture = (*out)->name;
+		return 0;
 	}
+	for (size_t i = 0; i < c->n_archs + c->n_base_archs && nn < 32; i++)
+		names[nn++] = i < c->n_archs ? c->archs[i].name
+					     : c->base_archs[i - c->n_archs].name;
 	hint = gm_text_suggest(scalar(n), names, nn);
 	if (hint)
 		return fail(c, n, "unknown architecture '%s' (did you mean "
@@ -1107,6 +1148,7 @@ out_parser:
 	yaml_parser_delete(&parser);
 	free((char *)c.buf);
 	free(c.archs);
+	free(c.arch_slots);
 	free(c.base_archs);
 	free(c.gpu_nodes);
 	if (rc)

@@ -162,7 +162,7 @@ struct reader {
 	unsigned long line;
 	enum { F_UNKNOWN, F_CSV, F_TORCH } fmt;
 	int col_of[NCOL], ncols;
-	bool torch_segment_free; /* drop the segment hints at the end */
+	struct gm__torch_batch torch; /* entry lines not yet parsed */
 };
 
 static void reader_init(struct reader *r, const char *name,
@@ -364,20 +364,29 @@ static int reader_line(struct reader *r, const char *p, size_t len,
 					      r->name, r->line, diag);
 	}
 	if (r->fmt == F_TORCH)
-		return gm__trace_torch_entry(r->t, a, (size_t)(b - a), r->name,
-					     r->line, &r->torch_segment_free,
+		return gm__trace_torch_entry(&r->torch, r->t, a,
+					     (size_t)(b - a), r->name, r->line,
 					     diag);
 	return csv_line(r, p, le, diag);
 }
 
+/* After the last line: parse what is gathered, check, free the batch. */
 static int reader_end(struct reader *r, struct gm_diag *diag)
 {
+	bool segment_free;
+	int err;
+
 	if (r->fmt == F_UNKNOWN)
 		return gm_diag_set(diag, GM_EINVAL, "%s:1:1: empty trace "
 				   "(no header line)", r->name);
+	err = gm__trace_torch_flush(&r->torch, r->t, r->name, diag);
+	segment_free = r->torch.segment_free;
+	gm__trace_torch_batch_free(&r->torch);
+	if (err)
+		return err;
 	/* a trace that gave segments back reuses their addresses: the
 	 * hints would place new segments on live ones (tracefile.py) */
-	if (r->torch_segment_free) {
+	if (segment_free) {
 		size_t n = 0;
 
 		for (size_t i = 0; i < r->t->n; i++)
@@ -410,8 +419,10 @@ int gm_trace_parse(const char *text, size_t len, const char *name,
 	}
 	if (!err)
 		err = reader_end(&r, diag);
-	if (err)
+	if (err) {
+		gm__trace_torch_batch_free(&r.torch);
 		gm_trace_free(t);
+	}
 	return err;
 }
 
@@ -535,8 +546,10 @@ int gm_trace_read(const char *path, struct gm_trace *t, struct gm_diag *diag)
 	free(buf);
 	if (!err)
 		err = reader_end(&r, diag);
-	if (err)
+	if (err) {
+		gm__trace_torch_batch_free(&r.torch);
 		gm_trace_free(t);
+	}
 	return err;
 }
 

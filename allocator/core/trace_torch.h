@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct gm_diag;
 struct gm_trace;
@@ -24,10 +25,30 @@ int gm__trace_torch_header(struct gm_trace *t, const char *text, size_t len,
 			   const char *name, unsigned long line,
 			   struct gm_diag *diag);
 
-/* One entry line [action, address, size, stream, frames]; sets
- * *segment_free for "segment_free" / "segment_unmap". */
-int gm__trace_torch_entry(struct gm_trace *t, const char *text, size_t len,
-			  const char *name, unsigned long line,
-			  bool *segment_free, struct gm_diag *diag);
+/*
+ * Entry lines [action, address, size, stream, frames], gathered into one
+ * YAML stream of documents ("--- LINE") and parsed by one parser per
+ * batch (a parser per line costs more than the replay). *segment_free is
+ * set for "segment_free" / "segment_unmap".
+ */
+struct gm__torch_batch {
+	char *text;
+	size_t len, cap;
+	uint32_t *line; /* file line of each document */
+	size_t n, lcap;
+	bool segment_free;
+};
+
+/* Add one entry line (parsed at the next flush, or now when the batch
+ * is full). 0, GM_EINVAL ("name:line:column: ..."), GM_ENOMEM. */
+int gm__trace_torch_entry(struct gm__torch_batch *b, struct gm_trace *t,
+			  const char *text, size_t len, const char *name,
+			  unsigned long line, struct gm_diag *diag);
+
+/* Parse the lines gathered; the batch is then empty. */
+int gm__trace_torch_flush(struct gm__torch_batch *b, struct gm_trace *t,
+			  const char *name, struct gm_diag *diag);
+
+void gm__trace_torch_batch_free(struct gm__torch_batch *b);
 
 #endif

@@ -55,9 +55,10 @@ int gm_pl_fraction_parse(const char *v, uint64_t *num, uint64_t *den)
 		if (*v < '0' || *v > '9')
 			break;
 		any = true;
-		/* Digits past the 19th are below 1e-19 of the value. */
 		if (m == 0 && *v == '0' && !point)
-			continue;
+			continue; /* leading zeros */
+		/* Digits past the 19th after the point are dropped (below
+		 * 1e-19 of the value); an integer part that long is > 1. */
 		if (digits < 19) {
 			m = m * 10 + (uint64_t)(*v - '0');
 			digits += m != 0;
@@ -69,7 +70,11 @@ int gm_pl_fraction_parse(const char *v, uint64_t *num, uint64_t *den)
 	if (!any)
 		return GM_EINVAL;
 	if (*v == 'e' || *v == 'E') {
+		const char *x = v + 1 + (v[1] == '-' || v[1] == '+');
 		char *end;
+
+		if (*x < '0' || *x > '9') /* strtol would skip spaces */
+			return GM_EINVAL;
 		e = strtol(v + 1, &end, 10);
 		if (end == v + 1 || e < -19 || e > 19)
 			return GM_EINVAL;
@@ -120,11 +125,7 @@ static void parse_size(const char *v, const char *name, uint64_t *out,
 	if (!v || !*v)
 		return;
 	if (gm_size_parse(v, &b) != 0 || b == 0) {
-		if (o)
-			set_bad(o, name, v, "a size such as 40GiB or 80GB");
-		else
-			gm_warn("%s=%s is not a size such as 40GiB or 80GB; "
-				"ignored", name, v);
+		set_bad(o, name, v, "a size such as 40GiB or 80GB");
 		return;
 	}
 	*out = b;

@@ -8,8 +8,9 @@
  * main(): find the real dlsym (hooks_dl.c needs it at once), read the
  * GPUMEM_* variables, make the pointer maps and register fork handlers.
  * The driver is opened on the first intercepted call (gm__pl_init,
- * once); a device is set up on its first use (account.c). No CUDA call is made at exit: the destructor only writes
- * the reports from host-side counters.
+ * once); a device is set up on its first use (account.c). No CUDA call
+ * is made at exit: the destructor only writes the reports from host-side
+ * counters.
  *
  * Fork: the child inherits the parent's counters but none of its device
  * memory and no CUDA context, so it starts from zero, and its reporting
@@ -57,11 +58,12 @@ void gm__pl_start(void)
 	pthread_once(&start_once, start);
 }
 
+/* Open the driver: $GPUMEM_LIBCUDA, else (or when that cannot be opened)
+ * libcuda.so.1; resolve the real functions behind the hooks. */
 static void open_driver(void)
 {
-	struct gm_diag diag;
-
 	const char *path = getenv("GPUMEM_LIBCUDA");
+	struct gm_diag diag;
 
 	gm__pl_guard_enter();
 	init_rc = gm_cu_open(&gm__pl_cu, NULL, &diag);

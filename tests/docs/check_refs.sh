@@ -30,7 +30,7 @@ printf './planner/%s\n' model.c step.c block.c spec.c spec_rules.c params.c \
 	activations.c >>"$src_skip"
 
 pattern='[Ii]ssues?[ -]#?[0-9]+|(^|[[:space:]([,;])#[0-9]+([^0-9A-Za-z_]|$)'
-pattern="$pattern"'|shared/reference|INTERFACES\.md|/work/|research notes|code index'
+pattern="$pattern"'|shared/reference|INTERFACES\.md|/work/|research notes|code index|findings-[a-z]'
 pattern="$pattern"'|(^|[^A-Za-z0-9_/.-])(device-probe|vram|allocators|planners|aesthetics)\.md'
 
 hits=$(files | tr '\n' '\0' | xargs -0 grep -n -E -I -- "$pattern" 2>/dev/null)

@@ -25,7 +25,7 @@ def run(args, stdin=None, env=None, stdout=subprocess.PIPE, cwd=None):
 
 
 def main():
-    g, spec = sys.argv[1], sys.argv[2]
+    g, spec = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     errs = []
 
     def want(cond, what, r=None):

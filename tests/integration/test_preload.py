@@ -335,6 +335,8 @@ def case_libcuda_missing(c):
                   c.env(GPUMEM_LIMIT='64MiB', GPUMEM_LIBCUDA='/nonexistent'))
         check('/nonexistent' in p.stderr and 'libcuda.so.1' in p.stderr,
               p.stderr)
+    # A program that opens libcuda itself (the runtime's way) is capped too.
+    c.probe('cap', GPUMEM_LIMIT='1GiB', GPUMEM_LIBCUDA='/nonexistent')
 
 
 def case_linked_rt(c):

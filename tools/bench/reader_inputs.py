@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Write the hostile reader inputs of the reader benchmark into DIR and
-time gpumem on each (wall seconds, exit status, first line of stderr).
+time gpumem on each (wall and user CPU seconds, exit status, first line
+of stderr).
 Usage: reader_inputs.py GPUMEM DIR [TIMEOUT_S]
 
   catalog-deep.yaml   --catalog, 400 KB of nested flow sequences
+  catalog-wide.yaml   --catalog, 28,000 architectures and 8,000 GPUs
   spec-aliases.yaml   a 1 MiB spec of anchors and aliases
   report-keys.json    a report object with 200,000 keys
   report-devices.json a report with 8,192 devices
@@ -12,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import resource
 import time
 
 GPUMEM, DIR = sys.argv[1], sys.argv[2]
@@ -31,6 +34,19 @@ def write(name, text):
 def catalog_deep():
     n = 200000
     return write("catalog-deep.yaml", "gpus: " + "[" * n + "]" * n + "\n")
+
+
+def catalog_wide():
+    archs = ["  - {name: a%d, cuda_context_mib: 1, "
+             "cuda_context_inference_mib: 1, source: x}" % i
+             for i in range(28000)]
+    gpus = ["  - {name: g%d, aliases: [x%d], architecture: a%d, "
+            'compute_capability: "9.0", marketed: 1 GB, total_mib: 1, '
+            "ecc_default_on: true, memory_type: HBM3, bandwidth_gbps: 1, "
+            "bf16_tflops: 1, tolerance: 0.01, source: x}" % (i, i, 27999 - i)
+            for i in range(8000)]
+    return write("catalog-wide.yaml", "architectures:\n" + "\n".join(archs)
+                 + "\ngpus:\n" + "\n".join(gpus) + "\n")
 
 
 def spec_aliases():
@@ -73,6 +89,8 @@ def report_devices():
 
 CASES = [
     ("catalog-deep", lambda: ["plan", SPEC, "--catalog", catalog_deep()]),
+    ("catalog-wide", lambda: ["plan", SPEC, "--catalog", catalog_wide(),
+                              "--gpu", "g5"]),
     ("spec-aliases", lambda: ["plan", spec_aliases()]),
     ("report-keys", lambda: ["report", "--format", "json", report_keys()]),
     ("report-devices", lambda: ["report", "--format", "json",
@@ -82,11 +100,13 @@ CASES = [
 for name, make in CASES:
     args = make()
     t = time.monotonic()
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     try:
         p = subprocess.run([GPUMEM, *args], capture_output=True, text=True,
                            errors="replace", timeout=TIMEOUT)
         rc, err = p.returncode, (p.stderr.strip().split("\n") or [""])[0]
     except subprocess.TimeoutExpired:
         rc, err = "timeout", ""
-    print("%-15s %8.2f s  exit %s  %s" % (name, time.monotonic() - t, rc,
-                                          err[:150]))
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - cpu
+    print("%-15s %8.2f s wall %8.2f s user  exit %s  %s" %
+          (name, time.monotonic() - t, cpu, rc, err[:120]))

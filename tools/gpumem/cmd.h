@@ -10,7 +10,9 @@
 #define GM_CMD_H
 
 #include "emit.h"
+#include "fit.h"
 #include "model.h"
+#include "spec.h"
 
 #include <stdio.h>
 
@@ -54,6 +56,7 @@ struct gm_plan_args {
 	int n_sets;
 	enum gm_format format;              /* --format, default table */
 	const char *svg;                    /* --svg FILE or NULL */
+	const char *html;                   /* --html FILE or NULL */
 	const char *catalog;                /* --catalog FILE or NULL */
 	double fraction;                    /* --fraction F, 0: none */
 	uint64_t limit;                     /* --limit SIZE, 0: none */
@@ -77,12 +80,24 @@ void gm_plan_args_init(struct gm_plan_args *a);
 /*
  * Take getopt_long's answer c for `gpumem NAME` (optstring starting
  * with ':', long options 's' set, 'f' format, 'v' svg, 'c' catalog,
- * 'r' reserve-model, 'F' fraction, 'L' limit). Returns 0 when c was a shared option and was
+ * 'r' reserve-model, 'F' fraction, 'L' limit, 'H' html). Returns 0 when c was a shared option and was
  * taken, -1 when c is the caller's own, or GM_EXIT_USAGE after a usage
  * message (bad value, missing value, unknown option).
  */
 int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			char **argv);
+
+/*
+ * Write the --svg or --html file of plans (fits NULL for gpumem plan)
+ * atomically (emit.h's gm_file). 0 or GM_EIO with diag set.
+ */
+int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
+		      const struct gm_fit *fits, size_t n,
+		      struct gm_diag *diag);
+int gm_plan_write_html(const char *path, const struct gm_spec *spec,
+		       const struct gm_model_opts *opts,
+		       const struct gm_plan *plans, const struct gm_fit *fits,
+		       size_t n, struct gm_diag *diag);
 
 int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_verify(int argc, char **argv);

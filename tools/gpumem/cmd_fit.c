@@ -26,9 +26,6 @@
 
 #define MAX_GPUS 256
 
-int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
-		  struct gm_diag *diag);
-
 static void help(void)
 {
 	printf("Usage: gpumem fit SPEC.yaml [--gpu NAME ...] "
@@ -37,7 +34,7 @@ static void help(void)
 	       "[--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
 	       "[--catalog FILE]\n"
-	       "                  [--fraction F] [--limit SIZE]\n\n"
+	       "                  [--fraction F] [--limit SIZE] [--html FILE]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
 	       "steps that reach the global batch with it\n(exactly: micro x "
@@ -69,6 +66,9 @@ static void help(void)
 	       "  --format FMT      table (default), json, yaml or csv\n"
 	       "  --svg FILE        bars of each GPU at its largest "
 	       "micro-batch\n"
+	       "  --html FILE       a self-contained page: that chart, the "
+	       "table, the\n                    recipe and the assumptions "
+	       "in words\n"
 	       "  --reserve-model M simulated (default) or analytic: how "
 	       "peak reserved is\n                    predicted, for the "
 	       "answers and the figures alike (the analytic\n"
@@ -171,6 +171,7 @@ int gm_cmd_fit(int argc, char **argv)
 		{"set", required_argument, NULL, 's'},
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
+		{"html", required_argument, NULL, 'H'},
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
 		{"fraction", required_argument, NULL, 'F'},
@@ -338,8 +339,13 @@ int gm_cmd_fit(int argc, char **argv)
 		m++;
 	}
 	progress_end(&pr);
-	if (a.svg && gm__write_svg(a.svg, plans, m, &diag)) {
+	if (a.svg && gm_plan_write_svg(a.svg, plans, fits, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
+		goto out;
+	}
+	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plans, fits,
+					 m, &diag)) {
+		fprintf(stderr, "gpumem fit: --html: %s\n", diag.msg);
 		goto out;
 	}
 	v = gm_fit_report(spec->name, fits, m,

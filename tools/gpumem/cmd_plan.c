@@ -28,8 +28,8 @@ static void help(void)
 {
 	printf("Usage: gpumem plan SPEC.yaml [--set KEY=VALUE ...] "
 	       "[--gpu NAME] [--format table|json|yaml|csv] [--svg FILE]\n"
-	       "                  [--reserve-model simulated|analytic] "
-	       "[--catalog FILE]\n"
+	       "                  [--html FILE] "
+	       "[--reserve-model simulated|analytic] [--catalog FILE]\n"
 	       "                  [--trace FILE] [--fraction F] [--limit SIZE] "
 	       "[--params]\n\n"
 	       "Predict the memory one GPU (the most loaded rank) needs for "
@@ -59,6 +59,9 @@ static void help(void)
 	       "  --format FMT     table (default), json, yaml or csv\n"
 	       "  --svg FILE       write a stacked bar of the peak against "
 	       "the capacity\n"
+	       "  --html FILE      write a self-contained page: the bars, the "
+	       "figures, the\n                   recipe and the assumptions "
+	       "in words\n"
 	       "  --reserve-model M  how peak reserved is predicted: simulated "
 	       "(default:\n                   the step's allocations replayed "
 	       "through the allocator\n                   core) or analytic "
@@ -76,21 +79,6 @@ static void help(void)
 	       "  --help           this text\n\n"
 	       "Exit status: 0 fits (under the cap, when one is given), 1 "
 	       "does not fit, 2 bad\ninput.\n");
-}
-
-/* Write an SVG atomically. */
-int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
-		  struct gm_diag *diag);
-int gm__write_svg(const char *path, const struct gm_plan *plans, size_t n,
-		  struct gm_diag *diag)
-{
-	struct gm_file f;
-	int rc = gm_file_begin(&f, path, diag);
-
-	if (rc)
-		return rc;
-	rc = gm_plan_svg(f.fp, plans, n);
-	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
 /*
@@ -149,7 +137,9 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	rc = gm_emit(stdout, v, format);
 	gm_val_free(v);
 	if (rc) {
-		gm_error("cannot print the parameter list");
+		/* a write error: main() says why, once */
+		if (rc != GM_EIO)
+			gm_error("cannot print the parameter list");
 		return GM_EXIT_USAGE;
 	}
 	return GM_EXIT_OK;
@@ -242,6 +232,7 @@ int gm_cmd_plan(int argc, char **argv)
 		{"gpu", required_argument, NULL, 'g'},
 		{"format", required_argument, NULL, 'f'},
 		{"svg", required_argument, NULL, 'v'},
+		{"html", required_argument, NULL, 'H'},
 		{"reserve-model", required_argument, NULL, 'r'},
 		{"catalog", required_argument, NULL, 'c'},
 		{"trace", required_argument, NULL, 't'},
@@ -359,8 +350,14 @@ int gm_cmd_plan(int argc, char **argv)
 			(unsigned long long)pl.total,
 			100 * gm_params_mismatch(&spec->model, &pl));
 	}
-	if (a.svg && gm__write_svg(a.svg, plan, 1, &diag)) {
+	if (a.svg && gm_plan_write_svg(a.svg, plan, NULL, 1, &diag)) {
 		fprintf(stderr, "gpumem plan: --svg: %s\n", diag.msg);
+		code = GM_EXIT_USAGE;
+		goto out;
+	}
+	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, 1,
+					 &diag)) {
+		fprintf(stderr, "gpumem plan: --html: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
 		goto out;
 	}

@@ -6,6 +6,8 @@
 #include "cmd.h"
 
 #include "error.h"
+#include "html.h"
+#include "report.h"
 #include "units.h"
 
 #include <getopt.h>
@@ -27,6 +29,32 @@ static bool fraction_parse(const char *s, double *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
+		      const struct gm_fit *fits, size_t n, struct gm_diag *diag)
+{
+	struct gm_file f;
+	int rc = gm_file_begin(&f, path, diag);
+
+	if (rc)
+		return rc;
+	rc = gm_plan_svg(f.fp, plans, fits, n);
+	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
+}
+
+int gm_plan_write_html(const char *path, const struct gm_spec *spec,
+		       const struct gm_model_opts *opts,
+		       const struct gm_plan *plans, const struct gm_fit *fits,
+		       size_t n, struct gm_diag *diag)
+{
+	struct gm_file f;
+	int rc = gm_file_begin(&f, path, diag);
+
+	if (rc)
+		return rc;
+	rc = gm_plan_html(f.fp, spec, opts, plans, fits, n);
+	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
 void gm_plan_args_init(struct gm_plan_args *a)
@@ -92,6 +120,9 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 		return 0;
 	case 'v':
 		a->svg = optarg;
+		return 0;
+	case 'H':
+		a->html = optarg;
 		return 0;
 	case 'c':
 		a->catalog = optarg;

@@ -384,6 +384,31 @@ static void torch_memory_history(void **state)
 	assert_int_equal(t.n, 1);
 	assert_int_equal(t.ev[0].action, GM_TRACE_ALLOC);
 	gm_trace_free(&t);
+	/* lines not as json.dumps writes them (spaces, escapes) read
+	 * through libyaml, in order with the others */
+	{
+		static const char mixed[] =
+			"{\"initial\": []}\n"
+			"[\"alloc\", 4096, 512, 0, \"a\"]\n"
+			"[ \"alloc\" ,8192,  512, -1, \"b\\u00e9\" ]\n"
+			"[\"alloc\", 12288, 512, 0, \"c\"]\n"
+			"[\"free_completed\", 4096, 512, 0, \"\"]\n";
+
+		assert_int_equal(gm_trace_parse(mixed, strlen(mixed), "m",
+						&t, &d), 0);
+		assert_int_equal(t.n, 4);
+		assert_int_equal(t.ev[0].ptr, 4096);
+		assert_int_equal(t.ev[1].ptr, 8192);
+		assert_int_equal(t.ev[1].stream, UINT64_MAX);
+		assert_int_equal(t.ev[1].line, 3);
+		assert_int_equal(t.ev[2].ptr, 12288);
+		assert_int_equal(t.ev[3].action, GM_TRACE_FREE);
+		gm_trace_free(&t);
+	}
+	expect_bad("{\"initial\": []}\n[\"alloc\", 0, 2, 0, \"\"]\n",
+		   "b.csv:2:11: an alloc needs an address");
+	expect_bad("{\"initial\": []}\n[\"alloc\", 1, 2, 0, \"\"]\n"
+		   "[\"alloc\", 2, 2, 0, \"\"] x\n", "b.csv:3:");
 	expect_bad("{\"name\": \"x\"}\n", "b.csv:1:1: a PyTorch");
 	expect_bad("{\"initial\": [[1, 2, 3]]}\n", "b.csv:1:21: an 'initial'"
 		   " block has more");

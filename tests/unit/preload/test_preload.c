@@ -94,6 +94,7 @@ static void test_opts_bad(void **state)
 		"GPUMEM_FRACTION=0,5", "GPUMEM_FRACTION= 0.5",
 		"GPUMEM_FRACTION=0", "GPUMEM_FRACTION=1.0000001",
 		"GPUMEM_FRACTION=inf", "GPUMEM_FRACTION=0x1p-1",
+		"GPUMEM_FRACTION=5e -1", "GPUMEM_FRACTION=0.5e",
 		"GPUMEM_LIMIT=50%", "GPUMEM_LIMIT=40 GiB ", "GPUMEM_LIMIT=0",
 	};
 	struct gm_pl_opts o;
