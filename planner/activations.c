@@ -11,10 +11,12 @@
  */
 #include "activations.h"
 
+#include "arch/family.h"
+
 #include <string.h>
 
-static struct gm_act_tensor *add(struct gm_act_layer *l, const char *name,
-				 double bytes, unsigned flags)
+struct gm_act_tensor *gm_act_add(struct gm_act_layer *l, const char *name,
+				  double bytes, unsigned flags)
 {
 	struct gm_act_tensor *t = &l->t[l->n < GM_ACT_MAX - 1 ? l->n++ : l->n];
 
@@ -30,21 +32,21 @@ void gm_act_layer_paper(struct gm_act_layer *l)
 	memset(l, 0, sizeof(*l));
 	l->input_bytes = 2; /* "full recompute: 2sbh" */
 	/* Attention block, 11sbh + 5as^2b (paper section 4.1). */
-	add(l, "layernorm1 input", 2, GM_AT_SEQ)->h = 1;
-	add(l, "qkv input", 2, GM_AT_SEQ)->h = 1;
-	add(l, "q, k for q*k^T", 2, 0)->h = 2;
-	add(l, "softmax output", 2, GM_AT_CORE)->as = 1;
-	add(l, "softmax dropout mask", 1, GM_AT_CORE)->as = 1;
-	add(l, "softmax dropout output", 2, GM_AT_CORE)->as = 1;
-	add(l, "v", 2, 0)->h = 1;
-	add(l, "output projection input", 2, 0)->h = 1;
-	add(l, "attention dropout mask", 1, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "layernorm1 input", 2, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "qkv input", 2, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "q, k for q*k^T", 2, 0)->h = 2;
+	gm_act_add(l, "softmax output", 2, GM_AT_CORE)->as = 1;
+	gm_act_add(l, "softmax dropout mask", 1, GM_AT_CORE)->as = 1;
+	gm_act_add(l, "softmax dropout output", 2, GM_AT_CORE)->as = 1;
+	gm_act_add(l, "v", 2, 0)->h = 1;
+	gm_act_add(l, "output projection input", 2, 0)->h = 1;
+	gm_act_add(l, "attention dropout mask", 1, GM_AT_SEQ)->h = 1;
 	/* MLP block, 19sbh (with f = 4h), and the second LayerNorm 2sbh. */
-	add(l, "layernorm2 input", 2, GM_AT_SEQ)->h = 1;
-	add(l, "fc1 input", 2, GM_AT_SEQ)->h = 1;
-	add(l, "gelu input", 2, 0)->f = 1;
-	add(l, "fc2 input", 2, 0)->f = 1;
-	add(l, "mlp dropout mask", 1, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "layernorm2 input", 2, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "fc1 input", 2, GM_AT_SEQ)->h = 1;
+	gm_act_add(l, "gelu input", 2, 0)->f = 1;
+	gm_act_add(l, "fc2 input", 2, 0)->f = 1;
+	gm_act_add(l, "mlp dropout mask", 1, GM_AT_SEQ)->h = 1;
 }
 
 /*
@@ -55,22 +57,22 @@ void gm_act_layer_paper(struct gm_act_layer *l)
  * input and mean/rstd (8 B/token). Then the linears' inputs: n autocast
  * casts (C each), or the norm output once.
  */
-static void norm(struct gm_act_layer *l, const struct gm_act_style *st,
+void gm_act_norm(struct gm_act_layer *l, const struct gm_act_style *st,
 		 bool rms, int n, const char *what)
 {
 	double R = st->residual, C = st->compute;
 	struct gm_act_tensor *t;
 
 	if (rms) {
-		add(l, "rmsnorm x (fp32)", 4, GM_AT_SEQ)->h = 1;
-		add(l, "rmsnorm x*rsqrt", R == 4 ? 4 : C, GM_AT_SEQ)->h = 1;
-		add(l, "rmsnorm rsqrt", 4, GM_AT_SEQ)->one = 1;
+		gm_act_add(l, "rmsnorm x (fp32)", 4, GM_AT_SEQ)->h = 1;
+		gm_act_add(l, "rmsnorm x*rsqrt", R == 4 ? 4 : C, GM_AT_SEQ)->h = 1;
+		gm_act_add(l, "rmsnorm rsqrt", 4, GM_AT_SEQ)->one = 1;
 	} else {
-		t = add(l, "layernorm input", R, GM_AT_SEQ);
+		t = gm_act_add(l, "layernorm input", R, GM_AT_SEQ);
 		t->h = 1;
-		add(l, "layernorm mean, rstd", 4, GM_AT_SEQ)->one = 2;
+		gm_act_add(l, "layernorm mean, rstd", 4, GM_AT_SEQ)->one = 2;
 	}
-	t = add(l, what, st->autocast ? C : R, GM_AT_SEQ);
+	t = gm_act_add(l, what, st->autocast ? C : R, GM_AT_SEQ);
 	t->h = st->autocast ? n : 1;
 }
 
@@ -81,8 +83,8 @@ static void norm(struct gm_act_layer *l, const struct gm_act_style *st,
  * mask. Both kernels allocate their output as (b, s, a, d) and return a
  * transposed view, so HF's transpose(1, 2).contiguous() in
  * sdpa_attention_forward is a no-op and o_proj saves the same storage
- * (measured: removing a second copy brought the GPT-2 sdpa configurations
- * of tests/data/calibration/measured-h200.json within 1%). Eager
+ * (the GPT-2 sdpa configurations of
+ * tests/data/calibration/measured-h200.json). Eager
  * attention's matmul output is (b, a, s, d): its transpose(1, 2)
  * .contiguous() is a real copy, which o_proj saves. GQA: sdpa
  * and flash take K/V at kv width (enable_gqa); eager repeats them to all
@@ -90,107 +92,41 @@ static void norm(struct gm_act_layer *l, const struct gm_act_style *st,
  * dtype=float32) in Llama, autocast's fp32 list for GPT-2/BERT), its cast
  * to C for the product with V, and with dropout a 1-byte mask.
  */
-static void attention(struct gm_act_layer *l, const struct gm_act_style *st,
+void gm_act_attention(struct gm_act_layer *l, const struct gm_act_style *st,
 		      bool kv_saved_already)
 {
 	double C = st->compute;
 
 	if (st->attn == GM_ATTN_EAGER) {
 		if (!kv_saved_already) {
-			add(l, "q", C, 0)->h = 1;
-			add(l, "k, v repeated to all heads", C, 0)->h = 2;
+			gm_act_add(l, "q", C, 0)->h = 1;
+			gm_act_add(l, "k, v repeated to all heads", C, 0)->h = 2;
 		}
-		add(l, "softmax output (fp32)", 4, GM_AT_CORE)->as = 1;
-		add(l, "attention probabilities", C, GM_AT_CORE)->as = 1;
+		gm_act_add(l, "softmax output (fp32)", 4, GM_AT_CORE)->as = 1;
+		gm_act_add(l, "attention probabilities", C, GM_AT_CORE)->as = 1;
 		if (st->dropout)
-			add(l, "attention dropout mask", 1,
+			gm_act_add(l, "attention dropout mask", 1,
 			    GM_AT_CORE)->as = 1;
-		add(l, "attention output (contiguous)", C, 0)->h = 1;
+		gm_act_add(l, "attention output (contiguous)", C, 0)->h = 1;
 		return;
 	}
 	if (!kv_saved_already) {
-		add(l, "q", C, 0)->h = 1;
-		add(l, "k, v", C, 0)->kv = 2;
+		gm_act_add(l, "q", C, 0)->h = 1;
+		gm_act_add(l, "k, v", C, 0)->kv = 2;
 	}
-	add(l, "attention output", C, 0)->h = 1;
-	add(l, "attention logsumexp", 4, 0)->a = 1;
+	gm_act_add(l, "attention output", C, 0)->h = 1;
+	gm_act_add(l, "attention logsumexp", 4, 0)->a = 1;
 }
 
 void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 {
 	double C = st->compute, R = st->residual;
-	bool rms = st->arch == GM_ARCH_LLAMA;
-	struct gm_act_tensor *t;
 
 	memset(l, 0, sizeof(*l));
 	l->input_bytes = R;
-	switch (st->arch) {
-	case GM_ARCH_GPT2:
-		/* GPT2Block: ln_1 -> c_attn (fused qkv; split views keep
-		 * the whole output alive) -> attention -> c_proj ->
-		 * resid dropout -> add; ln_2 -> c_fc -> gelu_new -> c_proj
-		 * -> dropout -> add. */
-		norm(l, st, false, 1, "c_attn input");
-		t = add(l, "c_attn output (q, k, v views)", C, 0);
-		t->h = 1;
-		t->kv = 2;
-		attention(l, st, true);
-		if (st->dropout)
-			add(l, "resid dropout mask", 1, GM_AT_SEQ)->h = 1;
-		norm(l, st, false, 1, "c_fc input");
-		/* gelu_new is Python: 0.5*x*(1+tanh(c*(x+0.044715x^3)))
-		 * (NewGELUActivation): pow saves x, tanh its output, the
-		 * last mul 0.5*x and 1+tanh; c_proj saves the product.
-		 * Under autocast pow is on the fp32 list, so it saves an
-		 * fp32 copy of x, and x + 0.044715x^3 promotes to fp32:
-		 * tanh's output and 1+tanh are fp32, 0.5*x stays 16-bit. */
-		if (st->autocast) {
-			add(l, "gelu_new pow input (fp32)", 4, 0)->f = 1;
-			add(l, "gelu_new tanh, 1+tanh (fp32)", 4, 0)->f = 2;
-			add(l, "gelu_new 0.5x", C, 0)->f = 1;
-		} else {
-			add(l, "c_fc output", C, 0)->f = 1;
-			add(l, "gelu_new tanh, 0.5x, 1+tanh", C, 0)->f = 3;
-		}
-		add(l, "c_proj input", C, 0)->f = 1;
-		if (st->dropout)
-			add(l, "mlp dropout mask", 1, GM_AT_SEQ)->h = 1;
-		break;
-	case GM_ARCH_BERT:
-		/* BertLayer (post-norm): q/k/v linears on the block input
-		 * -> attention -> dense -> dropout -> add -> LayerNorm;
-		 * intermediate dense -> gelu -> output dense -> dropout ->
-		 * add -> LayerNorm. */
-		t = add(l, "q/k/v input", st->autocast ? C : R, GM_AT_SEQ);
-		t->h = st->autocast ? 3 : 1;
-		attention(l, st, false);
-		if (st->dropout)
-			add(l, "attention dropout mask", 1, GM_AT_SEQ)->h = 1;
-		norm(l, st, false, 1, "intermediate input");
-		add(l, "gelu input", C, 0)->f = 1;
-		add(l, "output dense input", C, 0)->f = 1;
-		if (st->dropout)
-			add(l, "output dropout mask", 1, GM_AT_SEQ)->h = 1;
-		t = add(l, "output layernorm input", R, GM_AT_SEQ);
-		t->h = 1;
-		add(l, "layernorm mean, rstd", 4, GM_AT_SEQ)->one = 2;
-		break;
-	default:
-		/* LlamaDecoderLayer: input_layernorm -> q/k/v (RoPE saves
-		 * only cos/sin) -> attention -> o_proj -> add;
-		 * post_attention_layernorm -> gate/up -> SiLU(gate)*up ->
-		 * down -> add. No dropout (attention_dropout 0). */
-		norm(l, st, rms, 3, "q/k/v input");
-		attention(l, st, false);
-		norm(l, st, rms, 2, "gate/up input");
-		add(l, "gate output (SiLU input)", C, 0)->f = 1;
-		add(l, "SiLU output, up output", C, 0)->f = 2;
-		add(l, "down_proj input", C, 0)->f = 1;
-		break;
-	}
 	/*
-	 * Transient (an estimate to calibrate, issue 6): backward of the
-	 * MLP holds the gradients of its widest tensors (3 f-wide for a
+	 * Transient (an estimate): backward of the MLP holds the gradients
+	 * of its widest tensors (the family's mlp_grads: 3 f-wide for a
 	 * gated MLP: d(gate), d(up), d(product); 2 otherwise); flash/sdpa
 	 * backward holds dq, dk, dv plus an fp32 dq accumulator; eager
 	 * attention's backward holds d(probs) in C and two fp32 a*s
@@ -198,7 +134,7 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 	 * stream's gradient in and out of the block (2 R h, SEQ).
 	 */
 	{
-		double mlp = C * (st->arch == GM_ARCH_LLAMA ? 3 : 2);
+		double mlp = C * st->fam->mlp_grads;
 		struct gm_act_tensor *x = &l->transient;
 
 		memset(x, 0, sizeof(*x));
@@ -216,13 +152,16 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 			.name = "residual gradients", .h = 2, .bytes = R,
 			.flags = GM_AT_SEQ};
 	}
+	/* the family's saved tensors (it may refine the transient) */
+	st->fam->saved(l, st);
 }
 
 double gm_act_tensor_bytes(const struct gm_act_tensor *t,
 			   const struct gm_act_dims *d)
 {
 	double per_tok = t->h * d->h + t->kv * d->kv + t->f * d->f +
-			 t->as * d->a * d->s + t->a * d->a + t->one;
+			 t->as * d->a * d->s + t->a * d->a + t->one +
+			 t->fe * d->fe;
 	double div = !(t->flags & GM_AT_SEQ) || d->sp ? d->t : 1;
 
 	/* Per-token elements that are counts (rsqrt, mean/rstd) are per

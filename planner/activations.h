@@ -8,9 +8,9 @@
  * sequence parallelism divide it. Korthikanti et al. 2022 ("Reducing
  * Activation Recomputation in Large Transformer Models", section 4.1,
  * Table 2) count exactly such a list for Megatron's GPT block; the same
- * sum over HF's Llama/GPT-2/BERT blocks (each op's saved tensors read off
- * PyTorch's autograd formulas and transformers' modeling code) gives our
- * figures. Bytes, per micro-batch; no errors.
+ * sum over each family's Hugging Face block (planner/arch/: each op's
+ * saved tensors read off PyTorch's autograd formulas and transformers'
+ * modeling code) gives our figures. Bytes, per micro-batch; no errors.
  */
 #ifndef GM_ACTIVATIONS_H
 #define GM_ACTIVATIONS_H
@@ -30,6 +30,8 @@ enum {
 struct gm_act_tensor {
 	const char *name;
 	double h, kv, f, as, a, one; /* elements per token, by unit */
+	double fe;                  /* elements per token in units of one
+				     * expert's MLP width */
 	double bytes;               /* per element */
 	unsigned flags;
 };
@@ -50,24 +52,50 @@ struct gm_act_layer {
 /* The shape one block sees on one rank. */
 struct gm_act_dims {
 	double h, kv, f, a;     /* hidden, K/V width, FFN width, heads */
+	double fe;              /* one expert's MLP width (MoE), else 0 */
 	double s, b;            /* sequence length, micro-batch */
 	double t;               /* tensor parallel degree (>= 1) */
 	bool sp;                /* sequence parallel */
 };
 
 /* How the block is computed: the style of the code that runs it. */
+struct gm_family;
+
 struct gm_act_style {
-	enum gm_arch arch;      /* llama, gpt2 or bert layout of the block */
+	const struct gm_family *fam; /* the block's family (its saved op) */
 	enum gm_attn attn;
 	bool autocast;          /* torch.autocast: each linear saves its own
 				 * cast of its input */
 	bool dropout;           /* training with dropout p > 0 */
 	double compute;         /* bytes of a compute element (2 or 4) */
 	double residual;        /* bytes of the residual stream */
+	double experts, topk;   /* MoE: routed experts, experts per token
+				 * (0: a dense MLP) */
 };
 
-/* The block HF transformers runs (see activations.c for each tensor). */
+/* The block HF transformers runs: the family's saved list (its saved op,
+ * written with the helpers below) and the block's transient. */
 void gm_act_layer_hf(struct gm_act_layer *out, const struct gm_act_style *st);
+
+/* Append a tensor (zero per-token units: the caller sets them). */
+struct gm_act_tensor *gm_act_add(struct gm_act_layer *l, const char *name,
+				  double bytes, unsigned flags);
+
+/*
+ * A norm in front of n linears, what (the linears' input) named: RMSNorm
+ * (rms) or LayerNorm's saved tensors, then the linears' inputs (n
+ * autocast casts, or the norm output once). See activations.c.
+ */
+void gm_act_norm(struct gm_act_layer *l, const struct gm_act_style *st,
+		 bool rms, int n, const char *what);
+
+/*
+ * The attention core after the q/k/v projections (sdpa or eager as
+ * st->attn says); kv_saved_already: q, k, v are views of a fused
+ * projection's output the caller listed.
+ */
+void gm_act_attention(struct gm_act_layer *l, const struct gm_act_style *st,
+		      bool kv_saved_already);
 
 /*
  * The block of Korthikanti et al. 2022, section 4.1: Megatron GPT, 16-bit

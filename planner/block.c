@@ -1,9 +1,10 @@
 /*
  * block.c - one transformer block's training allocation program
- * (block.h): a forward written op by op from Hugging Face transformers
- * 5.x (modeling_llama.py, modeling_gpt2.py, modeling_bert.py,
- * integrations/sdpa_attention.py) as PyTorch 2.11 eager runs it, and the
- * backward autograd derives from it.
+ * (block.h): the op builders a family's forward is written with (the
+ * families' blocks are in planner/arch/, each from its Hugging Face
+ * transformers 5.x modeling file; the attention function from
+ * integrations/sdpa_attention.py) as PyTorch 2.11 eager runs them, and
+ * the backward autograd derives from the tape they record.
  *
  * Rules the forward follows (checked against the H200 allocation traces
  * of tests/data/calibration/traces with tools/measure/trace_compare.py
@@ -35,6 +36,7 @@
  */
 #include "block.h"
 
+#include "arch/family.h"
 #include "error.h"
 #include "reduce.h"
 
@@ -42,8 +44,8 @@
 #include <string.h>
 
 #define MAXN 192
-#define END -1
-#define OUTP -2 /* in a save list: the node's own output */
+#define END GM_BLK_END
+#define OUTP GM_BLK_OUTP
 
 struct tn {
 	double n, eb;      /* elements, bytes per element (0 bytes: a view
@@ -68,7 +70,7 @@ struct nd {
 	bool core;
 };
 
-struct bb {
+struct gm_blk {
 	const struct gm_step_shape *sh;
 	struct gm_step_block *p;
 	struct tn t[GM_STEP_BLOCK_IDS];
@@ -81,7 +83,7 @@ struct bb {
 	bool err;
 };
 
-static void emit(struct bb *b, int op, int id, double bytes, bool core)
+static void emit(struct gm_blk *b, int op, int id, double bytes, bool core)
 {
 	struct gm_step_blockop *o;
 
@@ -97,7 +99,7 @@ static void emit(struct bb *b, int op, int id, double bytes, bool core)
 	o->bytes = bytes;
 }
 
-static int tid(struct bb *b)
+static int tid(struct gm_blk *b)
 {
 	if (b->want_out) {
 		b->want_out = false;
@@ -110,7 +112,7 @@ static int tid(struct bb *b)
 	return b->nt++;
 }
 
-static void tinit(struct bb *b, int id, double n, double eb)
+static void tinit(struct gm_blk *b, int id, double n, double eb)
 {
 	struct tn *t = &b->t[id];
 
@@ -131,13 +133,13 @@ static void tinit(struct bb *b, int id, double n, double eb)
  * per block otherwise. */
 #define TINY_PER_TOKEN 8
 
-static bool tiny(const struct bb *b, double bytes)
+static bool tiny(const struct gm_blk *b, double bytes)
 {
 	return bytes <= TINY_PER_TOKEN * b->sh->tok;
 }
 
 /* A new tensor of n elements of eb bytes, allocated now. */
-static int tnew(struct bb *b, double n, double eb)
+static int tnew(struct gm_blk *b, double n, double eb)
 {
 	int id = tid(b);
 
@@ -150,7 +152,7 @@ static int tnew(struct bb *b, double n, double eb)
 }
 
 /* A view of x (shares its storage) of n elements. */
-static int tview(struct bb *b, int x, double n)
+static int tview(struct gm_blk *b, int x, double n)
 {
 	int id = tid(b), r = b->t[x].base;
 
@@ -163,7 +165,7 @@ static int tview(struct bb *b, int x, double n)
 }
 
 /* Python drops a reference to x (a view: to its storage). */
-static void drop(struct bb *b, int x)
+static void drop(struct gm_blk *b, int x)
 {
 	struct tn *t;
 	int r;
@@ -193,7 +195,7 @@ static int count(const int *l)
 }
 
 /* Record a node: inputs (get gradients), outputs, saved tensors. */
-static struct nd *node(struct bb *b, const int *in, const int *out,
+static struct nd *node(struct gm_blk *b, const int *in, const int *out,
 		       const int *sv)
 {
 	struct nd *d;
@@ -223,7 +225,7 @@ static struct nd *node(struct bb *b, const int *in, const int *out,
 }
 
 /* An op with one new output of n elements, eb bytes each. */
-static int op(struct bb *b, double n, double eb, const int *in,
+static int op(struct gm_blk *b, double n, double eb, const int *in,
 	      const int *sv)
 {
 	int o = tnew(b, n, eb);
@@ -237,14 +239,14 @@ static double maxd(double a, double c)
 	return a > c ? a : c;
 }
 
-static int cast(struct bb *b, int x, double eb)
+static int cast(struct gm_blk *b, int x, double eb)
 {
 	return op(b, b->t[x].n, eb, (int[]){x, END}, NULL);
 }
 
 /* The staging buffer of a sum over the tokens to n values (a bias or
  * norm weight's gradient). */
-static double red(const struct bb *b, double n)
+static double red(const struct gm_blk *b, double n)
 {
 	return gm_reduce_staging_bytes(b->sh->tok, n, b->sh->sms,
 				       b->sh->sm_threads);
@@ -252,7 +254,7 @@ static double red(const struct bb *b, double n)
 
 /* nn.Linear / GPT-2's Conv1D (addmm): x (tok x in) -> tok x out; with a
  * bias, its gradient sums the output's over the tokens. */
-static int linear(struct bb *b, int x, double in, double out, bool bias)
+static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 {
 	const struct gm_step_shape *sh = b->sh;
 	int xc = x, o;
@@ -272,7 +274,7 @@ static int linear(struct bb *b, int x, double in, double out, bool bias)
 }
 
 /* Elementwise op of x (and y) promoting to the wider dtype. */
-static int ew(struct bb *b, int x, int y, const int *sv)
+static int ew(struct gm_blk *b, int x, int y, const int *sv)
 {
 	double eb = b->t[x].eb;
 
@@ -283,7 +285,7 @@ static int ew(struct bb *b, int x, int y, const int *sv)
 }
 
 /* x + y (AddBackward0 passes its gradient through). */
-static int add(struct bb *b, int x, int y)
+static int add(struct gm_blk *b, int x, int y)
 {
 	int o = ew(b, x, y, NULL);
 
@@ -292,13 +294,13 @@ static int add(struct bb *b, int x, int y)
 }
 
 /* Elements of a tensor (views: their own count). */
-static double nel(const struct bb *b, int x)
+static double nel(const struct gm_blk *b, int x)
 {
 	return b->t[x].gbytes / b->t[x].eb;
 }
 
 /* nn.LayerNorm: fp32 under autocast; saves its input, mean and rstd. */
-static int layer_norm(struct bb *b, int x)
+static int layer_norm(struct gm_blk *b, int x)
 {
 	const struct gm_step_shape *sh = b->sh;
 	int o = tnew(b, nel(b, x), sh->autocast ? 4 : b->t[x].eb);
@@ -311,7 +313,7 @@ static int layer_norm(struct bb *b, int x)
 
 /* LlamaRMSNorm: x.to(fp32); pow(2).mean(-1); x * rsqrt(var + eps);
  * weight * x.to(input dtype). */
-static int rms_norm(struct bb *b, int x)
+static int rms_norm(struct gm_blk *b, int x)
 {
 	const struct gm_step_shape *sh = b->sh;
 	double R = b->t[x].eb, N = nel(b, x), T = sh->tok;
@@ -344,7 +346,7 @@ static int rms_norm(struct bb *b, int x)
 /* apply_rotary_pos_emb for one of q, k: x * cos + rotate_half(x) * sin,
  * rotate_half = cat(-x2, x1); cos and sin (the residual dtype) are
  * saved by the muls but belong to the model. */
-static int rotary(struct bb *b, int x)
+static int rotary(struct gm_blk *b, int x)
 {
 	double N = nel(b, x), eo = maxd(b->t[x].eb, b->sh->r);
 	int a, ng, ct, s, o;
@@ -365,7 +367,7 @@ static int rotary(struct bb *b, int x)
 /* Dropout (p > 0 in training): a bool mask and the output, which
  * replaces x (the caller's reference to x is dropped: every model reads
  * only the dropped-out tensor after it). Without dropout, x itself. */
-static int dropout(struct bb *b, int x)
+static int dropout(struct gm_blk *b, int x)
 {
 	int m, o;
 
@@ -391,7 +393,7 @@ static int dropout(struct bb *b, int x)
  * cast back, dropout, the product with v (again a copy of v), and the
  * transpose's contiguous copy.
  */
-static int attention(struct bb *b, int q, int k, int v)
+static int attention(struct gm_blk *b, int q, int k, int v)
 {
 	const struct gm_step_shape *sh = b->sh;
 	double T = sh->tok, C = sh->c, Q = sh->q;
@@ -423,9 +425,9 @@ static int attention(struct bb *b, int q, int k, int v)
 		 * pad_last_dim<8>, post_process_flash_output), so the
 		 * padded copies are what it keeps for backward, the
 		 * originals live only until the caller drops them, and the
-		 * transpose(1, 2).contiguous() after it copies. Seen in the
-		 * 2x H200 trace of llama-3b-fsdp2-bf16true-sgd (head dim
-		 * 100: four 52 MiB tensors where 50 MiB were planned). */
+		 * transpose(1, 2).contiguous() after it copies (head dim 100:
+		 * llama-3b-fsdp2-bf16true-sgd of tests/data/calibration/
+		 * multi/measured-h200x2.json). */
 		if (pad) {
 			qp = op(b, T * Q * w, e, (int[]){qc, END}, NULL);
 			kp = op(b, T * sh->kv * w, e, (int[]){kc, END}, NULL);
@@ -483,13 +485,13 @@ static int attention(struct bb *b, int q, int k, int v)
 		s2 = op(b, S, e, (int[]){s1, END}, NULL);
 		drop(b, s1);
 		me = maxd(e, sh->r);   /* + the causal mask */
-		s3 = sh->net == GM_NET_BERT ? s2 :
+		s3 = !sh->fam->attn.mask ? s2 :
 		     op(b, S, me, (int[]){s2, END}, NULL);
 		if (s3 != s2)
 			b->n[b->nn - 1].alias = true;
 		if (s3 != s2)
 			drop(b, s2);
-		p = op(b, S, sh->net == GM_NET_LLAMA || sh->autocast ? 4 :
+		p = op(b, S, sh->fam->attn.softmax_fp32 || sh->autocast ? 4 :
 		       b->t[s3].eb, (int[]){s3, END}, (int[]){OUTP, END});
 		/* its backward allocates a second score-sized tensor after
 		 * the input gradient, freed at once (the H200 trace of
@@ -500,7 +502,7 @@ static int attention(struct bb *b, int q, int k, int v)
 		/* Llama: .to(query.dtype); GPT-2: .type(value.dtype) */
 		pq = p;
 		{
-			double to = sh->net == GM_NET_LLAMA ? b->t[q].eb :
+			double to = sh->fam->attn.probs_as_query ? b->t[q].eb :
 				    b->t[v].eb;
 			if (to != b->t[p].eb)
 				pq = cast(b, p, to);
@@ -533,152 +535,8 @@ static int attention(struct bb *b, int q, int k, int v)
 	return o;
 }
 
-/* LlamaDecoderLayer (modeling_llama.py). */
-static void llama(struct bb *b)
-{
-	const struct gm_step_shape *sh = b->sh;
-	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
-	int n1, q, k, v, qe, ke, at, o, r1, n2, g, s, u, m, d;
-
-	n1 = rms_norm(b, GM_BLK_IN);
-	q = linear(b, n1, h, Q, sh->qkv_bias);
-	k = linear(b, n1, h, K, sh->qkv_bias);
-	v = linear(b, n1, h, K, sh->qkv_bias);
-	qe = rotary(b, q);
-	ke = rotary(b, k);
-	drop(b, q);
-	drop(b, k);
-	at = attention(b, qe, ke, v);
-	o = linear(b, at, Q, h, false);
-	drop(b, at);
-	drop(b, qe);
-	drop(b, ke);
-	drop(b, v);
-	drop(b, n1);
-	r1 = add(b, GM_BLK_IN, o);
-	drop(b, o);
-	n2 = rms_norm(b, r1);
-	g = linear(b, n2, h, F, false);
-	s = ew(b, g, END, (int[]){g, END});
-	u = linear(b, n2, h, F, false);
-	m = ew(b, s, u, (int[]){s, u, END});
-	drop(b, g);
-	drop(b, s);
-	drop(b, u);
-	d = linear(b, m, F, h, false);
-	drop(b, m);
-	drop(b, n2);
-	b->want_out = true;
-	add(b, r1, d);
-	drop(b, d);
-	drop(b, r1);
-	/* LlamaModel's loop holds the layer's input until the layer
-	 * returns (hidden_states = decoder_layer(hidden_states, ...)): it
-	 * is freed last, after the residual stream (where RMSNorm's fp32
-	 * copy did not save it; the H200 trace of
-	 * llama-134m-bf16true-sgd-seq8192) */
-	drop(b, GM_BLK_IN);
-}
-
-/* GPT2Block (modeling_gpt2.py): fused c_attn split into q, k, v views,
- * gelu_new op by op (activations.py NewGELUActivation). */
-static void gpt2(struct bb *b)
-{
-	const struct gm_step_shape *sh = b->sh;
-	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn, T = sh->tok;
-	int n1, qkv, q, k, v, at, cp, d1, r1, n2, fc, h0, xc, p3, m1, a1, m2;
-	int th, p1, g, fc2, d2;
-
-	n1 = layer_norm(b, GM_BLK_IN);
-	qkv = linear(b, n1, h, Q + 2 * K, true);
-	q = tview(b, qkv, 0);
-	k = tview(b, qkv, 0);
-	v = tview(b, qkv, 0);
-	b->t[q].gbytes = T * Q * b->t[qkv].eb;
-	b->t[k].gbytes = b->t[v].gbytes = T * K * b->t[qkv].eb;
-	node(b, (int[]){qkv, END}, (int[]){q, k, v, END}, NULL);
-	drop(b, qkv);
-	at = attention(b, q, k, v);
-	drop(b, q);
-	drop(b, k);
-	drop(b, v);
-	cp = linear(b, at, Q, h, true);
-	drop(b, at);
-	d1 = dropout(b, cp);
-	r1 = add(b, d1, GM_BLK_IN);
-	drop(b, n1);
-	drop(b, GM_BLK_IN);
-	n2 = layer_norm(b, r1);
-	fc = linear(b, n2, h, F, true);
-	h0 = ew(b, fc, END, NULL);                       /* 0.5 * x */
-	xc = sh->autocast && b->t[fc].eb != 4 ? cast(b, fc, 4) : fc;
-	p3 = ew(b, xc, END, (int[]){xc, END});           /* x ** 3 */
-	if (xc != fc)
-		drop(b, xc);
-	m1 = ew(b, p3, END, NULL);                       /* 0.044715 * */
-	drop(b, p3);
-	a1 = add(b, fc, m1);                        /* x + */
-	drop(b, m1);
-	m2 = ew(b, a1, END, NULL);                       /* sqrt(2/pi) * */
-	drop(b, a1);
-	th = ew(b, m2, END, (int[]){OUTP, END});         /* tanh */
-	drop(b, m2);
-	p1 = ew(b, th, END, NULL);                       /* 1.0 + */
-	b->n[b->nn - 1].alias = true;
-	drop(b, th);
-	g = ew(b, h0, p1, (int[]){h0, p1, END});
-	drop(b, h0);
-	drop(b, p1);
-	drop(b, fc);
-	fc2 = linear(b, g, F, h, true);
-	drop(b, g);
-	d2 = dropout(b, fc2);
-	b->want_out = true;
-	add(b, r1, d2);
-	drop(b, n2);
-	drop(b, d1);
-	drop(b, d2);
-	drop(b, r1);
-}
-
-/* BertLayer (modeling_bert.py, post-LayerNorm, exact GELU). */
-static void bert(struct bb *b)
-{
-	const struct gm_step_shape *sh = b->sh;
-	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
-	int q, k, v, at, d, dd, s1, n1, i, gl, o, od, s2;
-
-	q = linear(b, GM_BLK_IN, h, Q, true);
-	k = linear(b, GM_BLK_IN, h, K, true);
-	v = linear(b, GM_BLK_IN, h, K, true);
-	at = attention(b, q, k, v);
-	drop(b, q);
-	drop(b, k);
-	drop(b, v);
-	d = linear(b, at, Q, h, true);
-	drop(b, at);
-	dd = dropout(b, d);
-	s1 = add(b, dd, GM_BLK_IN);
-	drop(b, dd);
-	n1 = layer_norm(b, s1);
-	drop(b, s1);
-	drop(b, GM_BLK_IN);
-	i = linear(b, n1, h, F, true);
-	gl = ew(b, i, END, (int[]){i, END});
-	drop(b, i);
-	o = linear(b, gl, F, h, true);
-	drop(b, gl);
-	od = dropout(b, o);
-	s2 = add(b, od, n1);
-	drop(b, od);
-	b->want_out = true;
-	layer_norm(b, s2);
-	drop(b, s2);
-	drop(b, n1);
-}
-
 /* A new gradient buffer of the given bytes. */
-static int galloc(struct bb *b, double bytes)
+static int galloc(struct gm_blk *b, double bytes)
 {
 	int g = tid(b);
 
@@ -689,7 +547,7 @@ static int galloc(struct bb *b, double bytes)
 	return g;
 }
 
-static void grel(struct bb *b, int g)
+static void grel(struct gm_blk *b, int g)
 {
 	if (g >= 0 && --b->gref[g] == 0)
 		emit(b, GM_BOP_FREE, g, 0, false);
@@ -698,7 +556,7 @@ static void grel(struct bb *b, int g)
 /* Tensor x receives gradient g (a reference it now owns). A second one
  * is summed: in place into the first when that one is x's alone and g
  * was computed for it (InputBuffer::accumulate), else into a new one. */
-static void gset(struct bb *b, int x, int g, bool fresh)
+static void gset(struct gm_blk *b, int x, int g, bool fresh)
 {
 	struct tn *t = &b->t[x];
 	int s;
@@ -718,7 +576,7 @@ static void gset(struct bb *b, int x, int g, bool fresh)
 }
 
 /* A backward temporary of the given bytes, allocated now; its id. */
-static int scratch(struct bb *b, double bytes)
+static int scratch(struct gm_blk *b, double bytes)
 {
 	int t = tid(b);
 
@@ -729,7 +587,7 @@ static int scratch(struct bb *b, double bytes)
 
 /* A parameter gradient's product (wtmp bytes, 0: none) and the staging
  * buffer of its sum (red bytes), allocated and freed in turn. */
-static void transient(struct bb *b, double wtmp, double red)
+static void transient(struct gm_blk *b, double wtmp, double red)
 {
 	int w = wtmp > 0 ? scratch(b, wtmp) : -1;
 
@@ -740,7 +598,7 @@ static void transient(struct bb *b, double wtmp, double red)
 }
 
 /* The tape's backward; out is the tensor that receives GM_BLK_GOUT. */
-static void backward(struct bb *b, int out)
+static void backward(struct gm_blk *b, int out)
 {
 	bool recomputed = false;
 
@@ -796,10 +654,10 @@ static void backward(struct bb *b, int out)
 }
 
 /* A program's tape, emptied, its input the block input (GM_BLK_IN). */
-static struct bb *begin(const struct gm_step_shape *sh,
+static struct gm_blk *begin(const struct gm_step_shape *sh,
 			struct gm_step_block *out)
 {
-	static _Thread_local struct bb b;
+	static _Thread_local struct gm_blk b;
 
 	memset(&b, 0, sizeof(b));
 	memset(out, 0, offsetof(struct gm_step_block, op));
@@ -813,7 +671,7 @@ static struct bb *begin(const struct gm_step_shape *sh,
 /* The forward is written and x is its output: mark x kept, derive the
  * backward, and name x GM_BLK_OUT in the program (step.c's id for it).
  * 0 or GM_ERANGE (the program is emptied). */
-static int finish(struct bb *b, int x)
+static int finish(struct gm_blk *b, int x)
 {
 	struct gm_step_block *out = b->p;
 
@@ -835,26 +693,22 @@ static int finish(struct bb *b, int x)
 
 int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 {
-	struct bb *b = begin(sh, out);
+	struct gm_blk *b;
+
+	if (!sh->fam->block) {
+		memset(out, 0, offsetof(struct gm_step_block, op));
+		return GM_EINVAL;
+	}
+	b = begin(sh, out);
 
 	out->in_bytes = sh->tok * sh->hidden * sh->r;
 	/* eager attention of a causal model adds a materialised mask,
 	 * (b, 1, s, s) in the model's dtype (masking_utils.eager_mask);
 	 * sdpa gets none (is_causal), BERT none (no padding) */
-	if (sh->eager && sh->net != GM_NET_BERT)
+	if (sh->eager && sh->fam->attn.mask)
 		out->mask_bytes = sh->tok * sh->seq * sh->r;
 	out->ckpt = sh->ckpt;
-	switch (sh->net) {
-	case GM_NET_GPT2:
-		gpt2(b);
-		break;
-	case GM_NET_BERT:
-		bert(b);
-		break;
-	default:
-		llama(b);
-		break;
-	}
+	sh->fam->block(b);
 	/* the output: the residual dtype (LayerNorm: fp32 under autocast) */
 	return finish(b, GM_BLK_OUT);
 }
@@ -862,10 +716,10 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 int gm_block_head_build(const struct gm_step_shape *sh,
 			struct gm_step_block *out)
 {
-	struct bb *b;
+	struct gm_blk *b;
 	int o, x;
 
-	if (sh->net == GM_NET_BERT) {
+	if (!sh->fam->final_norm) {
 		memset(out, 0, offsetof(struct gm_step_block, op));
 		return GM_EINVAL;
 	}
@@ -873,8 +727,7 @@ int gm_block_head_build(const struct gm_step_shape *sh,
 	out->ckpt = GM_STEP_CKPT_NONE;
 	/* hidden_states = self.norm(hidden_states): the last block's
 	 * output keeps no name, only what the norm saved of it */
-	o = sh->net == GM_NET_LLAMA ? rms_norm(b, GM_BLK_IN) :
-	    layer_norm(b, GM_BLK_IN);
+	o = sh->fam->final_norm(b, GM_BLK_IN);
 	drop(b, GM_BLK_IN);
 	x = o;
 	if (sh->autocast && b->t[o].eb != sh->c) { /* lm_head's input cast */
@@ -883,4 +736,92 @@ int gm_block_head_build(const struct gm_step_shape *sh,
 	}
 	/* lm_head saves x; step.c frees it where that backward ends */
 	return finish(b, x);
+}
+
+/* ==== The op builders for the families' blocks (block.h) ==== */
+
+const struct gm_step_shape *gm_blk_shape(const struct gm_blk *b)
+{
+	return b->sh;
+}
+
+double gm_blk_eb(const struct gm_blk *b, int x)
+{
+	return b->t[x].eb;
+}
+
+void gm_blk_set_grad_bytes(struct gm_blk *b, int x, double bytes)
+{
+	b->t[x].gbytes = bytes;
+}
+
+void gm_blk_alias_last(struct gm_blk *b)
+{
+	b->n[b->nn - 1].alias = true;
+}
+
+void gm_blk_output_next(struct gm_blk *b)
+{
+	b->want_out = true;
+}
+
+void gm_blk_node(struct gm_blk *b, const int *in, const int *out,
+		 const int *sv)
+{
+	node(b, in, out, sv);
+}
+
+int gm_blk_view(struct gm_blk *b, int x, double n)
+{
+	return tview(b, x, n);
+}
+
+void gm_blk_drop(struct gm_blk *b, int x)
+{
+	drop(b, x);
+}
+
+int gm_blk_cast(struct gm_blk *b, int x, double eb)
+{
+	return cast(b, x, eb);
+}
+
+int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias)
+{
+	return linear(b, x, in, out, bias);
+}
+
+int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv)
+{
+	return ew(b, x, y, sv);
+}
+
+int gm_blk_add(struct gm_blk *b, int x, int y)
+{
+	return add(b, x, y);
+}
+
+int gm_blk_layer_norm(struct gm_blk *b, int x)
+{
+	return layer_norm(b, x);
+}
+
+int gm_blk_rms_norm(struct gm_blk *b, int x)
+{
+	return rms_norm(b, x);
+}
+
+int gm_blk_rotary(struct gm_blk *b, int x)
+{
+	return rotary(b, x);
+}
+
+int gm_blk_dropout(struct gm_blk *b, int x)
+{
+	return dropout(b, x);
+}
+
+int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
+{
+	return attention(b, q, k, v);
 }

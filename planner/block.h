@@ -19,17 +19,70 @@
 
 #include "step.h"
 
+/* The block program of sh->fam (its block op), per tensor-parallel
+ * rank; GM_EINVAL for a family without one (the memory model then
+ * replays the analytic saved-tensor list). */
 int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out);
 
 /*
- * The head's input as a program of the same form: the final norm
- * (Llama's model.norm, GPT-2's ln_f) of the last block's output
+ * The head's input as a program of the same form: the family's final
+ * norm (Llama's model.norm, GPT-2's ln_f) of the last block's output
  * (GM_BLK_IN) and, under autocast, lm_head's cast of it; GM_BLK_OUT is
  * the tensor lm_head takes (and saves), gout_bytes its gradient, gin_id
- * the last block's output gradient. GM_EINVAL for BERT (post-norm
- * blocks: no final norm), else as gm_block_build.
+ * the last block's output gradient. GM_EINVAL for a family without one
+ * (BERT's post-norm blocks), else as gm_block_build.
  */
 int gm_block_head_build(const struct gm_step_shape *sh,
 			struct gm_step_block *out);
+
+/*
+ * The op builders a family's block (family.h) is written with. Each
+ * records one autograd node per op and returns the id of its output
+ * tensor; ids are ints (GM_BLK_IN is the block's input). Lists of ids end
+ * with GM_BLK_END; in a save list GM_BLK_OUTP stands for the node's own
+ * output. Shapes come from gm_blk_shape() (tok x width elements; bytes
+ * per element follow the inputs and autocast). Python's references are
+ * explicit: gm_blk_drop() where the modeling code rebinds or leaves a
+ * name; what autograd saved lives on until its backward.
+ */
+#define GM_BLK_END -1
+#define GM_BLK_OUTP -2
+
+struct gm_blk;
+
+const struct gm_step_shape *gm_blk_shape(const struct gm_blk *b);
+/* Bytes per element of tensor x. */
+double gm_blk_eb(const struct gm_blk *b, int x);
+/* The bytes of x's gradient (a view's: its own part). */
+void gm_blk_set_grad_bytes(struct gm_blk *b, int x, double bytes);
+/* The last node passes its gradient through (an add: no new tensor). */
+void gm_blk_alias_last(struct gm_blk *b);
+/* The next tensor made is the block's output (GM_BLK_OUT). */
+void gm_blk_output_next(struct gm_blk *b);
+/* A node without a new output: in (get gradients), out, saved sv. */
+void gm_blk_node(struct gm_blk *b, const int *in, const int *out,
+		 const int *sv);
+/* A view of x (its storage) of n elements. */
+int gm_blk_view(struct gm_blk *b, int x, double n);
+/* Python drops a reference to x (a view: to its storage). */
+void gm_blk_drop(struct gm_blk *b, int x);
+/* x.to(dtype of eb bytes). */
+int gm_blk_cast(struct gm_blk *b, int x, double eb);
+/* nn.Linear / Conv1D: x (tok x in) -> tok x out, with a bias or not. */
+int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias);
+/* An elementwise op of x (and y >= 0) saving sv (may be NULL). */
+int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv);
+/* x + y. */
+int gm_blk_add(struct gm_blk *b, int x, int y);
+/* nn.LayerNorm, LlamaRMSNorm of x. */
+int gm_blk_layer_norm(struct gm_blk *b, int x);
+int gm_blk_rms_norm(struct gm_blk *b, int x);
+/* apply_rotary_pos_emb for one of q, k. */
+int gm_blk_rotary(struct gm_blk *b, int x);
+/* Dropout of x (replaces it; x itself without training dropout). */
+int gm_blk_dropout(struct gm_blk *b, int x);
+/* The attention function: q, k, v -> tok x q (sdpa or eager as the
+ * shape says, the family's eager variant). */
+int gm_blk_attention(struct gm_blk *b, int q, int k, int v);
 
 #endif

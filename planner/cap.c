@@ -3,16 +3,20 @@
  */
 #include "cap.h"
 
-#include <math.h>
+#include <stdint.h>
 
-void gm_plan_gpu_cap(struct gm_plan_gpu *g, double fraction, uint64_t limit)
+void gm_plan_gpu_cap(struct gm_plan_gpu *g, uint64_t num, uint64_t den,
+		     uint64_t limit)
 {
 	uint64_t base = g->cuda_total_bytes ? g->cuda_total_bytes
 					    : g->capacity_bytes;
 	uint64_t cap = 0;
 
-	if (fraction > 0)
-		cap = (uint64_t)floor(fraction * (double)base);
+	if (num && den) {
+		__extension__ typedef unsigned __int128 u128;
+
+		cap = (uint64_t)((u128)base * num / den);
+	}
 	if (limit && (!cap || limit < cap))
 		cap = limit;
 	g->cap_bytes = cap;

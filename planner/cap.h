@@ -18,13 +18,15 @@
 #include "model.h"
 
 /*
- * Set g->cap_bytes from a fraction (0: none) and a limit in bytes (0:
- * none): floor(fraction x the total CUDA reports, cudaMemGetInfo's, which
+ * Set g->cap_bytes from a fraction num/den (num 0: none) and a limit in
+ * bytes (0: none): floor(num x the total / den, exact, as the preload
+ * library's GPUMEM_FRACTION; the total is the one CUDA reports, cudaMemGetInfo's, which
  * both caps take the fraction of; the catalog's cuda_total where known,
  * else nvidia-smi's total), and the smaller of the two when both are
  * given, as the preload library does. No cap leaves cap_bytes 0.
  */
-void gm_plan_gpu_cap(struct gm_plan_gpu *g, double fraction, uint64_t limit);
+void gm_plan_gpu_cap(struct gm_plan_gpu *g, uint64_t num, uint64_t den,
+		     uint64_t limit);
 
 /*
  * gm_plan() under gpu->cap_bytes (none: gm_plan() itself). The step is

@@ -1,12 +1,14 @@
 /*
  * model.c - the memory model (see model.h for the phases). Every term
- * names its source; the estimates still to calibrate by measurement
- * (issue 6) say so.
+ * names its source; the estimates say so. What depends on the model's
+ * family comes from its table entry (planner/arch/family.h).
  */
 #include "model.h"
 
 #include "activations.h"
+#include "arch/family.h"
 #include "block.h"
+#include "loss.h"
 #include "error.h"
 #include "recipe.h"
 #include "reserve.h"
@@ -37,8 +39,8 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	 * leaves 836 MiB. A probe (tools/bench/results/nccl-probe.md)
 	 * saw a communicator's set-up take 840 MiB and later collectives
 	 * of every kind nothing more. The buffers alone (NCCL_BUFFSIZE 4 MiB per
-	 * channel and peer, NVIDIA/nccl #391, #1450) are a fraction of it;
-	 * communicators of 0.5-1.6 GB were reported (nccl #864). More peers
+	 * channel and peer, NVIDIA/nccl#391, NVIDIA/nccl#1450) are a fraction of it;
+	 * communicators of 0.5-1.6 GB were reported (NVIDIA/nccl#864). More peers
 	 * take more: a lower bound for larger groups. */
 	o->nccl_comm_bytes = 836 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
@@ -83,6 +85,7 @@ uint64_t gm_cublas_workspace_bytes(int sm_major)
 /* Everything one stage needs, computed once. */
 struct ctx {
 	const struct gm_spec *spec;
+	const struct gm_family *fam;
 	const struct gm_param_layout *pl;
 	const struct gm_model_opts *o;
 	struct gm_state_bytes sb;   /* per parameter, sharded */
@@ -172,6 +175,7 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	d->h = (double)m->hidden_size;
 	d->kv = hd * (double)m->kv_heads;
 	d->f = (double)m->ffn_hidden_size;
+	d->fe = (double)m->moe_ffn_hidden_size;
 	d->a = (double)m->attention_heads;
 	d->s = s;
 	d->b = b;
@@ -183,17 +187,15 @@ static void layer_list(const struct ctx *c, struct gm_act_layer *l,
 		       bool training)
 {
 	struct gm_act_style st = {
-		.arch = c->spec->model.architecture,
+		.fam = c->fam,
 		.attn = c->spec->training.attention,
 		.autocast = c->full.autocast,
-		/* HF defaults: GPT-2 resid/attn/embd_pdrop 0.1, BERT
-		 * hidden/attention_probs_dropout_prob 0.1, Llama 0. */
-		.dropout = training && (c->spec->model.architecture ==
-					GM_ARCH_GPT2 ||
-					c->spec->model.architecture ==
-					GM_ARCH_BERT),
+		/* the family's Hugging Face default dropout */
+		.dropout = training && c->fam->dropout,
 		.compute = c->full.compute,
 		.residual = c->full.residual,
+		.experts = (double)c->spec->model.experts,
+		.topk = (double)c->spec->model.experts_per_token,
 	};
 
 	if (!training)
@@ -311,108 +313,30 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 }
 
 /* Logits and loss at the backward peak, bytes per token on one rank
- * (vocab-parallel /t), at log_softmax's backward, where its saved output,
- * the gradient nll_loss returns for it and the gradient it computes are
- * alive at once (the logits themselves are not saved by anything).
- * GPT-2 and Llama go through transformers' ForCausalLMLoss, which upcasts
- * (logits.float(), loss_utils.py): all three are fp32, 12 B, whatever the
- * precision (the 16-bit logits and their fp32 copy die with the forward:
- * 10 B in fp16/bf16, 8 B in fp32, less than 12). BertForMaskedLM calls
- * CrossEntropyLoss on the logits as they are: log_softmax runs on them
- * with autocast's fp32 output dtype (fp32_set_opt_dtype, no fp32 copy of
- * the input) or in their own dtype without autocast, and its input
- * gradient has the logits' dtype: 2 L + C with L = 4 under autocast,
- * else C. Measured: GPT-2 124M fp32 / bf16-mixed / bf16-true and BERT
- * fp32 / bf16-mixed MLM configurations of
- * tests/data/calibration/measured-h200.json (12, 12, 12, 12, 10 B). */
+ * (vocab-parallel /t): the family's loss (loss.h) per logit. */
 static double logits_per_token(const struct ctx *c)
 {
 	const struct gm_spec_model *m = &c->spec->model;
-	double C = c->full.compute, L = c->full.autocast ? 4 : C;
 
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size)
 		return 0;
-	if (m->architecture == GM_ARCH_BERT)
-		return (double)m->vocab_size * (2 * L + C) / c->tv;
-	return (double)m->vocab_size * 12 / c->tv;
+	return (double)m->vocab_size *
+	       c->fam->loss->per_logit(c->full.compute, c->full.autocast) /
+	       c->tv;
 }
 
-static void lop(struct gm_step *st, bool alloc, int id, double bytes)
-{
-	if (st->n_loss < GM_STEP_LOSS_OPS)
-		st->loss[st->n_loss++] = (struct gm_step_lossop){alloc,
-			(unsigned char)id, bytes};
-}
-
-/*
- * The logits and loss tensors in the order PyTorch allocates and frees
- * them (step.h's loss program), n = tokens x vocab (/ t) elements,
- * C = the logits' bytes (the compute dtype), read off the H200 traces
- * (tests/data/calibration/traces, tools/measure/trace_compare.py):
- *  - causal LM (transformers' ForCausalLMLoss): forward: logits (C), with
- *    C < 4 their fp32 copy (logits.float()), log_softmax's fp32 output
- *    (saved); the copy, then the logits are freed (the harness keeps
- *    only the loss). Backward: nll_loss's fp32 gradient, log_softmax's
- *    fp32 input gradient; the first and the saved output are freed; with
- *    C < 4 the gradient cast back to C (the copy's backward) and the
- *    fp32 one freed; the last one is freed after the head's weight
- *    gradient (and the backward's cuBLAS workspace: step.c).
- *  - BertForMaskedLM (CrossEntropyLoss on the logits): under autocast
- *    (L = 4, fp32 log_softmax) the forward also keeps a C-sized tensor
- *    for the backward (the autocast cast of cross_entropy's input); its
- *    backward frees the saved output before the C-sized gradients.
- *    Without autocast, as the causal fp32 case with C-sized tensors.
- * Live bytes peak at 12 B per logit (causal), 2 L + C (BERT): the
- * figures of logits_per_token().
- */
+/* The logits and loss tensors in the order PyTorch allocates and frees
+ * them (step.h's loss program: the family's loss), over tok tokens. */
 static void loss_program(const struct ctx *c, struct gm_step *st,
 			 double tok)
 {
 	const struct gm_spec_model *m = &c->spec->model;
-	double n = tok * (double)m->vocab_size / c->tv, C = c->full.compute;
+	double n = tok * (double)m->vocab_size / c->tv;
 
 	st->n_loss = 0;
 	if (m->head == GM_HEAD_CLASSIFICATION || !m->vocab_size || !c->last)
 		return;
-	if (m->architecture == GM_ARCH_BERT && c->full.autocast) {
-		lop(st, true, 0, n * C);        /* logits */
-		lop(st, true, 1, n * C);        /* kept for backward */
-		lop(st, true, 2, n * 4);        /* log_softmax output */
-		lop(st, false, 0, 0);
-		st->n_loss_fwd = st->n_loss;
-		lop(st, true, 3, n * 4);        /* nll_loss gradient */
-		lop(st, false, 2, 0);
-		lop(st, true, 4, n * C);        /* log_softmax gradient */
-		lop(st, false, 3, 0);
-		lop(st, true, 5, n * C);        /* through the cast */
-		lop(st, false, 4, 0);
-		lop(st, false, 1, 0);
-		return;
-	}
-	if (m->architecture == GM_ARCH_BERT)
-		C = c->full.compute;
-	lop(st, true, 0, n * C);                /* logits */
-	if (m->architecture != GM_ARCH_BERT && C < 4)
-		lop(st, true, 1, n * 4);        /* logits.float() */
-	lop(st, true, 2, n * (m->architecture == GM_ARCH_BERT ? C : 4));
-	lop(st, false, 1, 0);
-	lop(st, false, 0, 0);
-	st->n_loss_fwd = st->n_loss;
-	if (m->architecture == GM_ARCH_BERT) {
-		lop(st, true, 3, n * C);
-		lop(st, true, 4, n * C);
-		lop(st, false, 3, 0);
-		lop(st, false, 2, 0);
-		return;
-	}
-	lop(st, true, 3, n * 4);                /* nll_loss gradient */
-	lop(st, true, 4, n * 4);                /* log_softmax gradient */
-	lop(st, false, 3, 0);
-	lop(st, false, 2, 0);
-	if (C < 4) {                            /* cast back to the logits' */
-		lop(st, true, 5, n * C);        /* dtype, freed after the */
-		lop(st, false, 4, 0);           /* head's weight gradient */
-	}
+	c->fam->loss->program(st, n, c->full.compute, c->full.autocast);
 }
 
 /*
@@ -429,16 +353,12 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 	double hd = (double)m->hidden_size / (double)m->attention_heads;
 	enum gm_ckpt ck = sp->training.activation_checkpointing;
 	struct gm_step_shape sh = {
-		.net = m->architecture == GM_ARCH_GPT2 ? GM_NET_GPT2 :
-		       m->architecture == GM_ARCH_BERT ? GM_NET_BERT :
-		       GM_NET_LLAMA,
+		.fam = c->fam,
 		.eager = sp->training.attention == GM_ATTN_EAGER,
 		.autocast = c->full.autocast,
-		/* HF defaults: GPT-2 resid/attn_pdrop 0.1, BERT hidden/
-		 * attention_probs_dropout_prob 0.1, Llama 0 (hfbuild.py
-		 * keeps them) */
-		.dropout = m->architecture == GM_ARCH_GPT2 ||
-			   m->architecture == GM_ARCH_BERT,
+		/* the family's Hugging Face default dropout (the
+		 * measurement harness keeps it) */
+		.dropout = c->fam->dropout,
 		.ckpt = ck == GM_CKPT_FULL ? GM_STEP_CKPT_FULL :
 			ck == GM_CKPT_SELECTIVE ? GM_STEP_CKPT_SELECTIVE :
 			GM_STEP_CKPT_NONE,
@@ -667,24 +587,41 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 		.workspace = k[GM_SK_WORKSPACE]};
 }
 
-static void train_stage(const struct ctx *c, struct gm_terms *T)
+/* The terms of one training stage, as train_stage() computes them in
+ * order, each function one memory term (bytes on the stage's most loaded
+ * rank, per micro-batch where it says so). */
+struct train {
+	double s, b, tok;           /* sequence, micro-batch, their tokens */
+	double P;                   /* parameters on the stage and rank */
+	struct gm_act_layer l;      /* one block's saved tensors */
+	struct gm_act_dims d;
+	double layer_saved;         /* what one block keeps for backward */
+	double head_saved;          /* the final norm's and lm_head's inputs */
+	double emb;                 /* the embedding's saved tensors */
+	double act;                 /* every saved activation, x in flight */
+	double trans;               /* one block's transient */
+	double lg, lg_last, held;   /* logits and loss (loss.h) */
+	double cache;               /* autocast's weight copies */
+	double comm;                /* data-parallel buffers */
+	double ws;                  /* cuBLAS workspaces */
+	double opt_tmp;             /* the optimizer step's temporaries */
+	double grads_fb;            /* gradients live in the backward */
+	double tail, tail_grads, tail_tmp; /* the end of the backward */
+	struct gm_blocks fb, op;    /* the analytic reserve's blocks */
+};
+
+/* Model states (states.c); Adafactor from its factored shapes. Also the
+ * stage's parameters, layers and micro-batches in flight. */
+static void train_states(const struct ctx *c, struct gm_terms *T,
+			 struct train *x)
 {
 	const struct gm_spec *sp = c->spec;
-	double s = (double)sp->training.sequence_length;
-	double b = (double)sp->training.micro_batch_size;
-	double P = 0, cnt, tok = s * b;
-	struct gm_act_layer l;
-	struct gm_act_dims d;
-	struct gm_blocks fb = {0}, op = {0}, *both[2] = {&fb, &op};
-	double act, layer_saved, head_saved = 0, emb = 0, lg, held, trans;
-	double comm = 0, cache, grads_fb, opt_tmp, ws;
-	double tail, tail_grads = 0, tail_tmp = 0, lg_last, fb_mid;
-	struct gm_parts mid_parts = {0};
 	unsigned zero = sp->parallelism.zero_stage;
+	double cnt;
 
 	for (int i = 0; i < c->pl->n; i++)
-		P += stage_elems(c, &c->pl->t[i], &cnt);
-	T->parameters = (uint64_t)llround(P);
+		x->P += stage_elems(c, &c->pl->t[i], &cnt);
+	T->parameters = (uint64_t)llround(x->P);
 	T->layers = c->layers;
 	/* 1F1B: stage r holds p - r micro-batches (Narayanan et al. 2021;
 	 * Korthikanti 4.2), at most the step's micro-batch count. */
@@ -694,148 +631,193 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	if (!T->in_flight)
 		T->in_flight = 1;
 
-	/* Model states (states.c). Adafactor from its factored shapes. */
-	T->weights = P * c->sb.weights;
-	T->gradients = P * c->sb.gradients;
+	T->weights = x->P * c->sb.weights;
+	T->gradients = x->P * c->sb.gradients;
 	if (sp->training.optimizer == GM_OPT_ADAFACTOR)
 		T->optimizer_states = adafactor_elems(c) * c->full.weights /
 				      (zero >= 1 ? c->d : 1);
 	else
-		T->optimizer_states = P * c->sb.optimizer;
+		T->optimizer_states = x->P * c->sb.optimizer;
+}
 
-	/* Activations per micro-batch (activations.c), x in flight. */
-	layer_list(c, &l, true);
-	layer_dims(c, &d, s, b);
-	layer_saved = gm_act_layer_saved(&l, &d, sp->training.
-					 activation_checkpointing);
-	if (sp->model.architecture == GM_ARCH_CUSTOM)
-		/* custom: the measured figure, bytes saved per token of the
-		 * micro-batch over the whole model (models/README.md),
-		 * spread evenly over its layers */
-		layer_saved = sp->model.activation_bytes_per_token * tok /
-			      (double)c->pl->layers;
+/* Activations per micro-batch (activations.c), x in flight. */
+static void train_activations(const struct ctx *c, struct gm_terms *T,
+			      struct train *x)
+{
+	const struct gm_spec *sp = c->spec;
+
+	layer_list(c, &x->l, true);
+	layer_dims(c, &x->d, x->s, x->b);
+	x->layer_saved = gm_act_layer_saved(&x->l, &x->d, sp->training.
+					    activation_checkpointing);
+	if (!c->fam->shaped)
+		/* a model without a layout (custom): the measured figure,
+		 * bytes saved per token of the micro-batch over the whole
+		 * model (models/README.md), spread evenly over its layers */
+		x->layer_saved = sp->model.activation_bytes_per_token *
+				 x->tok / (double)c->pl->layers;
 	if (c->last && logits_per_token(c) > 0)
 		/* final norm + lm_head input (cast): R h + C h, SEQ */
-		head_saved = tok * d.h * (c->full.residual + c->full.compute) /
-			     (d.sp ? c->t : 1);
+		x->head_saved = x->tok * x->d.h * (c->full.residual +
+						   c->full.compute) /
+				(x->d.sp ? c->t : 1);
 	if (c->first)
-		/* int64 input ids and labels (8 B each per token), plus the
-		 * embedding dropout mask (GPT-2/BERT, 1 B) and BERT's
-		 * embedding LayerNorm input (R). */
-		emb = 16 * tok + (sp->model.architecture == GM_ARCH_GPT2 ? 1 :
-				  sp->model.architecture == GM_ARCH_BERT ?
-				  1 + c->full.residual : 0) * tok * d.h;
-	act = (layer_saved * (double)c->layers + emb) *
-	      (double)T->in_flight + head_saved;
-	T->activations = act;
+		/* int64 input ids and labels (8 B each per token), plus
+		 * what the family's embedding saves per element (its
+		 * dropout mask, an embedding LayerNorm's input). */
+		x->emb = 16 * x->tok + (c->fam->embed_mask +
+					(c->fam->embed_norm ?
+					 c->full.residual : 0)) *
+					x->tok * x->d.h;
+	x->act = (x->layer_saved * (double)c->layers + x->emb) *
+		 (double)T->in_flight + x->head_saved;
+	T->activations = x->act;
+}
 
-	/* Transient of one block; full checkpointing recomputes one
-	 * block's complete saved set during backward. */
-	trans = gm_act_layer_transient(&l, &d);
-	if (sp->training.activation_checkpointing == GM_CKPT_FULL)
-		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE);
-	else if (sp->training.activation_checkpointing == GM_CKPT_SELECTIVE)
-		trans += gm_act_layer_saved(&l, &d, GM_CKPT_NONE) -
-			 gm_act_layer_saved(&l, &d, GM_CKPT_SELECTIVE);
-	lg = c->last ? tok * logits_per_token(c) : 0;
-	/* the loss tensor still live when the head's gradients appear
-	 * (loss_program()): log_softmax's fp32 input gradient of an fp32
-	 * causal LM, BERT's C-sized one; 16-bit causal LMs free theirs
-	 * first */
-	lg_last = lg > 0 && (sp->model.architecture == GM_ARCH_BERT ||
-			     c->full.compute >= 4) ?
-		  tok * (double)sp->model.vocab_size / c->tv *
-		  c->full.compute : 0;
-	held = 0;
-	T->logits = lg;
+/* Transient of one block; full checkpointing recomputes one block's
+ * complete saved set during backward. */
+static void train_transient(const struct ctx *c, struct train *x)
+{
+	enum gm_ckpt ck = c->spec->training.activation_checkpointing;
 
-	/* The autocast weight cache: a 16-bit copy of every matmul weight,
-	 * saved by the linears until their backward (torch.autocast
-	 * cache_enabled; planners.md 7.11). */
-	/* Under FSDP2 too: autocast casts the unsharded parameters, which
-	 * are leaves, so each cast is cached until the backward (the 2x
-	 * H200 traces: every block's 16-bit casts, full size, freed in
-	 * backward). */
-	cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
+	x->trans = gm_act_layer_transient(&x->l, &x->d);
+	if (ck == GM_CKPT_FULL)
+		x->trans += gm_act_layer_saved(&x->l, &x->d, GM_CKPT_NONE);
+	else if (ck == GM_CKPT_SELECTIVE)
+		x->trans += gm_act_layer_saved(&x->l, &x->d, GM_CKPT_NONE) -
+			    gm_act_layer_saved(&x->l, &x->d,
+					       GM_CKPT_SELECTIVE);
+}
 
-	/* Data-parallel buffers: DDP keeps bucket copies of all gradients
-	 * (gradient_as_bucket_view=False, the default); ZeRO-2 reduces one
-	 * unit's gradients at a time; ZeRO-3 (FSDP) gathers the current
-	 * and the prefetched unit and reduce-scatters one (fsdp.rst). */
+/* Logits and loss (the family's loss): at log_softmax's backward, and
+ * the loss tensor still live when the head's gradients appear. */
+static void train_logits(const struct ctx *c, struct gm_terms *T,
+			 struct train *x)
+{
+	x->lg = c->last ? x->tok * logits_per_token(c) : 0;
+	x->lg_last = x->lg > 0 &&
+		     c->fam->loss->live_at_head(c->full.compute) ?
+		     x->tok * (double)c->spec->model.vocab_size / c->tv *
+		     c->full.compute : 0;
+	x->held = 0;
+	T->logits = x->lg;
+}
+
+/* The autocast weight cache: a 16-bit copy of every matmul weight, saved
+ * by the linears until their backward (torch.autocast cache_enabled).
+ * Under FSDP2 too: autocast casts the unsharded parameters, which are
+ * leaves, so each cast is cached until the backward (the 2x H200 traces:
+ * every block's 16-bit casts, full size, freed in backward). */
+static void train_cache(const struct ctx *c, struct train *x)
+{
+	x->cache = c->full.autocast ? matmul_elems(c) * c->full.compute : 0;
+}
+
+/* Data-parallel buffers: DDP keeps bucket copies of all gradients
+ * (gradient_as_bucket_view=False, the default); ZeRO-2 reduces one
+ * unit's gradients at a time; ZeRO-3 (FSDP) gathers the current and the
+ * prefetched unit and reduce-scatters one (fsdp.rst). Then the cuBLAS
+ * workspaces: one for the forward's thread, one for the autograd
+ * engine's device thread (step.c). */
+static void train_comm(const struct ctx *c, struct gm_terms *T,
+		       struct train *x)
+{
+	unsigned zero = c->spec->parallelism.zero_stage;
+
 	if (c->d > 1 && zero <= 1)
-		comm = P * c->full.gradients;
+		x->comm = x->P * c->full.gradients;
 	else if (c->d > 1 && zero == 2)
-		comm = largest_unit(c) * c->full.gradients;
+		x->comm = largest_unit(c) * c->full.gradients;
 	else if (c->d > 1)
-		comm = largest_unit(c) * (2 * c->unshard +
-					  c->full.gradients);
-	T->communication = comm;
-	/* one cuBLAS workspace for the forward's thread, one for the
-	 * autograd engine's device thread (step.c) */
-	ws = 2 * c->ws;
-	T->workspace = ws;
+		x->comm = largest_unit(c) * (2 * c->unshard +
+					     c->full.gradients);
+	T->communication = x->comm;
+	x->ws = 2 * c->ws;
+	T->workspace = x->ws;
+}
 
-	/* Optimizer temporaries: foreach Adam(W) builds sqrt(exp_avg_sq)
-	 * as a new tensor list, one state-sized copy (_multi_tensor_adamw;
-	 * torch/optim/optimizer.py _foreach_doc); SGD and 8-bit Adam work
-	 * in place; Adafactor's loop holds about 3 fp32 copies of the
-	 * largest tensor (update, grad^2, approximated moment). */
+/* Optimizer temporaries: foreach Adam(W) builds sqrt(exp_avg_sq) as a
+ * new tensor list, one state-sized copy (_multi_tensor_adamw;
+ * torch/optim/optimizer.py _foreach_doc); SGD and 8-bit Adam work in
+ * place; Adafactor's loop holds about 3 fp32 copies of the largest
+ * tensor (update, grad^2, approximated moment). */
+static void train_opt_tmp(const struct ctx *c, struct train *x)
+{
+	const struct gm_spec *sp = c->spec;
+	unsigned zero = sp->parallelism.zero_stage;
+	double cnt;
+
 	if (sp->training.optimizer == GM_OPT_ADAM ||
 	    sp->training.optimizer == GM_OPT_ADAMW)
-		opt_tmp = P * c->full.weights / (zero >= 1 ? c->d : 1);
+		x->opt_tmp = x->P * c->full.weights / (zero >= 1 ? c->d : 1);
 	else if (sp->training.optimizer == GM_OPT_ADAFACTOR) {
 		double big = 0;
 		for (int i = 0; i < c->pl->n; i++) {
 			double e = stage_elems(c, &c->pl->t[i], &cnt) / cnt;
 			big = e > big ? e : big;
 		}
-		opt_tmp = 3 * big * 4;
+		x->opt_tmp = 3 * big * 4;
 	} else
-		opt_tmp = 0;
+		x->opt_tmp = 0;
+}
 
-	grads_fb = c->ga > 1 ? T->gradients : 0;
-	if (c->ga <= 1 && c->last) {
-		/* the head's weight gradient appears at the loss (a tied
-		 * lm_head's is the embedding's whole gradient) */
-		for (int i = 0; i < c->pl->n; i++) {
-			const struct gm_ptensor *pt = &c->pl->t[i];
-			double n = stage_elems(c, pt, &cnt);
-			if (!(pt->flags & GM_PT_HEAD) ||
-			    !(pt->flags & GM_PT_MATMUL))
-				continue;
-			if (!n && (pt->flags & GM_PT_TIED))
-				n = (double)pt->rows * pt->cols /
-				    tdiv(c, pt);
-			grads_fb += n * c->sb.gradients;
-		}
+/* Gradients live during the forward and backward: all of them with
+ * accumulation; without, the head's weight gradient that appears at the
+ * loss (a tied lm_head's is the embedding's whole gradient). */
+static void train_grads(const struct ctx *c, struct gm_terms *T,
+			struct train *x)
+{
+	double cnt;
+
+	x->grads_fb = c->ga > 1 ? T->gradients : 0;
+	if (c->ga > 1 || !c->last)
+		return;
+	for (int i = 0; i < c->pl->n; i++) {
+		const struct gm_ptensor *pt = &c->pl->t[i];
+		double n = stage_elems(c, pt, &cnt);
+		if (!(pt->flags & GM_PT_HEAD) || !(pt->flags & GM_PT_MATMUL))
+			continue;
+		if (!n && (pt->flags & GM_PT_TIED))
+			n = (double)pt->rows * pt->cols / tdiv(c, pt);
+		x->grads_fb += n * c->sb.gradients;
 	}
+}
 
-	/* Without accumulation, the end of backward: the first block's
-	 * saved tensors, autocast copies and transient are still live
-	 * while every later block has its gradients (and the head its
-	 * own); the embeddings' gradients come after. Larger than the loss
-	 * peak when a block's gradients outweigh its activations (small
-	 * micro-batches). */
-	tail = 0;
-	if (c->ga <= 1 && c->layers > 1) {
-		double lg_elems = 0, lcache = 0;
-		for (int i = 0; i < c->pl->n; i++) {
-			const struct gm_ptensor *pt = &c->pl->t[i];
-			double n = stage_elems(c, pt, &cnt);
-			if (!(pt->flags & GM_PT_LAYER))
-				continue;
-			lg_elems += n / cnt;
-			if (pt->flags & GM_PT_MATMUL)
-				lcache += n / cnt;
-		}
-		lcache = c->full.autocast ? lcache * c->full.compute : 0;
-		tail_grads = grads_fb + (double)(c->layers - 1) * lg_elems *
-			     c->sb.gradients;
-		tail = emb + layer_saved + lcache + trans + tail_grads;
-		tail_tmp = lcache + trans;
+/* Without accumulation, the end of backward: the first block's saved
+ * tensors, autocast copies and transient are still live while every
+ * later block has its gradients (and the head its own); the embeddings'
+ * gradients come after. Larger than the loss peak when a block's
+ * gradients outweigh its activations (small micro-batches). */
+static void train_tail(const struct ctx *c, struct train *x)
+{
+	double lg_elems = 0, lcache = 0, cnt;
+
+	x->tail = 0;
+	if (c->ga > 1 || c->layers <= 1)
+		return;
+	for (int i = 0; i < c->pl->n; i++) {
+		const struct gm_ptensor *pt = &c->pl->t[i];
+		double n = stage_elems(c, pt, &cnt);
+		if (!(pt->flags & GM_PT_LAYER))
+			continue;
+		lg_elems += n / cnt;
+		if (pt->flags & GM_PT_MATMUL)
+			lcache += n / cnt;
 	}
+	lcache = c->full.autocast ? lcache * c->full.compute : 0;
+	x->tail_grads = x->grads_fb + (double)(c->layers - 1) * lg_elems *
+			c->sb.gradients;
+	x->tail = x->emb + x->layer_saved + lcache + x->trans + x->tail_grads;
+	x->tail_tmp = lcache + x->trans;
+}
 
-	/* Blocks of each phase for the reserve (reserve.h). */
+/* Blocks of each phase for the analytic reserve (reserve.h). */
+static void train_blocks(const struct ctx *c, struct gm_terms *T,
+			 struct train *x)
+{
+	enum gm_ckpt ck = c->spec->training.activation_checkpointing;
+	struct gm_blocks *both[2] = {&x->fb, &x->op};
+
 	for (int k = 0; k < 2; k++) {
 		struct gm_blocks *bs = both[k];
 		add_param_blocks(c, bs, c->sb.weights, 1, false, false);
@@ -843,83 +825,90 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 			gm_blocks_add(bs, T->optimizer_states /
 				      (double)(c->layers + 1),
 				      (double)c->layers + 1, false);
-		if (comm > 0)
+		if (x->comm > 0)
 			gm_blocks_add(bs, (double)c->o->ddp_bucket_bytes,
-				      ceil(comm / c->o->ddp_bucket_bytes),
+				      ceil(x->comm / c->o->ddp_bucket_bytes),
 				      false);
 		gm_blocks_add(bs, c->ws, 2, false);
 	}
-	if (grads_fb > 0)
-		gm_blocks_add(&fb, grads_fb / (double)(c->layers + 1),
+	if (x->grads_fb > 0)
+		gm_blocks_add(&x->fb, x->grads_fb / (double)(c->layers + 1),
 			      (double)c->layers + 1, c->ga <= 1);
-	if (sp->training.activation_checkpointing == GM_CKPT_FULL)
-		gm_blocks_add(&fb, layer_saved,
+	if (ck == GM_CKPT_FULL)
+		gm_blocks_add(&x->fb, x->layer_saved,
 			      (double)c->layers * T->in_flight, true);
 	else
-		for (int i = 0; i < l.n; i++)
-			if (sp->training.activation_checkpointing ==
-			    GM_CKPT_NONE || !(l.t[i].flags & GM_AT_CORE))
-				gm_blocks_add(&fb, gm_act_tensor_bytes(
-					&l.t[i], &d), (double)c->layers *
+		for (int i = 0; i < x->l.n; i++)
+			if (ck == GM_CKPT_NONE ||
+			    !(x->l.t[i].flags & GM_AT_CORE))
+				gm_blocks_add(&x->fb, gm_act_tensor_bytes(
+					&x->l.t[i], &x->d), (double)c->layers *
 					T->in_flight, true);
-	gm_blocks_add(&fb, emb + head_saved, T->in_flight, true);
-	if (cache > 0)
-		add_param_blocks(c, &fb, c->full.compute, 1, true, true);
-	if (lg > trans + held)
-		gm_blocks_add(&fb, lg / 4, 4, true);
+	gm_blocks_add(&x->fb, x->emb + x->head_saved, T->in_flight, true);
+	if (x->cache > 0)
+		add_param_blocks(c, &x->fb, c->full.compute, 1, true, true);
+	if (x->lg > x->trans + x->held)
+		gm_blocks_add(&x->fb, x->lg / 4, 4, true);
 	else
-		gm_blocks_add(&fb, trans + held, 1, true);
-	add_param_blocks(c, &op, c->sb.gradients, 1, false, false);
-	if (opt_tmp > 0)
-		gm_blocks_add(&op, opt_tmp / (double)(c->layers + 1),
+		gm_blocks_add(&x->fb, x->trans + x->held, 1, true);
+	add_param_blocks(c, &x->op, c->sb.gradients, 1, false, false);
+	if (x->opt_tmp > 0)
+		gm_blocks_add(&x->op, x->opt_tmp / (double)(c->layers + 1),
 			      (double)c->layers + 1, true);
+}
 
-	/* The loss and the last block's backward, three moments (the order
-	 * of loss_program()): log_softmax's backward with every loss tensor
-	 * (lg) before the head's gradients exist; the head's gradients
-	 * (grads_fb without accumulation) with the one loss tensor still
-	 * live then (lg_last); the last block's transient with them. */
-	{
-		double hg = c->ga <= 1 ? grads_fb : 0, base = grads_fb - hg;
-		double m_a = lg, m_b = lg_last + hg, m_c = trans + held + hg;
-		double mid = m_a >= m_b && m_a >= m_c ? m_a :
-			     m_b >= m_c ? m_b : m_c;
+/* The closed-form peak of each phase and the terms at the larger one.
+ * The loss and the last block's backward, three moments (the order of
+ * the loss program): log_softmax's backward with every loss tensor (lg)
+ * before the head's gradients exist; the head's gradients (grads_fb
+ * without accumulation) with the one loss tensor still live then
+ * (lg_last); the last block's transient with them. */
+static void train_peak(const struct ctx *c, struct gm_terms *T,
+		       const struct train *x)
+{
+	struct gm_parts mid_parts = {0};
+	double fb_mid;
+	double hg = c->ga <= 1 ? x->grads_fb : 0, base = x->grads_fb - hg;
+	double m_a = x->lg, m_b = x->lg_last + hg;
+	double m_c = x->trans + x->held + hg;
+	double mid = m_a >= m_b && m_a >= m_c ? m_a : m_b >= m_c ? m_b : m_c;
 
-		T->phase_allocated[0] = act + base + cache + mid;
-		fb_mid = T->phase_allocated[0];
-		if (mid == m_a) {
-			mid_parts.gradients = base;
-			mid_parts.logits = lg;
-			mid_parts.temporary = cache;
-		} else if (mid == m_b) {
-			mid_parts.gradients = grads_fb;
-			mid_parts.logits = lg_last;
-			mid_parts.temporary = cache;
-		} else {
-			mid_parts.gradients = grads_fb;
-			mid_parts.logits = held;
-			mid_parts.temporary = cache + trans;
-		}
+	T->phase_allocated[0] = x->act + base + x->cache + mid;
+	fb_mid = T->phase_allocated[0];
+	if (mid == m_a) {
+		mid_parts.gradients = base;
+		mid_parts.logits = x->lg;
+		mid_parts.temporary = x->cache;
+	} else if (mid == m_b) {
+		mid_parts.gradients = x->grads_fb;
+		mid_parts.logits = x->lg_last;
+		mid_parts.temporary = x->cache;
+	} else {
+		mid_parts.gradients = x->grads_fb;
+		mid_parts.logits = x->held;
+		mid_parts.temporary = x->cache + x->trans;
 	}
-	if (tail > T->phase_allocated[0])
-		T->phase_allocated[0] = tail;
-	T->phase_allocated[0] += T->weights + T->optimizer_states + comm + ws;
-	T->phase_allocated[1] = T->weights + T->optimizer_states + comm +
-				ws + T->gradients + opt_tmp;
-	T->temporary = cache + (trans > opt_tmp ? trans : opt_tmp);
+	if (x->tail > T->phase_allocated[0])
+		T->phase_allocated[0] = x->tail;
+	T->phase_allocated[0] += T->weights + T->optimizer_states + x->comm +
+				 x->ws;
+	T->phase_allocated[1] = T->weights + T->optimizer_states + x->comm +
+				x->ws + T->gradients + x->opt_tmp;
+	T->temporary = x->cache + (x->trans > x->opt_tmp ? x->trans :
+				   x->opt_tmp);
 	T->at_peak = (struct gm_parts){
 		.weights = T->weights, .optimizer_states = T->optimizer_states,
-		.communication = comm, .workspace = ws};
+		.communication = x->comm, .workspace = x->ws};
 	if (T->phase_allocated[0] >= T->phase_allocated[1]) {
 		T->peak_phase = GM_PHASE_FWD_BWD;
 		T->peak_allocated = T->phase_allocated[0];
-		if (tail > fb_mid) {
-			T->at_peak.gradients = tail_grads;
-			T->at_peak.activations = emb + layer_saved;
-			T->at_peak.temporary = tail_tmp;
+		if (x->tail > fb_mid) {
+			T->at_peak.gradients = x->tail_grads;
+			T->at_peak.activations = x->emb + x->layer_saved;
+			T->at_peak.temporary = x->tail_tmp;
 		} else {
 			T->at_peak.gradients = mid_parts.gradients;
-			T->at_peak.activations = act;
+			T->at_peak.activations = x->act;
 			T->at_peak.logits = mid_parts.logits;
 			T->at_peak.temporary = mid_parts.temporary;
 		}
@@ -927,78 +916,126 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 		T->peak_phase = GM_PHASE_OPTIMIZER;
 		T->peak_allocated = T->phase_allocated[1];
 		T->at_peak.gradients = T->gradients;
-		T->at_peak.temporary = opt_tmp;
+		T->at_peak.temporary = x->opt_tmp;
 	}
-	{
-		struct gm_step st = {
-			.training = true, .ga = c->ga,
-			.in_flight = T->in_flight,
-			.micro_max = T->in_flight + STEP_MICRO_EXTRA,
-			.emb_saved = emb, .head_saved = head_saved,
-			.trans = trans, .logits_held = held,
-			.logits_piece = (lg - held) / 3,
-			.opt_tmp_per_tensor = sp->training.optimizer ==
-					      GM_OPT_ADAFACTOR};
-		/* sequence parallelism (Megatron's; no Hugging Face
-		 * counterpart to read the op order from) keeps the
-		 * aggregated block */
-		bool prog = sp->model.architecture != GM_ARCH_CUSTOM &&
-			    !c->o->paper && !d.sp &&
-			    !block_program(c, &st.blk, s, b, false);
+}
 
-		/* the final norm op by op where there is one */
-		if (prog && head_saved > 0 &&
-		    !block_program(c, &st.head, s, b, true))
-			st.head_saved = 0;
-		/* the embedding output: LlamaModel and GPT2Model keep the
-		 * name inputs_embeds until their forward returns
-		 * (modeling_llama.py, modeling_gpt2.py; the H200 traces
-		 * free it after the final norm); GPT-2's block input is
-		 * the dropout of inputs_embeds + position_embeds */
-		if (prog && c->first &&
-		    sp->model.architecture == GM_ARCH_GPT2) {
-			st.emb_named = tok * d.h * c->full.residual;
-			st.emb_sum = st.emb_named;
-		} else if (prog && c->first &&
-			   sp->model.architecture != GM_ARCH_BERT) {
-			st.emb_in_named = true;
-		}
+/* The step's allocation sequence (step.h) from the terms, its peak of
+ * live bytes where it has programs, and the reserve: replayed, or the
+ * analytic model's from the blocks. */
+static void train_sequence(const struct ctx *c, struct gm_terms *T,
+			   const struct train *x)
+{
+	const struct gm_spec *sp = c->spec;
+	unsigned zero = sp->parallelism.zero_stage;
+	enum gm_ckpt ck = sp->training.activation_checkpointing;
+	struct gm_step st = {
+		.training = true, .ga = c->ga,
+		.in_flight = T->in_flight,
+		.micro_max = T->in_flight + STEP_MICRO_EXTRA,
+		.emb_saved = x->emb, .head_saved = x->head_saved,
+		.trans = x->trans, .logits_held = x->held,
+		.logits_piece = (x->lg - x->held) / 3,
+		.opt_tmp_per_tensor = sp->training.optimizer ==
+				      GM_OPT_ADAFACTOR};
+	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
+	 * read the op order from) keeps the aggregated block */
+	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
+		    !block_program(c, &st.blk, x->s, x->b, false);
 
-		step_params(c, &st, c->full.autocast ? c->full.compute : 0,
-			    opt_tmp > 0 ? c->full.weights /
-			    (zero >= 1 ? c->d : 1) : 0);
-		if (prog)
-			st.trans = 0;
-		else if (sp->training.activation_checkpointing ==
-			 GM_CKPT_FULL ||
-			 sp->model.architecture == GM_ARCH_CUSTOM)
-			st.act[st.n_act++] = layer_saved;
-		else
-			for (int i = 0; i < l.n; i++)
-				if (sp->training.activation_checkpointing ==
-				    GM_CKPT_NONE ||
-				    !(l.t[i].flags & GM_AT_CORE))
-					st.act[st.n_act++] =
-						gm_act_tensor_bytes(&l.t[i],
-								    &d);
-		loss_program(c, &st, tok);
-		step_comm(c, &st, comm);
-		/* the analytic reserve model (gm_fit()'s searches) keeps
-		 * the closed-form peak: microseconds, not the sequence's
-		 * milliseconds; with the replay, block programs and the
-		 * distributed sequences (FSDP units, ZeRO-1 partition, TP)
-		 * give the peak of live bytes */
-		if (c->o->reserve == GM_RESERVE_SIMULATED &&
-		    (prog || st.fsdp || st.zero1_d || c->t > 1))
-			sequence_peak(c, &st, T);
-		if (c->o->reserve == GM_RESERVE_ANALYTIC) {
-			double r0 = gm_reserved_from_allocated(&fb);
-			double r1 = gm_reserved_from_allocated(&op);
-			T->peak_reserved = r0 > r1 ? r0 : r1;
-		} else {
-			step_replay(c, &st, T);
-		}
+	/* the final norm op by op where there is one */
+	if (prog && x->head_saved > 0 &&
+	    !block_program(c, &st.head, x->s, x->b, true))
+		st.head_saved = 0;
+	/* the embedding output: how long the model's forward names it
+	 * (the family's embed_out: LlamaModel and GPT2Model keep
+	 * inputs_embeds until their forward returns; the H200 traces free
+	 * it after the final norm; GPT-2's block input is the dropout of
+	 * inputs_embeds + position_embeds) */
+	if (prog && c->first && c->fam->embed_out == GM_EMBED_OUT_SUM) {
+		st.emb_named = x->tok * x->d.h * c->full.residual;
+		st.emb_sum = st.emb_named;
+	} else if (prog && c->first &&
+		   c->fam->embed_out == GM_EMBED_OUT_NAMED) {
+		st.emb_in_named = true;
 	}
+
+	step_params(c, &st, c->full.autocast ? c->full.compute : 0,
+		    x->opt_tmp > 0 ? c->full.weights /
+		    (zero >= 1 ? c->d : 1) : 0);
+	if (prog)
+		st.trans = 0;
+	else if (ck == GM_CKPT_FULL || !c->fam->shaped)
+		st.act[st.n_act++] = x->layer_saved;
+	else
+		for (int i = 0; i < x->l.n; i++)
+			if (ck == GM_CKPT_NONE ||
+			    !(x->l.t[i].flags & GM_AT_CORE))
+				st.act[st.n_act++] =
+					gm_act_tensor_bytes(&x->l.t[i], &x->d);
+	loss_program(c, &st, x->tok);
+	step_comm(c, &st, x->comm);
+	/* the analytic reserve model (gm_fit()'s searches) keeps the
+	 * closed-form peak: microseconds, not the sequence's milliseconds;
+	 * with the replay, block programs and the distributed sequences
+	 * (FSDP units, ZeRO-1 partition, TP) give the peak of live bytes */
+	if (c->o->reserve == GM_RESERVE_SIMULATED &&
+	    (prog || st.fsdp || st.zero1_d || c->t > 1))
+		sequence_peak(c, &st, T);
+	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		double r0 = gm_reserved_from_allocated(&x->fb);
+		double r1 = gm_reserved_from_allocated(&x->op);
+		T->peak_reserved = r0 > r1 ? r0 : r1;
+	} else {
+		step_replay(c, &st, T);
+	}
+}
+
+/*
+ * Mixture of experts: the plan routes tokens evenly (each expert gets
+ * tok x experts_per_token / experts). A router that sends every token
+ * of the micro-batch (the pass) to one expert, which the top-k allows
+ * (each token picks an expert once), gives that expert tok tokens: in
+ * training its backward's transient (3 expert-widths per token: the
+ * family's saved list), in inference its gathered input, gate_up, SiLU,
+ * product and down tensors (hidden + 4 expert-widths per token) grow by
+ * the difference. Bytes; 0 for dense models.
+ */
+static double moe_skew(const struct ctx *c, double tok, bool training)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double E = (double)m->experts, k = (double)m->experts_per_token;
+	double F = (double)m->moe_ffn_hidden_size / c->t, C = c->full.compute;
+	double extra;
+
+	if (!(E > k) || !c->fam->moe)
+		return 0;
+	extra = tok * (1 - k / E);
+	return training ? extra * 3 * F * C :
+			  extra * ((double)m->hidden_size + 4 * F) * C;
+}
+
+/* One training stage: its terms one by one, then the sequence. */
+static void train_stage(const struct ctx *c, struct gm_terms *T)
+{
+	struct train x = {0};
+
+	x.s = (double)c->spec->training.sequence_length;
+	x.b = (double)c->spec->training.micro_batch_size;
+	x.tok = x.s * x.b;
+	train_states(c, T, &x);
+	train_activations(c, T, &x);
+	train_transient(c, &x);
+	train_logits(c, T, &x);
+	train_cache(c, &x);
+	train_comm(c, T, &x);
+	train_opt_tmp(c, &x);
+	train_grads(c, T, &x);
+	train_tail(c, &x);
+	train_blocks(c, T, &x);
+	train_peak(c, T, &x);
+	train_sequence(c, T, &x);
+	T->moe_skew = moe_skew(c, x.tok, true);
 	if (T->peak_reserved < T->peak_allocated)
 		T->peak_reserved = T->peak_allocated;
 }
@@ -1024,19 +1061,21 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	double hd = (double)m->hidden_size / (double)m->attention_heads;
 
 	memset(in, 0, sizeof(*in));
-	in->net = m->architecture == GM_ARCH_GPT2 ? GM_NET_GPT2 :
-		  m->architecture == GM_ARCH_BERT ? GM_NET_BERT : GM_NET_LLAMA;
+	in->fam = c->fam;
 	in->first = c->first;
 	in->last = c->last;
 	in->lm_head = m->head != GM_HEAD_CLASSIFICATION && m->vocab_size;
 	in->batch = si->batch_size;
 	in->prompt = si->prompt_length;
 	/* an encoder has no cache to generate with: one forward pass */
-	in->generate = in->net == GM_NET_BERT ? 0 : si->generate_length;
+	in->generate = c->fam->encoder ? 0 : si->generate_length;
 	in->hidden = (double)m->hidden_size;
 	in->q = (double)m->hidden_size / c->t;
 	in->kv = hd * (double)m->kv_heads / c->t;
 	in->ffn = (double)m->ffn_hidden_size / c->t;
+	in->ffn_expert = (double)m->moe_ffn_hidden_size / c->t;
+	in->experts = (double)m->experts;
+	in->topk = (double)m->experts_per_token;
 	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
 	in->c = c->full.compute;
@@ -1070,7 +1109,7 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	T->workspace = c->ws;
 	infer_shapes(c, &st.inf);
 	len = st.inf.prompt + (st.inf.generate ? st.inf.generate - 1 : 0);
-	kv_end = st.inf.net == GM_NET_BERT ? 0 :
+	kv_end = c->fam->encoder ? 0 :
 		 2 * (double)c->layers * (double)(st.inf.batch * len) *
 		 st.inf.kv * st.inf.kvb;
 	step_params(c, &st, 0, 0);
@@ -1084,6 +1123,8 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	}
 	st.inf.last_decode_only = false;
 	T->kv_cache = pk.kind[GM_SK_KV];
+	T->moe_skew = moe_skew(c, (double)(st.inf.batch * st.inf.prompt),
+			       false);
 	T->logits = pk.kind[GM_SK_LOGITS];
 	T->temporary = pk.kind[GM_SK_TRANSIENT];
 	T->peak_phase = GM_PHASE_INFERENCE;
@@ -1182,6 +1223,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->parameters_mismatch = gm_params_mismatch(&spec->model, &pl);
 
 	c.spec = spec;
+	c.fam = gm_family(spec->model.architecture);
 	c.pl = &pl;
 	c.o = opts;
 	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;

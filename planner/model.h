@@ -111,6 +111,11 @@ struct gm_terms {
 	uint64_t layers;           /* blocks on this stage */
 	uint64_t parameters;       /* parameters on this rank */
 	uint64_t in_flight;        /* micro-batches in flight (1F1B) */
+	double moe_skew;           /* mixture of experts: what a router
+				    * sending every token of a micro-batch
+				    * (a pass) to one expert adds to the
+				    * balanced plan's per-expert tensors;
+				    * 0 for dense models */
 	/* GM_RESERVE_SIMULATED: what the replay found (peak_reserved is
 	 * sim.peak_reserved; sim.peak_requested equals peak_allocated up
 	 * to one byte per live allocation); zero otherwise. */

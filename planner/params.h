@@ -1,9 +1,10 @@
 /*
  * params.h - parameter tensors of a model, from its shape (params.c).
  *
- * Owns the exact Hugging Face layouts: LlamaForCausalLM, GPT2LMHeadModel,
- * BertForMaskedLM and BertForSequenceClassification. The layout is a short
- * list of tensor groups (a group = `count` tensors of rows x cols
+ * The exact Hugging Face layouts come from the model's family (its layout
+ * op, planner/arch/: LlamaForCausalLM, GPT2LMHeadModel, BertForMaskedLM,
+ * BertForSequenceClassification, ...). The layout is a short list of
+ * tensor groups (a group = `count` tensors of rows x cols
  * elements), so later stages can size per-tensor allocations, tensor-
  * parallel shards, FSDP units and Adafactor's factored states. Counts are
  * elements (not bytes).
@@ -34,6 +35,8 @@ struct gm_ptensor {
 	const char *name;       /* HF module path, "layers.*.mlp.up_proj" */
 	uint64_t rows, cols;    /* a vector is rows x 1 */
 	unsigned flags;         /* GM_PT_* */
+	uint64_t groups;        /* a 3-D parameter of groups x (rows /
+				 * groups) x cols (MoE experts); 0: 2-D */
 };
 
 #define GM_PARAMS_MAX 32
@@ -57,6 +60,22 @@ struct gm_param_layout {
  */
 int gm_params_layout(const struct gm_spec_model *m,
 		     struct gm_param_layout *out, struct gm_diag *diag);
+
+/* Append a tensor group (a family's layout op): rows x cols elements,
+ * GM_PT_* flags; name is a static string. */
+void gm_params_add(struct gm_param_layout *l, const char *name,
+		   uint64_t rows, uint64_t cols, unsigned flags);
+
+/* A 3-D tensor group of groups x rows x cols elements (stored as
+ * groups * rows rows). */
+void gm_params_add3(struct gm_param_layout *l, const char *name,
+		    uint64_t groups, uint64_t rows, uint64_t cols,
+		    unsigned flags);
+
+/* The causal models' head: lm_head (tied where the spec says), or score
+ * for head: classification. */
+void gm_params_lm_head(const struct gm_spec_model *m,
+		       struct gm_param_layout *l);
 
 /* Elements of tensor group pt across the whole model (x layers if LAYER). */
 uint64_t gm_ptensor_elems(const struct gm_param_layout *l,

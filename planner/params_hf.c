@@ -127,7 +127,15 @@ int gm_params_hf(const struct gm_spec_model *m,
 
 		if (pt->flags & GM_PT_TIED)
 			continue;
-		if (ends_with(pt->name, ".weight") ||
+		if (pt->groups) {
+			/* a 3-D nn.Parameter (MoE experts), no suffix */
+			rc = put(out, n, prefix, pt->name, "", pt->groups,
+				 pt->rows / pt->groups, count);
+			if (!rc) {
+				out[*n - 1].shape[2] = pt->cols;
+				out[*n - 1].dims = 3;
+			}
+		} else if (ends_with(pt->name, ".weight") ||
 		    ends_with(pt->name, ".bias")) {
 			rc = put(out, n, prefix, pt->name, "", pt->rows, cols,
 				 count);

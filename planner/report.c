@@ -54,6 +54,9 @@ static void peak_set(struct gm_val *o, const struct gm_terms *t)
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
 	gm_obj_set_uint(o, "nccl_bytes", u(t->nccl));
 	gm_obj_set_uint(o, "device_used_bytes", u(t->device_used));
+	if (t->moe_skew > 0)
+		gm_obj_set_uint(o, "skewed_router_extra_bytes",
+				u(t->moe_skew));
 	if (t->sim.out_of_memory) {
 		/* where the run stops on this card: the first request the
 		 * caching allocator refused after freeing its cache */

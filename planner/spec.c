@@ -4,7 +4,7 @@
  * key table, type checks of each value, and --set overrides. Defaults and
  * cross-key rules are in spec_rules.c.
  *
- * Layout after netplan's parser (aesthetics.md §8): one table of keys
+ * Layout after netplan's parser (src/parse.c at 009be5b8): one table of keys
  * with offsetof() targets, a generic handler per value kind, messages
  * "file:line:column: ..." (1-based, from the node's start mark).
  *
@@ -39,7 +39,6 @@ _Static_assert(sizeof(enum gm_precision) == sizeof(int), "enum size");
 /* ==== Names of the enums, in the order of their C values ==== */
 
 static const char *const task_names[] = {"train", "inference"};
-static const char *const arch_names[] = {"llama", "gpt2", "bert", "custom"};
 static const char *const head_names[] = {"causal-lm", "masked-lm",
 					 "classification"};
 static const char *const prec_names[] = {"fp32", "fp16-mixed", "bf16-mixed",
@@ -72,7 +71,7 @@ const char *gm_task_name(enum gm_task t)
 }
 const char *gm_arch_name(enum gm_arch a)
 {
-	return enum_name(arch_names, GM_N(arch_names), a);
+	return enum_name(gm_arch_names, GM_N(gm_arch_names), a);
 }
 const char *gm_head_name(enum gm_head h)
 {
@@ -157,6 +156,7 @@ const char *gm_offload_name(enum gm_offload o)
 #define GM_MAX_PARALLEL (1u << 16)  /* 65,536 ranks */
 #define GM_MAX_LORA_RANK (1u << 16) /* a LoRA rank above the widest layer
 				     * is refused by spec_rules.c */
+#define GM_MAX_EXPERTS  (1u << 12)  /* 4,096 experts */
 #define BOOL(id, nm, par, f)                                                \
 	[id] = {nm, par, GM_KIND_BOOL, OFF(f), 0, 0, 0, NULL, 0}
 #define ENUM(id, nm, par, f, names)                                         \
@@ -167,7 +167,7 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	ENUM(GM_K_TASK, "task", -1, task, task_names),
 	SEC(GM_K_MODEL, "model", -1),
 	ENUM(GM_K_ARCH, "architecture", GM_K_MODEL, model.architecture,
-	     arch_names),
+	     gm_arch_names),
 	U64(GM_K_LAYERS, "layers", GM_K_MODEL, model.layers, 1, GM_MAX_LAYERS),
 	U64(GM_K_HIDDEN, "hidden_size", GM_K_MODEL, model.hidden_size,
 	    1, GM_MAX_HIDDEN),
@@ -191,6 +191,14 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	U64(GM_K_EXPERTS, "experts", GM_K_MODEL, model.experts, 1,
+	    GM_MAX_EXPERTS),
+	U64(GM_K_EXPERTS_PER_TOKEN, "experts_per_token", GM_K_MODEL,
+	    model.experts_per_token, 1, GM_MAX_EXPERTS),
+	U64(GM_K_SHARED_EXPERTS, "shared_experts", GM_K_MODEL,
+	    model.shared_experts, 0, GM_MAX_EXPERTS),
+	U64(GM_K_MOE_FFN, "moe_ffn_hidden_size", GM_K_MODEL,
+	    model.moe_ffn_hidden_size, 1, GM_MAX_FFN),
 	STR(GM_K_HF_CONFIG, "hf_config", GM_K_MODEL, hf_config),
 	SEC(GM_K_TRAINING, "training", -1),
 	U64(GM_K_MICRO_BATCH, "micro_batch_size", GM_K_TRAINING,

@@ -16,11 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/list.h"
+
 struct gm_diag;
 
 enum gm_task { GM_TASK_TRAIN, GM_TASK_INFERENCE };
 
-enum gm_arch { GM_ARCH_LLAMA, GM_ARCH_GPT2, GM_ARCH_BERT, GM_ARCH_CUSTOM };
+/* enum gm_arch: the model families (planner/arch/list.h) */
 
 enum gm_head {
 	GM_HEAD_CAUSAL_LM,     /* llama, gpt2 default */
@@ -91,8 +93,13 @@ struct gm_spec_model {
 	uint64_t num_labels;        /* head: classification */
 	double parameters;          /* optional cross-check; 0 = not given */
 	double activation_bytes_per_token; /* custom models; 0 = not given */
-	bool qkv_bias;              /* llama: q/k/v projections have biases
-				     * (Qwen2); gpt2 and bert always do */
+	bool qkv_bias;              /* q/k/v projections have biases where
+				     * the family takes the key (Qwen2) */
+	/* mixture of experts (families that take GM_FK_MOE; else 0) */
+	uint64_t experts;           /* routed experts per MoE layer */
+	uint64_t experts_per_token; /* top-k */
+	uint64_t shared_experts;    /* always-on experts */
+	uint64_t moe_ffn_hidden_size; /* one expert's MLP width */
 };
 
 struct gm_spec_training {

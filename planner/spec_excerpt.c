@@ -1,7 +1,7 @@
 /*
  * spec_excerpt.c - the source line under a "file:line:column:" message,
- * with a caret at the column, as netplan prints it
- * (canonical/netplan src/error.c, write_error_marker).
+ * with a caret at the column, as netplan prints it (canonical/netplan
+ * src/error.c at 268d464c, write_error_marker).
  *
  * Errors: 0 or GM_ENOTFOUND (no position in the message, or no such line).
  */

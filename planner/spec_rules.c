@@ -11,6 +11,9 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
+#include "arch/family.h"
 #include "error.h"
 #include "text.h"
 
@@ -20,43 +23,38 @@ static bool given(const struct gm_spec *s, int id)
 	return s->where[id].origin != GM_SPEC_DEFAULT;
 }
 
-/*
- * Llama's FFN width when not given: Meta's llama model.py rounds 2/3 of
- * 4 * hidden up to a multiple of 256 (multiple_of = 256), which gives
- * 11008 for hidden 4096 (Llama-2-7B) and 13824 for 5120 (Llama-2-13B).
- */
-static uint64_t llama_ffn(uint64_t hidden)
-{
-	uint64_t f = 2 * (4 * hidden) / 3;
-
-	return (f + 255) / 256 * 256;
-}
-
-/* Architecture-dependent model defaults (Hugging Face's configs). */
+/* The family's model defaults (Hugging Face's configs: planner/arch/). */
 static void model_defaults(struct gm_spec *s)
 {
 	struct gm_spec_model *m = &s->model;
-	bool gpt2 = m->architecture == GM_ARCH_GPT2;
-	bool bert = m->architecture == GM_ARCH_BERT;
-	bool llama = m->architecture == GM_ARCH_LLAMA;
+	const struct gm_family *fam = gm_family(m->architecture);
 
 	if (!given(s, GM_K_FFN))
-		m->ffn_hidden_size = llama ? llama_ffn(m->hidden_size)
-					   : 4 * m->hidden_size;
+		m->ffn_hidden_size = fam->defaults.ffn ?
+				     fam->defaults.ffn(m->hidden_size) :
+				     4 * m->hidden_size;
 	if (!given(s, GM_K_KV_HEADS))
 		m->kv_heads = m->attention_heads;
 	if (!given(s, GM_K_VOCAB))
-		m->vocab_size = gpt2 ? 50257 : bert ? 30522 : llama ? 32000 : 0;
+		m->vocab_size = fam->defaults.vocab;
 	if (!given(s, GM_K_MAX_POS))
-		m->max_position_embeddings = gpt2 ? 1024 : bert ? 512 : 0;
+		m->max_position_embeddings = fam->defaults.max_positions;
 	if (!given(s, GM_K_TYPE_VOCAB))
-		m->type_vocab_size = bert ? 2 : 0;
+		m->type_vocab_size = fam->defaults.type_vocab;
 	if (!given(s, GM_K_TIED))
-		m->tied_embeddings = gpt2 || bert;
+		m->tied_embeddings = fam->defaults.tied;
 	if (!given(s, GM_K_HEAD))
-		m->head = bert ? GM_HEAD_MASKED_LM : GM_HEAD_CAUSAL_LM;
+		m->head = fam->defaults.head;
 	if (!given(s, GM_K_NUM_LABELS))
 		m->num_labels = 2;
+	if (!(fam->keys & GM_FK_MOE))
+		return;
+	if (!given(s, GM_K_EXPERTS))
+		m->experts = fam->defaults.experts;
+	if (!given(s, GM_K_EXPERTS_PER_TOKEN))
+		m->experts_per_token = fam->defaults.experts_per_token;
+	if (!given(s, GM_K_MOE_FFN))
+		m->moe_ffn_hidden_size = m->ffn_hidden_size;
 }
 
 /*
@@ -96,8 +94,9 @@ static void recipe_defaults(struct gm_spec *s)
 					     sizeof(t->lora_targets[0]), n);
 		}
 	}
-	/* FSDP with *-mixed: a MixedPrecisionPolicy, as Lightning,
-	 * accelerate and torchtitan build it (INTERFACES.md) */
+	/* FSDP with *-mixed: a MixedPrecisionPolicy (torch/distributed/
+	 * fsdp/_fully_shard/_fsdp_api.py), as Lightning, accelerate and
+	 * torchtitan build it (planner/README.md, Several GPUs) */
 	if (!given(s, GM_K_FSDP_MP))
 		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
 	if (!given(s, GM_K_VPP))
@@ -160,11 +159,12 @@ static int check_required(struct gm__spec_ctx *c)
 		return gm_diag_set(c->diag, GM_EINVAL,
 				   "%s:%u:%u: missing the 'model' section",
 				   c->path, c->root_line, c->root_col);
-	if (s->model.architecture == GM_ARCH_CUSTOM) {
+	if (!gm_family(s->model.architecture)->shaped) {
 		if (!given(s, GM_K_PARAMETERS))
 			return gm__spec_blame(c, GM_K_ARCH,
-					      "'custom' needs model.parameters "
-					      "(the parameter count)");
+					      "'%s' needs model.parameters "
+					      "(the parameter count)",
+					      gm_arch_name(s->model.architecture));
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
@@ -178,31 +178,77 @@ static int check_required(struct gm__spec_ctx *c)
 	return 0;
 }
 
-/* Keys that mean something for one architecture only. */
+/*
+ * The families that take the optional keys of mask (GM_FK_*; shaped:
+ * those with a layout only) into buf: "'bert'" or "'a' or 'b'".
+ */
+static const char *takers(unsigned mask, bool shaped, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int a = 0; a < GM_ARCH_N; a++) {
+		const struct gm_family *f = gm_family((enum gm_arch)a);
+
+		if (!(f->keys & mask) || (shaped && !f->shaped))
+			continue;
+		n += (size_t)snprintf(buf + n, n < len ? len - n : 0,
+				      "%s'%s'", n ? " or " : "", f->name);
+	}
+	return buf;
+}
+
+/* Keys that mean something for some families only. */
 static int check_arch_keys(struct gm__spec_ctx *c)
 {
+	static const struct {
+		int key;
+		unsigned mask;
+		const char *note;
+	} only[] = {
+		{GM_K_TYPE_VOCAB, GM_FK_TYPE_VOCAB, ""},
+		{GM_K_QKV_BIAS, GM_FK_QKV_BIAS,
+		 " (gpt2 and bert always have biases)"},
+		{GM_K_ACT_PER_TOKEN, GM_FK_ACT_PER_TOKEN, ""},
+		{GM_K_EXPERTS, GM_FK_MOE, ""},
+		{GM_K_EXPERTS_PER_TOKEN, GM_FK_MOE, ""},
+		{GM_K_MOE_FFN, GM_FK_MOE, ""},
+		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
+	};
 	const struct gm_spec *s = c->spec;
-	enum gm_arch a = s->model.architecture;
+	const struct gm_family *fam = gm_family(s->model.architecture);
+	char names[256];
 
-	if (given(s, GM_K_TYPE_VOCAB) && a != GM_ARCH_BERT)
-		return gm__spec_blame(c, GM_K_TYPE_VOCAB, "applies to "
-				      "architecture 'bert' only");
-	if (given(s, GM_K_QKV_BIAS) && a != GM_ARCH_LLAMA)
-		return gm__spec_blame(c, GM_K_QKV_BIAS, "applies to "
-				      "architecture 'llama' only (gpt2 and "
-				      "bert always have biases)");
-	if (given(s, GM_K_ACT_PER_TOKEN) && a != GM_ARCH_CUSTOM)
-		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
-				      "architecture 'custom' only");
+	for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
+		if (!given(s, only[i].key) || (fam->keys & only[i].mask))
+			continue;
+		if (!*takers(only[i].mask, false, names, sizeof(names)))
+			return gm__spec_blame(c, only[i].key, "no architecture "
+					      "takes it yet");
+		return gm__spec_blame(c, only[i].key, "applies to "
+				      "architecture %s only%s", names,
+				      only[i].note);
+	}
 	if (given(s, GM_K_ACT_PER_TOKEN) && s->task != GM_TASK_TRAIN)
 		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
 				      "task 'train' only (a forward pass "
 				      "without autograd saves no "
 				      "activations)");
-	if (s->model.head == GM_HEAD_MASKED_LM && a != GM_ARCH_BERT &&
-	    a != GM_ARCH_CUSTOM)
+	if (s->model.head == GM_HEAD_MASKED_LM &&
+	    !(fam->keys & GM_FK_MASKED_LM))
 		return gm__spec_blame(c, GM_K_HEAD, "masked-lm needs "
-				      "architecture 'bert'");
+				      "architecture %s",
+				      takers(GM_FK_MASKED_LM, true, names,
+					     sizeof(names)));
+	if ((fam->keys & GM_FK_MOE) &&
+	    s->model.experts_per_token > s->model.experts)
+		return gm__spec_blame(c, given(s, GM_K_EXPERTS_PER_TOKEN) ?
+				      GM_K_EXPERTS_PER_TOKEN : GM_K_EXPERTS,
+				      "%llu experts per token of %llu experts; "
+				      "must be at most model.experts",
+				      (unsigned long long)
+					      s->model.experts_per_token,
+				      (unsigned long long)s->model.experts);
 	return 0;
 }
 
@@ -243,7 +289,7 @@ static int check_heads(struct gm__spec_ctx *c)
 {
 	const struct gm_spec_model *m = &c->spec->model;
 
-	if (m->architecture == GM_ARCH_CUSTOM && !m->attention_heads)
+	if (!gm_family(m->architecture)->shaped && !m->attention_heads)
 		return 0;
 	if (m->hidden_size % m->attention_heads)
 		return not_divide(c, GM_K_HEADS, GM_K_HIDDEN,
@@ -271,7 +317,7 @@ static int check_tensor_parallel(struct gm__spec_ctx *c)
 		{m->ffn_hidden_size, "model.ffn_hidden_size"},
 	};
 
-	if (m->architecture == GM_ARCH_CUSTOM)
+	if (!gm_family(m->architecture)->shaped)
 		return 0;
 	for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
 		if (split[i].v % tp)
@@ -318,15 +364,15 @@ static int check_parallel(struct gm__spec_ctx *c)
 	return 0;
 }
 
-/* gpt2 and bert learn one position embedding per token position. */
+/* Families with learned positions (gpt2, bert) have one embedding per
+ * token position. */
 static int check_lengths(struct gm__spec_ctx *c)
 {
 	const struct gm_spec *s = c->spec;
 	uint64_t max = s->model.max_position_embeddings;
 	uint64_t total = s->inference.prompt_length + s->inference.generate_length;
 
-	if (s->model.architecture != GM_ARCH_GPT2 &&
-	    s->model.architecture != GM_ARCH_BERT)
+	if (!gm_family(s->model.architecture)->learned_positions)
 		return 0;
 	if (s->task == GM_TASK_TRAIN && s->training.sequence_length > max)
 		return gm__spec_blame(c, GM_K_SEQ_LEN, "%llu is more than "

@@ -11,8 +11,8 @@
  *    allocates its buckets at construction); the cuBLAS workspace
  *    comes with the first matmul, in the first forward (first_matmul());
  *  - forward of each block: the autocast copies of its matmul weights
- *    (torch.autocast's cache, planners.md 7.11; shared by the micro-
- *    batches in flight: one autocast region per step), then its program
+ *    (torch.autocast's cache, cache_enabled; shared by the micro-batches
+ *    in flight: one autocast region per step), then its program
  *    (gm_step.blk, planner/block.c: every op's output with its exact
  *    size, freed where Python drops it unless autograd saved it; full
  *    checkpointing frees the saved ones too and keeps the block input;
@@ -64,7 +64,9 @@
  */
 #include "step.h"
 
+#include "arch/family.h"
 #include "backend.h"
+#include "step_emit.h"
 #include "error.h"
 #include "pool.h"
 #include "sim.h"
@@ -102,7 +104,7 @@ static void phase(const struct gm_step_sink *sk, enum gm_step_phase ph)
 }
 
 /* The emitter: slots for ids and the ids of what is live. */
-struct em {
+struct gm_em {
 	const struct gm_step *st;
 	const struct gm_step_sink *sk;
 	uint32_t *freelist;
@@ -145,14 +147,14 @@ struct em {
 	bool have_states;
 };
 
-static uint32_t slot_get(struct em *e)
+static uint32_t slot_get(struct gm_em *e)
 {
 	if (e->nfree)
 		return e->freelist[--e->nfree];
 	return e->next++;
 }
 
-static uint32_t ealloc(struct em *e, double bytes, enum gm_step_kind k)
+static uint32_t ealloc(struct gm_em *e, double bytes, enum gm_step_kind k)
 {
 	uint32_t id;
 	int rc;
@@ -170,7 +172,7 @@ static uint32_t ealloc(struct em *e, double bytes, enum gm_step_kind k)
 	return id;
 }
 
-static void efree(struct em *e, uint32_t *id)
+static void efree(struct gm_em *e, uint32_t *id)
 {
 	int rc;
 
@@ -197,18 +199,18 @@ static void efree(struct em *e, uint32_t *id)
 }
 
 /* Index of parameter i in block l (non-layer tensors: row L). */
-static size_t pix(const struct em *e, uint64_t l, int i)
+static size_t pix(const struct gm_em *e, uint64_t l, int i)
 {
 	return (size_t)l * (size_t)e->np + (size_t)i;
 }
 
-static uint64_t row_of(const struct em *e, int i, uint64_t l)
+static uint64_t row_of(const struct gm_em *e, int i, uint64_t l)
 {
 	return e->st->p[i].where == GM_STEP_LAYER ? l : e->L;
 }
 
 /* Autocast copies of a group (block l, or the head for l == L). */
-static void cache_ref(struct em *e, uint64_t l, bool head)
+static void cache_ref(struct gm_em *e, uint64_t l, bool head)
 {
 	if (e->cref[l]++)
 		return;
@@ -221,7 +223,7 @@ static void cache_ref(struct em *e, uint64_t l, bool head)
 	}
 }
 
-static void cache_unref(struct em *e, uint64_t l)
+static void cache_unref(struct gm_em *e, uint64_t l)
 {
 	if (!e->cref[l] || --e->cref[l])
 		return;
@@ -231,12 +233,12 @@ static void cache_unref(struct em *e, uint64_t l)
 
 /* An unsharded FSDP parameter's bytes per byte of its shard's element
  * (gm_step.fsdp_unshard). */
-static double unshard_scale(const struct em *e)
+static double unshard_scale(const struct gm_em *e)
 {
 	return e->st->fsdp_unshard > 0 ? e->st->fsdp_unshard : 1;
 }
 
-static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
+static void grads_of(struct gm_em *e, uint64_t l, enum gm_step_where wh,
 		     bool at_loss)
 {
 	bool fsdp = e->st->fsdp;
@@ -283,13 +285,13 @@ static void grads_of(struct em *e, uint64_t l, enum gm_step_where wh,
  */
 
 /* Whether parameter i belongs to unit u (u == L: the root). */
-static bool in_unit(const struct em *e, uint64_t u, int i)
+static bool in_unit(const struct gm_em *e, uint64_t u, int i)
 {
 	return (u < e->L) == (e->st->p[i].where == GM_STEP_LAYER);
 }
 
 /* Unit u's full parameters (grads false) or gradients, bytes. */
-static double unit_bytes(const struct em *e, uint64_t u, bool grads)
+static double unit_bytes(const struct gm_em *e, uint64_t u, bool grads)
 {
 	double b = 0;
 
@@ -302,7 +304,7 @@ static double unit_bytes(const struct em *e, uint64_t u, bool grads)
 	return b * e->st->fsdp_d;
 }
 
-static void fsdp_unshard(struct em *e, uint64_t u)
+static void fsdp_unshard(struct gm_em *e, uint64_t u)
 {
 	if (!e->st->fsdp || e->gathered[u])
 		return;
@@ -318,7 +320,7 @@ static void fsdp_unshard(struct em *e, uint64_t u)
 	e->gathered[u] = true;
 }
 
-static void fsdp_reshard(struct em *e, uint64_t u)
+static void fsdp_reshard(struct gm_em *e, uint64_t u)
 {
 	if (!e->st->fsdp)
 		return;
@@ -329,7 +331,7 @@ static void fsdp_reshard(struct em *e, uint64_t u)
 }
 
 /* Forward of unit u: unshard; the flat buffer is copied out. */
-static void fsdp_forward(struct em *e, uint64_t u)
+static void fsdp_forward(struct gm_em *e, uint64_t u)
 {
 	if (!e->st->fsdp)
 		return;
@@ -338,14 +340,14 @@ static void fsdp_forward(struct em *e, uint64_t u)
 }
 
 /* Pre-backward of block l: unshard it, prefetch block l - 1. */
-static void fsdp_pre_backward(struct em *e, uint64_t l)
+static void fsdp_pre_backward(struct gm_em *e, uint64_t l)
 {
 	fsdp_unshard(e, l);
 	if (l > 0)
 		fsdp_unshard(e, l - 1);
 }
 
-static void fsdp_post_backward(struct em *e, uint64_t u)
+static void fsdp_post_backward(struct gm_em *e, uint64_t u)
 {
 	uint32_t *g = NULL, id;
 	double full;
@@ -386,7 +388,7 @@ static double built_bytes(const struct gm_step_param *p)
  * the tensors as built freed (the 2x H200 traces: _init_sharded_param,
  * distribute_tensor).
  */
-static void shard_setup(struct em *e)
+static void shard_setup(struct gm_em *e)
 {
 	uint32_t sh[GM_PARAMS_MAX];
 
@@ -403,7 +405,7 @@ static void shard_setup(struct em *e)
 	}
 }
 
-static void transient(struct em *e)
+static void transient(struct gm_em *e)
 {
 	uint32_t t = ealloc(e, e->st->trans, GM_SK_TRANSIENT);
 
@@ -411,7 +413,7 @@ static void transient(struct em *e)
 }
 
 /* Run loss ops [from, to) of the program (step.h). */
-static void loss_ops(struct em *e, int from, int to)
+static void loss_ops(struct gm_em *e, int from, int to)
 {
 	for (int i = from; i < to; i++) {
 		const struct gm_step_lossop *o = &e->st->loss[i];
@@ -426,7 +428,7 @@ static void loss_ops(struct em *e, int from, int to)
 
 
 /* Block program (gm_step.blk): the ids of micro-batch slot, block l. */
-static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
+static uint32_t *blk_ids(struct gm_em *e, uint64_t slot, uint64_t l)
 {
 	return &e->bid[(slot * e->L + l) * (size_t)e->st->blk.n_ids];
 }
@@ -434,7 +436,7 @@ static uint32_t *blk_ids(struct em *e, uint64_t slot, uint64_t l)
 /* The forward ops of program p on the ids B. With named (not NULL),
  * the input has a name outside the program: where the program frees it
  * it moves to *named instead, for the caller to free. */
-static void prog_forward_ops(struct em *e, const struct gm_step_block *p,
+static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 			     uint32_t *B, uint32_t *named, int from, int to)
 {
 	for (int i = from; i < to && !e->err; i++) {
@@ -468,7 +470,7 @@ static void prog_forward_ops(struct em *e, const struct gm_step_block *p,
 
 /* The forward ops of program p on the ids B; named: where the input goes
  * when the program frees its name (the model keeps inputs_embeds). */
-static void prog_forward(struct em *e, const struct gm_step_block *p,
+static void prog_forward(struct gm_em *e, const struct gm_step_block *p,
 			 uint32_t *B, uint32_t *named)
 {
 	prog_forward_ops(e, p, B, named, 0, p->n_fwd);
@@ -477,7 +479,7 @@ static void prog_forward(struct em *e, const struct gm_step_block *p,
 /* Forward of block l (step.h, struct gm_step_block). Under full
  * checkpointing the block input is kept by torch.utils.checkpoint
  * whatever the ops do with it. */
-static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
+static void blk_forward(struct gm_em *e, uint64_t slot, uint64_t l)
 {
 	const struct gm_step_block *p = &e->st->blk;
 	uint32_t *B = blk_ids(e, slot, l);
@@ -501,7 +503,7 @@ static void blk_forward(struct em *e, uint64_t slot, uint64_t l)
  * recompute slots, up to the last saved tensor (non-reentrant
  * checkpoint stops early there: torch.utils.checkpoint
  * _StopRecomputationError); what is not saved is then freed. */
-static void blk_recompute(struct em *e, bool all)
+static void blk_recompute(struct gm_em *e, bool all)
 {
 	const struct gm_step_block *p = &e->st->blk;
 	int last = -1;
@@ -532,7 +534,7 @@ static void blk_recompute(struct em *e, bool all)
  * checkpointing) on the ids B, whose GM_BLK_GOUT holds the incoming
  * gradient; leaves the input's gradient in e->gcarry and frees the rest,
  * recomputed copies included. */
-static void prog_backward(struct em *e, const struct gm_step_block *p,
+static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 			  uint32_t *B)
 {
 	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
@@ -563,7 +565,7 @@ static void prog_backward(struct em *e, const struct gm_step_block *p,
 
 /* Backward of block l: the incoming gradient is e->gcarry (the last
  * block: a new one, the final norm's); leaves the input's in it. */
-static void blk_backward(struct em *e, uint64_t slot, uint64_t l)
+static void blk_backward(struct gm_em *e, uint64_t slot, uint64_t l)
 {
 	const struct gm_step_block *p = &e->st->blk;
 	uint32_t *B = blk_ids(e, slot, l);
@@ -586,7 +588,7 @@ static bool head_copy(const struct gm_step_param *p)
 }
 
 /* Whether lm_head runs under autocast (its weight has an autocast copy). */
-static bool head_cast(const struct em *e)
+static bool head_cast(const struct gm_em *e)
 {
 	for (int i = 0; i < e->np; i++)
 		if (head_copy(&e->st->p[i]))
@@ -597,7 +599,7 @@ static bool head_cast(const struct em *e)
 /* The head's 16-bit weight gradients under autocast (the matmul's
  * product for the autocast copy; model.c sizes the copy as cache): into
  * e->hw16, at most two. Returns whether there were any. */
-static bool head_wgrad16(struct em *e)
+static bool head_wgrad16(struct gm_em *e)
 {
 	int k = 0;
 
@@ -611,7 +613,7 @@ static bool head_wgrad16(struct em *e)
 /* Under autocast, the head weights' own gradients from their 16-bit
  * ones (the cast back, then AccumulateGrad), which are freed; nothing
  * when there were none. */
-static void head_wgrad_cast(struct em *e)
+static void head_wgrad_cast(struct gm_em *e)
 {
 	if (e->hw16[0] == NONE)
 		return;
@@ -621,7 +623,7 @@ static void head_wgrad_cast(struct em *e)
 }
 
 /* The head's input program (gm_step.head): the ids of slot. */
-static uint32_t *head_ids(struct em *e, uint64_t slot)
+static uint32_t *head_ids(struct gm_em *e, uint64_t slot)
 {
 	return &e->hid[slot * (size_t)e->st->head.n_ids];
 }
@@ -633,7 +635,7 @@ static uint32_t *head_ids(struct em *e, uint64_t slot)
  * lm_head's weight before its input: the H200 trace of
  * llama-134m-eager-seq1024 shows the norm's output, the 32 MiB mask
  * freed, the 46.875 MiB weight copy, the 12 MiB input copy, the logits. */
-static void head_forward(struct em *e, uint64_t slot, uint32_t *mask)
+static void head_forward(struct gm_em *e, uint64_t slot, uint32_t *mask)
 {
 	const struct gm_step_block *p = &e->st->head;
 	uint32_t *B = head_ids(e, slot);
@@ -654,7 +656,7 @@ static void head_forward(struct em *e, uint64_t slot, uint32_t *mask)
 
 /* Its backward: lm_head's input gradient in, the last block's output
  * gradient out (e->gcarry); lm_head's saved input is released first. */
-static void head_backward(struct em *e, uint64_t slot)
+static void head_backward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step_block *p = &e->st->head;
 	uint32_t *B = head_ids(e, slot);
@@ -673,13 +675,28 @@ static void head_backward(struct em *e, uint64_t slot)
  * tests/data/calibration/traces it is a 32 MiB segment after the
  * embedding output. Where it lands decides whether later small blocks
  * split a freed logits segment (llama-134m-bf16true-sgd-seq8192). */
-static void first_matmul(struct em *e, uint32_t *ws)
+static void first_matmul(struct gm_em *e, uint32_t *ws)
 {
 	if (*ws == NONE)
 		*ws = ealloc(e, e->st->workspace, GM_SK_WORKSPACE);
 }
 
-static void forward(struct em *e, uint64_t slot)
+const struct gm_step_infer *gm_em_infer(const struct gm_em *e)
+{
+	return &e->st->inf;
+}
+
+uint32_t gm_em_alloc(struct gm_em *e, double bytes, enum gm_step_kind k)
+{
+	return ealloc(e, bytes, k);
+}
+
+void gm_em_free(struct gm_em *e, uint32_t *id)
+{
+	efree(e, id);
+}
+
+static void forward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 	uint32_t mask = NONE;
@@ -731,7 +748,7 @@ static void forward(struct em *e, uint64_t slot)
 	}
 }
 
-static void backward(struct em *e, uint64_t slot)
+static void backward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
 
@@ -812,7 +829,7 @@ static void backward(struct em *e, uint64_t slot)
  * emitted is the most loaded one (the lowest on a tie). The traces of
  * llama-1.1b-zero1-dp2 show whole 250 / 44 / 16 / 2 MiB states per rank.
  */
-static const struct em *sort_em;
+static const struct gm_em *sort_em;
 
 static int by_size(const void *a, const void *b)
 {
@@ -825,7 +842,7 @@ static int by_size(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int zero1_partition(struct em *e)
+static int zero1_partition(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np, m = 0;
 	unsigned d = e->st->zero1_d, top = 0;
@@ -867,14 +884,14 @@ static int zero1_partition(struct em *e)
 
 /* The factor on parameter slot j's optimizer bytes: d for this rank's
  * own under ZeRO-1, 0 for another rank's, else 1. */
-static double zero1_f(const struct em *e, size_t j)
+static double zero1_f(const struct gm_em *e, size_t j)
 {
 	if (!e->own)
 		return 1;
 	return e->own[j] ? (double)e->st->zero1_d : 0;
 }
 
-static void optimizer(struct em *e)
+static void optimizer(struct gm_em *e)
 {
 	const struct gm_step *st = e->st;
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
@@ -947,7 +964,7 @@ static void optimizer(struct em *e)
  */
 
 /* Bytes parameter i adds to DDP's buckets (a tied weight once). */
-static double ddp_bytes(const struct em *e, int i)
+static double ddp_bytes(const struct gm_em *e, int i)
 {
 	const struct gm_step_param *p = &e->st->p[i];
 
@@ -956,7 +973,7 @@ static double ddp_bytes(const struct em *e, int i)
 
 /* Close a broadcast buffer of acc bytes: the previous one is freed once
  * this one is allocated (two in flight). */
-static void ddp_bcast(struct em *e, double *acc, uint32_t *prev)
+static void ddp_bcast(struct gm_em *e, double *acc, uint32_t *prev)
 {
 	uint32_t cur;
 
@@ -969,7 +986,7 @@ static void ddp_bcast(struct em *e, double *acc, uint32_t *prev)
 }
 
 /* Construction: the weights' broadcast, then the single bucket. */
-static void ddp_setup(struct em *e)
+static void ddp_setup(struct gm_em *e)
 {
 	static const enum gm_step_where order[3] = {
 		GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD};
@@ -997,7 +1014,7 @@ static void ddp_setup(struct em *e)
 
 /* The second iteration's forward: the buckets rebuilt in the order the
  * gradients become ready, then the single one freed. */
-static void ddp_rebuild(struct em *e)
+static void ddp_rebuild(struct gm_em *e)
 {
 	static const enum gm_step_where order[3] = {
 		GM_STEP_HEAD, GM_STEP_LAYER, GM_STEP_EMBED};
@@ -1028,7 +1045,7 @@ static void ddp_rebuild(struct em *e)
 }
 
 /* One training step: micro-batches in 1F1B order, then the optimizer. */
-static void train_step(struct em *e)
+static void train_step(struct gm_em *e)
 {
 	const struct gm_step *st = e->st;
 	uint64_t m = st->ga < st->micro_max ? st->ga : st->micro_max;
@@ -1058,14 +1075,8 @@ static void train_step(struct em *e)
  * a decode step); X = T x hidden activations.
  */
 
-/* One forward: its tokens and the KV length before it. */
-struct fwd {
-	uint64_t T;          /* tokens of this forward */
-	uint64_t n;          /* KV length before it (0: prefill) */
-};
-
 /* LayerNorm: output plus mean and rstd (fp32 per token), freed at once. */
-static uint32_t layer_norm(struct em *e, double T)
+uint32_t gm_em_layer_norm(struct gm_em *e, double T)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	uint32_t out = ealloc(e, T * in->hidden * in->c, GM_SK_TRANSIENT);
@@ -1079,7 +1090,7 @@ static uint32_t layer_norm(struct em *e, double T)
 
 /* LlamaRMSNorm: x.to(float32); x.pow(2).mean(-1); x * rsqrt(var + eps);
  * weight * x.to(dtype). In fp32 both casts return their input. */
-static uint32_t rms_norm(struct em *e, double T)
+uint32_t gm_em_rms_norm(struct gm_em *e, double T)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	double X = T * in->hidden * in->c, F = T * in->hidden * 4, S = T * 4;
@@ -1108,7 +1119,7 @@ static uint32_t rms_norm(struct em *e, double T)
 
 /* apply_rotary_pos_emb for one of q, k (bytes each): x * cos +
  * rotate_half(x) * sin, rotate_half = cat(-x2, x1). */
-static uint32_t rotary(struct em *e, double bytes)
+uint32_t gm_em_rotary(struct gm_em *e, double bytes)
 {
 	uint32_t a = ealloc(e, bytes, GM_SK_TRANSIENT);     /* x * cos */
 	uint32_t n = ealloc(e, bytes / 2, GM_SK_TRANSIENT); /* -x2 */
@@ -1127,7 +1138,7 @@ static uint32_t rotary(struct em *e, double bytes)
 /* DynamicCache.update: torch.cat([cache, new], dim=-2) for K then V: a
  * tensor of the new length replaces the old one (in the prefill the
  * cache is empty and nothing is freed). */
-static void kv_append(struct em *e, uint64_t l, const struct fwd *f)
+void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	double per_tok = (double)in->batch * in->kv * in->kvb;
@@ -1141,130 +1152,10 @@ static void kv_append(struct em *e, uint64_t l, const struct fwd *f)
 	}
 }
 
-/* One Llama decoder layer (modeling_llama.py): returns its output; the
- * caller frees the input. */
-static uint32_t llama_layer(struct em *e, uint64_t l, const struct fwd *f)
-{
-	const struct gm_step_infer *in = &e->st->inf;
-	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	double I = T * in->ffn * c;
-	uint32_t n1, q, k, v, qe, ke, o, p, r, n2, gt, s, up, m, d, out;
-
-	n1 = rms_norm(e, T);
-	q = ealloc(e, Q, GM_SK_TRANSIENT);
-	k = ealloc(e, K, GM_SK_TRANSIENT);
-	v = ealloc(e, K, GM_SK_TRANSIENT);
-	qe = rotary(e, Q);
-	ke = rotary(e, K);
-	efree(e, &q);
-	efree(e, &k);
-	kv_append(e, l, f);
-	efree(e, &ke);
-	efree(e, &v);
-	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
-	p = ealloc(e, X, GM_SK_TRANSIENT);          /* o_proj */
-	efree(e, &o);
-	efree(e, &qe);
-	efree(e, &n1);
-	r = ealloc(e, X, GM_SK_TRANSIENT);          /* residual + */
-	efree(e, &p);
-	n2 = rms_norm(e, T);
-	gt = ealloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
-	s = ealloc(e, I, GM_SK_TRANSIENT);          /* silu */
-	efree(e, &gt);
-	up = ealloc(e, I, GM_SK_TRANSIENT);         /* up_proj */
-	m = ealloc(e, I, GM_SK_TRANSIENT);          /* * */
-	efree(e, &s);
-	efree(e, &up);
-	d = ealloc(e, X, GM_SK_TRANSIENT);          /* down_proj */
-	efree(e, &m);
-	efree(e, &n2);
-	out = ealloc(e, X, GM_SK_TRANSIENT);        /* residual + */
-	efree(e, &d);
-	efree(e, &r);
-	return out;
-}
-
-/* One GPT-2 block (modeling_gpt2.py): fused c_attn, gelu_new evaluated
- * op by op (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
-static uint32_t gpt2_layer(struct em *e, uint64_t l, const struct fwd *f)
-{
-	const struct gm_step_infer *in = &e->st->inf;
-	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	double I = T * in->ffn * c;
-	uint32_t n1, qkv, o, p, r, n2, a, t[8], mm, out;
-
-	n1 = layer_norm(e, T);
-	qkv = ealloc(e, Q + 2 * K, GM_SK_TRANSIENT);
-	kv_append(e, l, f);
-	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
-	p = ealloc(e, X, GM_SK_TRANSIENT);          /* c_proj */
-	efree(e, &o);
-	efree(e, &qkv);
-	r = ealloc(e, X, GM_SK_TRANSIENT);          /* residual + */
-	efree(e, &n1);
-	n2 = layer_norm(e, T);
-	a = ealloc(e, I, GM_SK_TRANSIENT);          /* c_fc */
-	t[0] = ealloc(e, I, GM_SK_TRANSIENT);       /* 0.5 * x */
-	t[1] = ealloc(e, I, GM_SK_TRANSIENT);       /* x ** 3 */
-	for (int i = 2; i < 8; i++) {               /* *, +, *, tanh, +, * */
-		t[i] = ealloc(e, I, GM_SK_TRANSIENT);
-		efree(e, &t[i - 1]);
-	}
-	efree(e, &t[0]);
-	efree(e, &a);
-	mm = ealloc(e, X, GM_SK_TRANSIENT);         /* c_proj */
-	efree(e, &t[7]);
-	out = ealloc(e, X, GM_SK_TRANSIENT);        /* residual + */
-	efree(e, &n2);
-	efree(e, &r);
-	efree(e, &p);
-	efree(e, &mm);
-	return out;
-}
-
-/* One BERT layer (modeling_bert.py, post-LayerNorm, exact GELU, no
- * cache). */
-static uint32_t bert_layer(struct em *e, const struct fwd *f)
-{
-	const struct gm_step_infer *in = &e->st->inf;
-	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	double I = T * in->ffn * c;
-	uint32_t q, k, v, o, d, s, n1, i, g, d2, s2, out;
-
-	q = ealloc(e, Q, GM_SK_TRANSIENT);
-	k = ealloc(e, K, GM_SK_TRANSIENT);
-	v = ealloc(e, K, GM_SK_TRANSIENT);
-	o = ealloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
-	efree(e, &q);
-	efree(e, &k);
-	efree(e, &v);
-	d = ealloc(e, X, GM_SK_TRANSIENT);          /* output.dense */
-	s = ealloc(e, X, GM_SK_TRANSIENT);          /* + input */
-	n1 = layer_norm(e, T);
-	efree(e, &s);
-	efree(e, &d);
-	efree(e, &o);
-	i = ealloc(e, I, GM_SK_TRANSIENT);          /* intermediate */
-	g = ealloc(e, I, GM_SK_TRANSIENT);          /* gelu */
-	efree(e, &i);
-	d2 = ealloc(e, X, GM_SK_TRANSIENT);         /* output.dense */
-	s2 = ealloc(e, X, GM_SK_TRANSIENT);         /* + attention out */
-	out = layer_norm(e, T);
-	efree(e, &s2);
-	efree(e, &d2);
-	efree(e, &g);
-	efree(e, &n1);
-	return out;
-}
-
-/* Llama's rotary cos and sin for q positions (shape (1, q, head_dim):
+/* The rotary cos and sin (Llama's rotary embedding) for q positions (shape (1, q, head_dim):
  * the harness's position ids have batch 1): the fp32 frequencies, their
  * cat, cos and sin (scaled: a second tensor), cast to the dtype. */
-static void rope_tables(struct em *e, double q, uint32_t *cs)
+void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	double E = q * in->head_dim;
@@ -1296,91 +1187,48 @@ static void rope_tables(struct em *e, double q, uint32_t *cs)
  * id (NONE when the stage has no vocabulary head). generate() keeps only
  * the last position's logits (logits_to_keep=1).
  */
-static uint32_t infer_forward(struct em *e, const struct fwd *f)
+static uint32_t infer_forward(struct gm_em *e, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = &e->st->inf;
+	const struct gm_family *fam = in->fam;
 	double T = (double)f->T, c = in->c, X = T * in->hidden * c;
 	double q = T / (double)in->batch;
-	uint32_t keep[3] = {NONE, NONE, NONE}, cs[2] = {NONE, NONE};
-	uint32_t hs, out, nf, lg = NONE;
+	struct gm_em_live lv = {.hs = NONE, .keep = {NONE, NONE, NONE},
+				.cs = {NONE, NONE}};
+	uint32_t out, nf, lg = NONE;
 
-	if (!in->first) {
-		hs = ealloc(e, X, GM_SK_TRANSIENT);  /* received */
-	} else if (in->net == GM_NET_GPT2) {
-		keep[0] = ealloc(e, X, GM_SK_TRANSIENT);  /* wte */
-		keep[1] = ealloc(e, q * in->hidden * c, GM_SK_TRANSIENT);
-		hs = ealloc(e, X, GM_SK_TRANSIENT);       /* wte + wpe */
-	} else if (in->net == GM_NET_BERT) {
-		uint32_t w, tt, s1, s2;
-		w = ealloc(e, X, GM_SK_TRANSIENT);
-		tt = ealloc(e, X, GM_SK_TRANSIENT);        /* token type */
-		s1 = ealloc(e, X, GM_SK_TRANSIENT);
-		keep[1] = ealloc(e, q * in->hidden * c, GM_SK_TRANSIENT);
-		s2 = ealloc(e, X, GM_SK_TRANSIENT);
-		efree(e, &s1);
-		hs = layer_norm(e, T);
-		efree(e, &s2);
-		efree(e, &w);
-		efree(e, &tt);
-		efree(e, &keep[1]);
-	} else {
-		hs = ealloc(e, X, GM_SK_TRANSIENT);       /* embed_tokens */
-	}
-	/* the input of the first layer stays referenced by the model's
-	 * forward in Llama (inputs_embeds) and BERT (embedding_output) */
-	if (in->first && in->net != GM_NET_GPT2)
-		keep[2] = hs;
-	if (in->net == GM_NET_LLAMA)
-		rope_tables(e, q, cs);
+	if (!in->first)
+		lv.hs = ealloc(e, X, GM_SK_TRANSIENT);  /* received */
+	else
+		lv.hs = fam->infer_embed(e, f, &lv);
+	if (fam->infer_pre)
+		fam->infer_pre(e, q, &lv);
 	first_matmul(e, &e->ws);
 	for (uint64_t l = 0; l < e->L && !e->err; l++) {
-		out = in->net == GM_NET_GPT2 ? gpt2_layer(e, l, f) :
-		      in->net == GM_NET_BERT ? bert_layer(e, f) :
-		      llama_layer(e, l, f);
-		if (hs != keep[2])
-			efree(e, &hs);
-		hs = out;
+		out = fam->infer_layer(e, l, f);
+		if (lv.hs != lv.keep[2])
+			efree(e, &lv.hs);
+		lv.hs = out;
 	}
 	if (!in->last) {
-		efree(e, &keep[2]);
-		efree(e, &hs);  /* sent on */
+		efree(e, &lv.keep[2]);
+		efree(e, &lv.hs);  /* sent on */
 		for (int k = 0; k < 2; k++)
-			efree(e, &keep[k]);
+			efree(e, &lv.keep[k]);
 		return NONE;
 	}
-	if (in->net == GM_NET_BERT) {
-		uint32_t t, g;
-		efree(e, &keep[2]);
-		if (!in->lm_head)
-			goto done;
-		t = ealloc(e, X, GM_SK_TRANSIENT);  /* transform.dense */
-		g = ealloc(e, X, GM_SK_TRANSIENT);  /* gelu */
-		efree(e, &t);
-		nf = layer_norm(e, T);
-		efree(e, &g);
-	} else {
-		nf = in->net == GM_NET_GPT2 ? layer_norm(e, T) :
-					      rms_norm(e, T);
-		efree(e, &hs);
-		for (int k = 0; k < 3; k++)
-			efree(e, &keep[k]);
-		for (int k = 0; k < 2; k++)
-			efree(e, &cs[k]);
-		if (!in->lm_head) {
-			efree(e, &nf);
-			return NONE;
-		}
+	nf = fam->infer_head(e, f, &lv);
+	if (nf != NONE) {
+		lg = ealloc(e, (in->generate ? (double)in->batch : T) *
+			    in->vocab * c, GM_SK_LOGITS);
+		efree(e, &nf);
 	}
-	lg = ealloc(e, (in->generate ? (double)in->batch : T) * in->vocab * c,
-		    GM_SK_LOGITS);
-	efree(e, &nf);
-done:
-	efree(e, &hs);
+	efree(e, &lv.hs);
 	return lg;
 }
 
 /* Grow a per-step tensor by torch.cat: the new one, then the old freed. */
-static void regrow(struct em *e, uint32_t *id, double bytes,
+static void regrow(struct gm_em *e, uint32_t *id, double bytes,
 		   enum gm_step_kind k)
 {
 	uint32_t n = ealloc(e, bytes, k);
@@ -1398,7 +1246,7 @@ static void regrow(struct em *e, uint32_t *id, double bytes,
  * vocabulary), the input ids grown by one column, then the step's model
  * logits released before the next forward.
  */
-static void gen_tail(struct em *e, uint32_t *g, uint32_t *lg, uint64_t len)
+static void gen_tail(struct gm_em *e, uint32_t *g, uint32_t *lg, uint64_t len)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	double b = (double)in->batch, BV = b * in->vocab;
@@ -1432,11 +1280,11 @@ static void gen_tail(struct em *e, uint32_t *g, uint32_t *lg, uint64_t len)
 /* One pass: a forward over the prompt, or generate() of `generate`
  * tokens (a prefill and generate - 1 decode forwards; the cache ends
  * with prompt + generate - 1 positions). */
-static void infer_pass(struct em *e)
+static void infer_pass(struct gm_em *e)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	uint64_t b = in->batch, s = in->prompt, G = in->generate;
-	struct fwd f = {.T = b * s, .n = 0};
+	struct gm_em_fwd f = {.T = b * s, .n = 0};
 	uint32_t g[4] = {NONE, NONE, NONE, NONE}, lg;
 
 	phase(e->sk, GM_SP_INFER);
@@ -1476,7 +1324,7 @@ static void infer_pass(struct em *e)
 		efree(e, &g[k]);
 }
 
-static void em_free_all(struct em *e)
+static void em_free_all(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 
@@ -1533,7 +1381,7 @@ static uint32_t *ids(size_t n)
 
 int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 {
-	struct em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
+	struct gm_em e = {.st = st, .sk = sink, .L = st->layers, .np = st->n_param,
 		       .head_saved = NONE, .held = NONE,
 		       .lp = {NONE, NONE, NONE}, .ws = NONE, .ws_bwd = NONE,
 		       .hw16 = {NONE, NONE},

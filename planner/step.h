@@ -85,10 +85,11 @@ struct gm_step_param {
  * size. Widths are per tensor-parallel rank (q = heads x head_dim, kv =
  * kv heads x head_dim, ffn, vocab divided by the degree; hidden not).
  */
-enum gm_step_net { GM_NET_LLAMA, GM_NET_GPT2, GM_NET_BERT };
+struct gm_family;
 
 struct gm_step_infer {
-	enum gm_step_net net;
+	const struct gm_family *fam; /* the model's family (its inference
+				      * layer, embedding and head) */
 	bool first, last;       /* this stage embeds / holds the head */
 	bool lm_head;           /* logits over the vocabulary (else a
 				 * classifier's, negligible) */
@@ -98,6 +99,9 @@ struct gm_step_infer {
 	uint64_t batch, prompt; /* prompt: tokens of the forward pass */
 	uint64_t generate;      /* new tokens (0: one forward pass) */
 	double hidden, q, kv, ffn, vocab, head_dim;
+	double ffn_expert;      /* MoE: one expert's MLP width */
+	double experts, topk;   /* MoE: routed experts, experts per token
+				 * (0: a dense MLP) */
 	double c;               /* bytes per activation element */
 	double kvb;             /* bytes per KV-cache element */
 };
@@ -159,11 +163,12 @@ struct gm_step_block {
 /* The shapes planner/block.c builds a block program from, per tensor-
  * parallel rank (q, kv, ffn, heads divided by the degree). */
 struct gm_step_shape {
-	enum gm_step_net net;
+	const struct gm_family *fam; /* the model's family (its block) */
 	bool eager;             /* eager attention (else sdpa / flash) */
 	bool autocast;          /* torch.autocast: casts before matmuls */
-	bool dropout;           /* training dropout p > 0 (GPT-2, BERT) */
-	bool qkv_bias;          /* Llama-family q/k/v biases (Qwen2) */
+	bool dropout;           /* training dropout p > 0 (the family's
+				 * default) */
+	bool qkv_bias;          /* q/k/v biases (model.qkv_bias) */
 	enum gm_step_ckpt ckpt;
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;

@@ -59,6 +59,7 @@ struct gm_plan_args {
 	const char *html;                   /* --html FILE or NULL */
 	const char *catalog;                /* --catalog FILE or NULL */
 	double fraction;                    /* --fraction F, 0: none */
+	uint64_t frac_num, frac_den;        /* the same, exactly: num/den */
 	uint64_t limit;                     /* --limit SIZE, 0: none */
 	struct gm_model_opts model;         /* --reserve-model */
 	unsigned given;                     /* gm_cmd_once() bits */

@@ -308,7 +308,7 @@ int gm_cmd_fit(int argc, char **argv)
 		rc = gm_plan_gpu_resolve(&g, spec, cat, names[i], "--gpu",
 					 &diag);
 		if (!rc)
-			gm_plan_gpu_cap(&g, a.fraction, a.limit);
+			gm_plan_gpu_cap(&g, a.frac_num, a.frac_den, a.limit);
 		if (!rc && seen(fits, m, g.name))
 			continue; /* a repeated --gpu (or alias of one) */
 		if (!rc && named) {

@@ -330,7 +330,7 @@ int gm_cmd_plan(int argc, char **argv)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
 	if (!rc)
-		gm_plan_gpu_cap(&g, a.fraction, a.limit);
+		gm_plan_gpu_cap(&g, a.frac_num, a.frac_den, a.limit);
 	if (!rc)
 		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	if (!rc && trace && plan->per_gpu_stage != a.model.trace_stage) {

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "html.h"
+#include "options.h"
 #include "report.h"
 #include "units.h"
 
@@ -17,19 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A fraction in (0, 1], the whole text a decimal number. */
-static bool fraction_parse(const char *s, double *out)
+/* A fraction in (0, 1], read as the preload library reads GPUMEM_FRACTION
+ * (an exact decimal, options.h), so that the planned cap is its cap to
+ * the byte. */
+static bool fraction_parse(const char *s, struct gm_plan_args *a)
 {
-	char *end;
-	double v;
+	uint64_t num, den;
 
-	/* decimal only: no spaces, hex floats, "inf" or "nan" */
-	if (!*s || s[strspn(s, "0123456789.eE+-")])
+	if (gm_pl_fraction_parse(s, &num, &den) != 0)
 		return false;
-	v = strtod(s, &end);
-	if (*end || !isfinite(v) || !(v > 0) || v > 1)
-		return false;
-	*out = v;
+	a->frac_num = num;
+	a->frac_den = den;
+	a->fraction = (double)num / (double)den;
 	return true;
 }
 
@@ -136,7 +136,7 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 						  "analytic", optarg);
 		return 0;
 	case 'F':
-		if (!fraction_parse(optarg, &a->fraction))
+		if (!fraction_parse(optarg, a))
 			return gm_cmd_usage_error(name, "--fraction: '%s' is "
 						  "not a number in (0, 1]",
 						  optarg);

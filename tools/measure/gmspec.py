@@ -456,4 +456,6 @@ def shape_key(spec):
         keys.append("max_position_embeddings")
     if m["architecture"] == "bert":
         keys.append("type_vocab_size")
+    if m["architecture"] == "mixtral":
+        keys += ["experts", "moe_ffn_hidden_size"]
     return ",".join(f"{k}={m[k]}" for k in keys).lower()

@@ -13,16 +13,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch/family.h"
 #include "block.h"
 
 /* 4 tokens (batch 1, sequence 4), hidden 64, 4 heads of 16. */
-static struct gm_step_shape shape(enum gm_step_net net, bool autocast)
+static struct gm_step_shape shape(enum gm_arch net, bool autocast)
 {
 	struct gm_step_shape s = {
-		.net = net, .autocast = autocast,
-		.dropout = net != GM_NET_LLAMA, .tok = 4, .seq = 4,
+		.fam = gm_family(net), .autocast = autocast,
+		.dropout = net != GM_ARCH_LLAMA, .tok = 4, .seq = 4,
 		.hidden = 64, .q = 64, .kv = 64,
-		.ffn = net == GM_NET_LLAMA ? 128 : 256, .heads = 4,
+		.ffn = net == GM_ARCH_LLAMA ? 128 : 256, .heads = 4,
 		.head_dim = 16, .c = 2, .r = autocast ? 4 : 2};
 
 	return s;
@@ -103,7 +104,7 @@ static void llama_mixed(void **state)
 		256, 256, 256,                     /* post_attention norm */
 		128, 256, 256, 128, 256, 256,      /* gate, silu, up, * */
 		128, 256};                         /* down_proj, + */
-	struct gm_step_shape s = shape(GM_NET_LLAMA, true);
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
 	struct gm_step_block p;
 
 	(void)state;
@@ -128,7 +129,7 @@ static void gpt2_mixed(void **state)
 		128, 512,                          /* c_fc */
 		512, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024,
 		512, 128, 64, 128, 256};           /* c_proj, dropout, + */
-	struct gm_step_shape s = shape(GM_NET_GPT2, true);
+	struct gm_step_shape s = shape(GM_ARCH_GPT2, true);
 	struct gm_step_block p;
 
 	(void)state;
@@ -146,7 +147,7 @@ static void bert_mixed(void **state)
 		128, 64, 128, 256, 256,            /* dense, dropout, +, LN */
 		128, 512, 512,                     /* intermediate, gelu */
 		128, 64, 128, 256, 256};           /* output dense .. LN */
-	struct gm_step_shape s = shape(GM_NET_BERT, true);
+	struct gm_step_shape s = shape(GM_ARCH_BERT, true);
 	struct gm_step_block p;
 
 	(void)state;
@@ -173,7 +174,7 @@ static void llama_eager_true(void **state)
 		128, 128,                          /* o_proj, + */
 		256, 256, 256, 128, 128,
 		256, 256, 256, 256, 128, 128};
-	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, false);
 	struct gm_step_block p;
 
 	(void)state;
@@ -201,7 +202,7 @@ static void llama_sdpa_padded_head(void **state)
 		80, 80,                            /* o_proj, + */
 		160, 160, 160, 80, 80,
 		256, 256, 256, 256, 80, 80};       /* MLP */
-	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, false);
 	struct gm_step_block p;
 	int n8;
 
@@ -230,7 +231,7 @@ static void llama_sdpa_padded_head(void **state)
  * RECOMPUTE in the backward. */
 static void checkpointing(void **state)
 {
-	struct gm_step_shape s = shape(GM_NET_LLAMA, true);
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
 	struct gm_step_block p;
 	int drops = 0, core = 0, rec = 0;
 
@@ -266,7 +267,7 @@ static int bwd_allocs(const struct gm_step_block *p, double bytes)
  * sizes of the traces of gpt2-124m-*-adamw; Llama has no biases. */
 static void bias_staging(void **state)
 {
-	struct gm_step_shape s = shape(GM_NET_GPT2, false);
+	struct gm_step_shape s = shape(GM_ARCH_GPT2, false);
 	struct gm_step_block p;
 
 	(void)state;
@@ -283,7 +284,7 @@ static void bias_staging(void **state)
 	assert_int_equal(bwd_allocs(&p, 139198464), 1);  /* c_attn */
 	assert_true(bwd_allocs(&p, 50331648) >= 2);      /* both c_proj */
 	balanced(&p);
-	s.net = GM_NET_LLAMA;
+	s.fam = gm_family(GM_ARCH_LLAMA);
 	s.dropout = false;
 	s.ffn = 2048;
 	assert_int_equal(gm_block_build(&s, &p), 0);
@@ -298,7 +299,7 @@ static void bias_staging(void **state)
  * autocast, lm_head's bf16 cast of its fp32 output; BERT has none. */
 static void head_program(void **state)
 {
-	struct gm_step_shape s = shape(GM_NET_LLAMA, false);
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, false);
 	struct gm_step_block p;
 	const double llama[] = {256, 256, 256, 128, 128};
 	const double gpt2[] = {256, 128};
@@ -307,11 +308,11 @@ static void head_program(void **state)
 	assert_int_equal(gm_block_head_build(&s, &p), 0);
 	expect_forward(&p, llama, 5);
 	assert_true(p.gout_bytes == 4 * 128);
-	s = shape(GM_NET_GPT2, true);
+	s = shape(GM_ARCH_GPT2, true);
 	assert_int_equal(gm_block_head_build(&s, &p), 0);
 	expect_forward(&p, gpt2, 2);
 	assert_true(p.gout_bytes == 4 * 128);
-	s = shape(GM_NET_BERT, true);
+	s = shape(GM_ARCH_BERT, true);
 	assert_int_equal(gm_block_head_build(&s, &p) != 0, 1);
 }
 

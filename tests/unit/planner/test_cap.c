@@ -34,23 +34,28 @@ static void cap_from_options(void **state)
 	struct gm_plan_gpu g = h200();
 
 	(void)state;
-	gm_plan_gpu_cap(&g, 0, 0);
+	gm_plan_gpu_cap(&g, 0, 1, 0);
 	assert_int_equal(g.cap_bytes, 0);
 	/* a fraction of what CUDA reports, as both caps take it */
-	gm_plan_gpu_cap(&g, 0.5, 0);
+	gm_plan_gpu_cap(&g, 1, 2, 0);
 	assert_int_equal(g.cap_bytes, 143155 * GM_MiB / 2);
-	gm_plan_gpu_cap(&g, 1, 0);
+	gm_plan_gpu_cap(&g, 1, 1, 0);
 	assert_int_equal(g.cap_bytes, 143155 * GM_MiB);
 	/* the smaller of the two */
-	gm_plan_gpu_cap(&g, 0.5, 40 * GM_GiB);
+	gm_plan_gpu_cap(&g, 1, 2, 40 * GM_GiB);
 	assert_int_equal(g.cap_bytes, 40 * GM_GiB);
-	gm_plan_gpu_cap(&g, 0.1, 40 * GM_GiB);
+	gm_plan_gpu_cap(&g, 1, 10, 40 * GM_GiB);
 	assert_int_equal(g.cap_bytes, (uint64_t)(0.1 * 143155 * GM_MiB));
-	gm_plan_gpu_cap(&g, 0, 40 * GM_GiB);
+	gm_plan_gpu_cap(&g, 0, 1, 40 * GM_GiB);
 	assert_int_equal(g.cap_bytes, 40 * GM_GiB);
+	/* the exact decimal, as the preload library: 0.29 of 100 MiB is
+	 * 30408704 bytes (a double's 0.29 x 104857600 floors to 30408703) */
+	g.cuda_total_bytes = 100 * GM_MiB;
+	gm_plan_gpu_cap(&g, 29, 100, 0);
+	assert_int_equal(g.cap_bytes, 30408704);
 	/* CUDA's total not known: nvidia-smi's */
 	g.cuda_total_bytes = 0;
-	gm_plan_gpu_cap(&g, 0.5, 0);
+	gm_plan_gpu_cap(&g, 1, 2, 0);
 	assert_int_equal(g.cap_bytes, 143771 * GM_MiB / 2);
 }
 
@@ -104,7 +109,7 @@ static void fit_under_cap(void **state)
 
 	(void)state;
 	assert_int_equal(gm_fit(&s, &g, NULL, 0, &whole, &d), 0);
-	gm_plan_gpu_cap(&g, 0.5, 0);
+	gm_plan_gpu_cap(&g, 1, 2, 0);
 	assert_int_equal(gm_fit(&s, &g, NULL, 0, &half, &d), 0);
 	assert_true(half.max_micro_batch >= 1);
 	assert_true(half.max_micro_batch < whole.max_micro_batch);

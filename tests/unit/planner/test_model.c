@@ -171,6 +171,37 @@ static void inference_kv_cache(void **state)
 	assert_true(p.fits);
 }
 
+/* A small Mixtral (2 layers, 8 experts, top-2): the plan is balanced and
+ * says what one expert taking every token would add: in training
+ * tok (1 - k/E) x 3 expert widths (bf16: 2 B), in inference tok (1 -
+ * k/E) x (hidden + 4 expert widths); a dense model reports nothing. */
+static void moe_skew_reported(void **state)
+{
+	struct gm_spec s = spec_llama(2, 512, 1024, 8, 8, 32000);
+	struct gm_plan p;
+
+	(void)state;
+	assert_true(plan(s, &h200).per_gpu.moe_skew == 0);
+	s.model.architecture = GM_ARCH_MIXTRAL;
+	s.model.experts = 8;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 1024;
+	s.training.precision = GM_PREC_BF16_TRUE;
+	p = plan(s, &h200);
+	assert_true(p.per_gpu.moe_skew == 4096.0 * 0.75 * 3 * 1024 * 2);
+	assert_true(p.per_gpu.peak_allocated > 0);
+	s.task = GM_TASK_INFERENCE;
+	s.inference = (struct gm_spec_inference){
+		.precision = GM_PREC_BF16_TRUE, .batch_size = 2,
+		.prompt_length = 512, .generate_length = 0,
+		.kv_cache_dtype = GM_KV_BF16};
+	p = plan(s, &h200);
+	assert_true(p.per_gpu.moe_skew == 1024.0 * 0.75 * (512 + 4 * 1024) *
+		    2);
+	/* the cache is Llama's: 2 x layers x tokens x kv width x 2 B */
+	assert_true(p.per_gpu.kv_cache == 2.0 * 2 * 2 * 512 * 512 * 2);
+}
+
 static void fits_and_fit_search(void **state)
 {
 	struct gm_spec s = l7b();
@@ -388,6 +419,7 @@ int main(void)
 		cmocka_unit_test(settings_move_the_right_way),
 		cmocka_unit_test(pipeline_stages),
 		cmocka_unit_test(inference_kv_cache),
+		cmocka_unit_test(moe_skew_reported),
 		cmocka_unit_test(fits_and_fit_search),
 		cmocka_unit_test(largest_shapes_do_not_wrap),
 		cmocka_unit_test(fit_pairs_are_exact),

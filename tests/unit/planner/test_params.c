@@ -52,6 +52,34 @@ static void llama_tied_drops_lm_head(void **state)
 	assert_true(count(s) == 6738415616ULL - 32000ULL * 4096);
 }
 
+/* MixtralForCausalLM (transformers 5.x modeling_mixtral.py: the router
+ * (experts, hidden), MixtralExperts' gate_up_proj (experts, 2 ffn,
+ * hidden) and down_proj (experts, hidden, ffn)). Mixtral-8x7B's
+ * config.json: 32 layers, 4096 hidden, 14336 ffn, 32 heads, 8 KV heads,
+ * 32000 vocab, 8 experts, untied: 46,702,792,704 as published. */
+static void mixtral_8x7b(void **state)
+{
+	struct gm_spec s = spec_llama(32, 4096, 14336, 32, 8, 32000);
+	struct gm_param_layout l;
+	struct gm_diag d;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_MIXTRAL;
+	s.model.experts = 8;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 14336;
+	assert_true(count(s) == 46702792704ULL);
+	/* per layer: attention 2 x 4096^2 + 2 x 1024 x 4096, router
+	 * 8 x 4096, experts 8 x 3 x 14336 x 4096, two norms */
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == 41943040ULL + 32768ULL + 1409286144ULL +
+		    8192ULL);
+	/* the experts' width is moe_ffn_hidden_size */
+	s.model.moe_ffn_hidden_size = 7168;
+	assert_true(count(s) == 46702792704ULL -
+		    32ULL * 8 * 3 * 7168 * 4096);
+}
+
 static void gpt2_small(void **state)
 {
 	(void)state;
@@ -92,6 +120,7 @@ int main(void)
 		cmocka_unit_test(llama_family),
 		cmocka_unit_test(qwen2_qkv_bias),
 		cmocka_unit_test(llama_tied_drops_lm_head),
+		cmocka_unit_test(mixtral_8x7b),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(mismatch_and_custom),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "arch/family.h"
 #include "error.h"
 #include "model.h"
 #include "specs.h"
@@ -186,7 +187,7 @@ static void sequence_accumulation(void **state)
 /* A small Llama-shaped inference pass: 2 blocks, batch 2, prompt 8,
  * hidden 64 (4 heads of 16), 2 KV heads (kv width 32), ffn 128, vocab
  * 1000, bf16 activations and cache. */
-static struct gm_step infer_step(enum gm_step_net net, uint64_t gen)
+static struct gm_step infer_step(enum gm_arch net, uint64_t gen)
 {
 	struct gm_step st = {.training = false, .steps = 1, .layers = 2,
 			     .ga = 1, .in_flight = 1, .micro_max = 1,
@@ -196,9 +197,9 @@ static struct gm_step infer_step(enum gm_step_net net, uint64_t gen)
 	st.p[0] = (struct gm_step_param){.where = GM_STEP_LAYER,
 		.weight = 100};
 	st.inf = (struct gm_step_infer){
-		.net = net, .first = true, .last = true, .lm_head = true,
+		.fam = gm_family(net), .first = true, .last = true, .lm_head = true,
 		.batch = 2, .prompt = 8, .generate = gen, .hidden = 64,
-		.q = 64, .kv = net == GM_NET_LLAMA ? 32 : 64, .ffn = 128,
+		.q = 64, .kv = net == GM_ARCH_LLAMA ? 32 : 64, .ffn = 128,
 		.vocab = 1000, .head_dim = 16, .c = 2, .kvb = 2};
 	return st;
 }
@@ -214,7 +215,7 @@ static uint64_t largest(const struct count *c, enum gm_step_kind k)
  * while generating, of every position in a forward pass; all freed. */
 static void sequence_inference(void **state)
 {
-	struct gm_step st = infer_step(GM_NET_LLAMA, 3);
+	struct gm_step st = infer_step(GM_ARCH_LLAMA, 3);
 	struct gm_step_peak a, b;
 	struct count *c;
 
@@ -239,7 +240,7 @@ static void sequence_inference(void **state)
 	assert_true(a.peak > 0 && a.n_group > 0);
 
 	/* a forward pass: every position's logits, the cache of 8 */
-	st = infer_step(GM_NET_LLAMA, 0);
+	st = infer_step(GM_ARCH_LLAMA, 0);
 	c = count_emit(&st);
 	assert_int_equal(c->allocs[GM_SK_KV], 2 * 2);
 	assert_int_equal(largest(c, GM_SK_KV), 2 * 8 * 32 * 2);
@@ -252,12 +253,12 @@ static void sequence_inference(void **state)
 	free(c);
 
 	/* BERT: no cache; GPT-2: K and V as wide as the hidden size */
-	st = infer_step(GM_NET_BERT, 0);
+	st = infer_step(GM_ARCH_BERT, 0);
 	c = count_emit(&st);
 	assert_int_equal(c->allocs[GM_SK_KV], 0);
 	assert_int_equal(largest(c, GM_SK_LOGITS), 2 * 8 * 1000 * 2);
 	free(c);
-	st = infer_step(GM_NET_GPT2, 2);
+	st = infer_step(GM_ARCH_GPT2, 2);
 	c = count_emit(&st);
 	assert_int_equal(largest(c, GM_SK_KV), 2 * 9 * 64 * 2);
 	/* the fused q, k, v projection of the prompt's 16 tokens */

@@ -1,0 +1,54 @@
+/*
+ * step_emit.h - the inference emitter a family's inference layer is written
+ * with (step.c emits the pass; family.h's infer_* ops fill in the
+ * model-specific part).
+ *
+ * Every call appends allocate or free requests to the step's sequence in
+ * order; ids are slots (GM_EM_NONE: nothing, e.g. a zero-sized tensor or
+ * after an error: the emitter keeps its first error and ignores the
+ * rest). The shapes of the pass are gm_em_infer()'s (widths per tensor-
+ * parallel rank, c bytes per activation element). Units: bytes.
+ */
+#ifndef GM_STEP_EMIT_H
+#define GM_STEP_EMIT_H
+
+#include <stdint.h>
+
+#include "step.h"
+
+#define GM_EM_NONE UINT32_MAX
+
+struct gm_em;
+
+/* One forward: its tokens and the KV length before it. */
+struct gm_em_fwd {
+	uint64_t T;          /* tokens of this forward */
+	uint64_t n;          /* KV length before it (0: prefill) */
+};
+
+/* What the model's forward keeps while its blocks run. */
+struct gm_em_live {
+	uint32_t hs;         /* the hidden states between blocks */
+	uint32_t keep[3];    /* embedding outputs the forward still names */
+	uint32_t cs[2];      /* rotary cos, sin (GM_EM_NONE: none) */
+};
+
+const struct gm_step_infer *gm_em_infer(const struct gm_em *e);
+
+/* Allocate bytes of kind k; free *id and set it to GM_EM_NONE. */
+uint32_t gm_em_alloc(struct gm_em *e, double bytes, enum gm_step_kind k);
+void gm_em_free(struct gm_em *e, uint32_t *id);
+
+/* nn.LayerNorm over T tokens: its output (mean and rstd freed at once). */
+uint32_t gm_em_layer_norm(struct gm_em *e, double T);
+/* LlamaRMSNorm over T tokens: its output. */
+uint32_t gm_em_rms_norm(struct gm_em *e, double T);
+/* apply_rotary_pos_emb for one of q, k of the given bytes: its output. */
+uint32_t gm_em_rotary(struct gm_em *e, double bytes);
+/* The rotary cos and sin for q positions into cs[0..1] (with the first
+ * matmul's cuBLAS workspace). */
+void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs);
+/* DynamicCache.update of layer l's K and V for forward f. */
+void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f);
+
+#endif
