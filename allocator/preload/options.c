@@ -128,7 +128,8 @@ static void parse_size(const char *v, const char *name, uint64_t *out,
 		char why[256];
 
 		if (!o->bad[0])
-			snprintf(o->bad, sizeof(o->bad), "%s=%s is not a size: %s", name, v,
+			snprintf(o->bad, sizeof(o->bad), "%s=%s is not a "
+				 "size: %s", name, v,
 				 gm_size_error(v, why, sizeof(why)));
 		return;
 	}

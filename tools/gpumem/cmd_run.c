@@ -240,10 +240,11 @@ int gm_cmd_run(int argc, char **argv)
 			     gm_claimed_size_parse(optarg, &bytes))) {
 				char why[256];
 
-				return gm_cmd_usage_error("run", "--%s: '%s' is not a size: "
-					"%s", c == 'l' ? "limit" : "claimed",
-					optarg, gm_size_error(optarg, why,
-							      sizeof(why)));
+				gm_size_error(optarg, why, sizeof(why));
+				return gm_cmd_usage_error("run", "--%s: '%s' "
+					"is not a size: %s",
+					c == 'l' ? "limit" : "claimed", optarg,
+					why);
 			}
 			if (!bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "

@@ -145,9 +145,9 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 		if (gm_size_parse(optarg, &a->limit)) {
 			char why[256];
 
-			return gm_cmd_usage_error(name, "--limit: '%s' is not a size: %s",
-						  optarg, gm_size_error(optarg,
-						  why, sizeof(why)));
+			gm_size_error(optarg, why, sizeof(why));
+			return gm_cmd_usage_error(name, "--limit: '%s' is not "
+						  "a size: %s", optarg, why);
 		}
 		if (a->limit == 0)
 			return gm_cmd_usage_error(name, "--limit: '%s' is not "
