@@ -180,7 +180,9 @@ const struct gm_family gm_family_gpt_neox = {
 	 * intermediate_size 24576 = 4 x hidden_size 6144 (the 4 x hidden
 	 * default), tie_word_embeddings false */
 	.defaults = {.vocab = 50432, .max_positions = 2048, .tied = false,
-		     .head = GM_HEAD_CAUSAL_LM},
+		     .head = GM_HEAD_CAUSAL_LM,
+		     /* PEFT's mapping for gpt_neox */
+		     .lora_targets = {"query_key_value", NULL}},
 	.layout = layout,
 	.saved = saved,
 	.mlp_grads = 2,
