@@ -8,7 +8,8 @@
  * The module paths are those of modeling_llama.py (LlamaForCausalLM:
  * model.*, lm_head), modeling_gpt2.py (GPT2LMHeadModel: transformer.*),
  * modeling_bert.py (BertForMaskedLM: bert.embeddings.*,
- * bert.encoder.layer.*, cls.predictions.*).
+ * bert.encoder.layer.*, cls.predictions.*), modeling_gpt_neox.py
+ * (GPTNeoXForCausalLM: gpt_neox.*, lm_head).
  */
 #include "params_hf.h"
 
@@ -37,6 +38,9 @@ static const struct hf_prefix prefixes[] = {
 	{"gpt2", "ln_f", "transformer."},
 	{"bert", "embeddings.", "bert."},
 	{"bert", "layer.", "bert.encoder."},
+	{"gpt-neox", "embed_in", "gpt_neox."},
+	{"gpt-neox", "layers.", "gpt_neox."},
+	{"gpt-neox", "final_layer_norm", "gpt_neox."},
 };
 
 /* The prefix of group name in family fam (see prefixes[]). */

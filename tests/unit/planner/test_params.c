@@ -80,6 +80,36 @@ static void mixtral_8x7b(void **state)
 		    32ULL * 8 * 3 * 7168 * 4096);
 }
 
+/* GPTNeoXForCausalLM (transformers 5.x modeling_gpt_neox.py: fused
+ * query_key_value (3 hidden, hidden) with a bias, dense, dense_h_to_4h,
+ * dense_4h_to_h with biases, two LayerNorms with biases, embed_in and an
+ * untied lm_head). GPT-NeoX-20B's config.json: 44 layers, 6144 hidden,
+ * 24576 ffn, 64 heads, 50432 vocab: 20,554,567,680 on the meta device
+ * (transformers 5.24.0, tests/data/hf-tensors.json). */
+static void gpt_neox_20b(void **state)
+{
+	struct gm_spec s = spec_llama(44, 6144, 24576, 64, 64, 50432);
+	struct gm_param_layout l;
+	struct gm_diag d;
+	uint64_t h = 6144, f = 24576;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_GPT_NEOX;
+	assert_true(count(s) == 20554567680ULL);
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == 4 * h + 3 * h * h + 3 * h + h * h + h +
+		    2 * h * f + f + h);
+	/* tied: the head's copy of embed_in goes */
+	s.model.tied_embeddings = true;
+	assert_true(count(s) == 20554567680ULL - 50432ULL * 6144);
+	/* Pythia-160M (EleutherAI/pythia-160m config.json: 12 layers, 768
+	 * hidden, 3072 ffn, 12 heads, 50304 vocab, untied): 162,322,944 as
+	 * the Pythia suite's model table gives it */
+	s = spec_llama(12, 768, 3072, 12, 12, 50304);
+	s.model.architecture = GM_ARCH_GPT_NEOX;
+	assert_true(count(s) == 162322944ULL);
+}
+
 static void gpt2_small(void **state)
 {
 	(void)state;
@@ -121,6 +151,7 @@ int main(void)
 		cmocka_unit_test(qwen2_qkv_bias),
 		cmocka_unit_test(llama_tied_drops_lm_head),
 		cmocka_unit_test(mixtral_8x7b),
+		cmocka_unit_test(gpt_neox_20b),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(mismatch_and_custom),
