@@ -8,6 +8,7 @@
  * bias=True, o_proj without).
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 
 #include "activations.h"
 #include "block.h"
@@ -148,16 +149,17 @@ static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
 	gm_em_rope_tables(e, q, lv->cs);
 }
 
-/* One LlamaDecoderLayer in inference: returns its output; the
- * caller frees the input. */
-static uint32_t infer_layer(struct gm_em *e, uint64_t l,
-			    const struct gm_em_fwd *f)
+/* LlamaDecoderLayer's attention half in inference: input_layernorm,
+ * q/k/v, rotary, the cache, sdpa, o_proj and the residual add; returns
+ * the residual and sets *n2 to post_attention_layernorm's output (arch/
+ * llama.h). */
+uint32_t gm_llama_infer_attention(struct gm_em *e, uint64_t l,
+				  const struct gm_em_fwd *f, uint32_t *n2)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double T = (double)f->T, c = in->c;
 	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	double I = T * in->ffn * c;
-	uint32_t n1, q, k, v, qe, ke, o, p, r, n2, gt, s, up, m, d, out;
+	uint32_t n1, q, k, v, qe, ke, o, p, r;
 
 	n1 = gm_em_rms_norm(e, T);
 	q = gm_em_alloc(e, Q, GM_SK_TRANSIENT);
@@ -177,7 +179,21 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	gm_em_free(e, &n1);
 	r = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* residual + */
 	gm_em_free(e, &p);
-	n2 = gm_em_rms_norm(e, T);
+	*n2 = gm_em_rms_norm(e, T);
+	return r;
+}
+
+/* One LlamaDecoderLayer in inference: returns its output; the
+ * caller frees the input. */
+static uint32_t infer_layer(struct gm_em *e, uint64_t l,
+			    const struct gm_em_fwd *f)
+{
+	const struct gm_step_infer *in = gm_em_infer(e);
+	double T = (double)f->T, c = in->c;
+	double X = T * in->hidden * c, I = T * in->ffn * c;
+	uint32_t r, n2, gt, s, up, m, d, out;
+
+	r = gm_llama_infer_attention(e, l, f, &n2);
 	gt = gm_em_alloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
 	s = gm_em_alloc(e, I, GM_SK_TRANSIENT);          /* silu */
 	gm_em_free(e, &gt);

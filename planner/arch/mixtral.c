@@ -17,6 +17,7 @@
  * analytic saved-tensor list below.
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 
 #include "activations.h"
 #include "loss.h"
@@ -171,28 +172,10 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	uint32_t n1, q, k, v, qe, ke, o, p, r, n2, mo, out;
+	double X = T * in->hidden * c;
+	uint32_t r, n2, mo, out;
 
-	n1 = gm_em_rms_norm(e, T);
-	q = gm_em_alloc(e, Q, GM_SK_TRANSIENT);
-	k = gm_em_alloc(e, K, GM_SK_TRANSIENT);
-	v = gm_em_alloc(e, K, GM_SK_TRANSIENT);
-	qe = gm_em_rotary(e, Q);
-	ke = gm_em_rotary(e, K);
-	gm_em_free(e, &q);
-	gm_em_free(e, &k);
-	gm_em_kv_append(e, l, f);
-	gm_em_free(e, &ke);
-	gm_em_free(e, &v);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
-	p = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* o_proj */
-	gm_em_free(e, &o);
-	gm_em_free(e, &qe);
-	gm_em_free(e, &n1);
-	r = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* residual + */
-	gm_em_free(e, &p);
-	n2 = gm_em_rms_norm(e, T);
+	r = gm_llama_infer_attention(e, l, f, &n2);
 	mo = moe(e, T);
 	gm_em_free(e, &n2);
 	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
