@@ -489,21 +489,11 @@ static int check_framework(struct gm__spec_ctx *c)
 	return 0;
 }
 
-/* The PEFT module names of each family's linear layers (Hugging Face
- * modeling_llama.py, modeling_gpt2.py, modeling_bert.py). */
-static const char *const lora_names[][8] = {
-	[GM_ARCH_LLAMA] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-			   "up_proj", "down_proj", NULL},
-	[GM_ARCH_GPT2] = {"c_attn", "c_proj", "c_fc", NULL},
-	[GM_ARCH_BERT] = {"query", "key", "value", "dense", NULL},
-	[GM_ARCH_CUSTOM] = {NULL},
-};
-
 static int check_adapter(struct gm__spec_ctx *c)
 {
 	const struct gm_spec *s = c->spec;
 	const struct gm_spec_training *t = &s->training;
-	const char *const *names = lora_names[s->model.architecture];
+	const char *const *names = gm_family(s->model.architecture)->linears;
 
 	if (t->adapter == GM_ADAPTER_NONE) {
 		if (given(s, GM_K_LORA_RANK))

@@ -214,6 +214,7 @@ const struct gm_family gm_family_bert = {
 		     .lora_targets = {"query", "value"}},
 	.keys = GM_FK_TYPE_VOCAB | GM_FK_MASKED_LM,
 	.learned_positions = true,
+	.linears = {"query", "key", "value", "dense"},
 	.layout = layout,
 	.saved = saved,
 	.mlp_grads = 2,

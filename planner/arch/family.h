@@ -84,6 +84,11 @@ struct gm_family {
 		const char *lora_targets[2];
 	} defaults;
 	unsigned keys;         /* GM_FK_*: optional keys it accepts */
+	/* The module names of a block's nn.Linear layers in the family's
+	 * transformers modeling file (5.24.0): what training.lora_targets
+	 * may name. NULL ends the list; empty for a family without a
+	 * shape. */
+	const char *linears[8];
 	bool learned_positions; /* one position embedding per position:
 				 * max_position_embeddings bounds the
 				 * sequence */

@@ -222,6 +222,7 @@ const struct gm_family gm_family_gpt2 = {
 	.defaults = {.vocab = 50257, .max_positions = 1024, .tied = true,
 		     .head = GM_HEAD_CAUSAL_LM, .lora_targets = {"c_attn"}},
 	.learned_positions = true,
+	.linears = {"c_attn", "c_proj", "c_fc"},
 	.layout = layout,
 	.saved = saved,
 	.mlp_grads = 2,

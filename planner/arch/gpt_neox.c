@@ -183,6 +183,7 @@ const struct gm_family gm_family_gpt_neox = {
 		     .head = GM_HEAD_CAUSAL_LM,
 		     /* PEFT's mapping for gpt_neox */
 		     .lora_targets = {"query_key_value", NULL}},
+	.linears = {"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"},
 	.layout = layout,
 	.saved = saved,
 	.mlp_grads = 2,

@@ -213,6 +213,8 @@ const struct gm_family gm_family_mixtral = {
 		     .experts = 8, .experts_per_token = 2,
 		     .lora_targets = {"q_proj", "v_proj"}},
 	.keys = GM_FK_MOE,
+	/* the experts are fused parameters (MixtralExperts), not Linear */
+	.linears = {"q_proj", "k_proj", "v_proj", "o_proj", "gate"},
 	.layout = layout,
 	.saved = saved,
 	.mlp_grads = 3,

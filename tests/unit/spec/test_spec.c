@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch/family.h"
 #include "catalog.h"
 #include "error.h"
 #include "spec.h"
@@ -352,6 +353,44 @@ static void recipe_defaults(void **state)
 	assert_string_equal(spec.training.lora_targets[0], "c_attn");
 }
 
+/* Every family: each of its linear layers is a LoRA target the spec
+ * accepts, another name is refused with the family's list; a family
+ * without a shape refuses the adapter. Runs over the whole family table
+ * so a new family cannot index past a table of its own. */
+static void lora_targets_every_family(void **state)
+{
+	(void)state;
+	for (int a = 0; a < GM_ARCH_N; a++) {
+		const struct gm_family *f = gm_family(a);
+		char text[1024], list[512] = "";
+		int n;
+
+		for (n = 0; n < 8 && f->linears[n]; n++) {
+			strcat(list, n ? ", " : "");
+			strcat(list, f->linears[n]);
+		}
+		assert_true(f->shaped ? n > 0 : n == 0);
+		snprintf(text, sizeof(text), "model:\n  architecture: %s\n"
+			 "  layers: 2\n  hidden_size: 64\n  attention_heads: 4\n"
+			 "%straining:\n  adapter: lora\n  lora_targets: [%s]\n",
+			 f->name, f->shaped ? "" : "  parameters: 1000000\n",
+			 f->shaped ? list : "q_proj");
+		if (!f->shaped) {
+			assert_int_equal(load("x.yaml", text, NULL, 0), GM_EINVAL);
+			continue;
+		}
+		assert_int_equal(load("x.yaml", text, NULL, 0), 0);
+		assert_int_equal(spec.training.n_lora_targets, n);
+		snprintf(text, sizeof(text), "model:\n  architecture: %s\n"
+			 "  layers: 2\n  hidden_size: 64\n  attention_heads: 4\n"
+			 "training:\n  adapter: lora\n  lora_targets: [nonsense]\n",
+			 f->name);
+		assert_int_equal(load("x.yaml", text, NULL, 0), GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "'nonsense' is not a linear"));
+		assert_non_null(strstr(diag.msg, list));
+	}
+}
+
 static void write_file(const char *file, const char *text)
 {
 	char path[128];
@@ -472,6 +511,7 @@ int main(void)
 		cmocka_unit_test(gpu_check_catalog),
 		cmocka_unit_test(excerpt),
 		cmocka_unit_test(recipe_defaults),
+		cmocka_unit_test(lora_targets_every_family),
 		cmocka_unit_test(deepspeed_config),
 	};
 	int rc;
