@@ -17,7 +17,8 @@
 	X(GPT2, gpt2, "gpt2")          \
 	X(BERT, bert, "bert")          \
 	X(CUSTOM, custom, "custom")    \
-	X(MIXTRAL, mixtral, "mixtral")
+	X(MIXTRAL, mixtral, "mixtral") \
+	X(QWEN3, qwen3, "qwen3")
 
 #define GM_ARCH_ENUM_(id, sym, name) GM_ARCH_##id,
 enum gm_arch { GM_FAMILIES(GM_ARCH_ENUM_) GM_ARCH_N };
