@@ -63,11 +63,14 @@ static void model_defaults(struct gm_spec *s)
  * PEFT's default LoRA targets per model type (peft/utils/constants.py,
  * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.20).
  */
-static const char *const lora_default[][2] = {
+static const char *const lora_default[GM_ARCH_N][2] = {
 	[GM_ARCH_LLAMA] = {"q_proj", "v_proj"},
 	[GM_ARCH_GPT2] = {"c_attn", NULL},
 	[GM_ARCH_BERT] = {"query", "value"},
 	[GM_ARCH_CUSTOM] = {NULL, NULL},
+	[GM_ARCH_MIXTRAL] = {"q_proj", "v_proj"},
+	[GM_ARCH_QWEN3] = {"q_proj", "v_proj"},
+	/* a family not listed has no default targets (NULL, NULL) */
 };
 
 /*
