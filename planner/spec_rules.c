@@ -63,15 +63,6 @@ static void model_defaults(struct gm_spec *s)
  * PEFT's default LoRA targets per model type (peft/utils/constants.py,
  * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.20).
  */
-static const char *const lora_default[GM_ARCH_N][2] = {
-	[GM_ARCH_LLAMA] = {"q_proj", "v_proj"},
-	[GM_ARCH_GPT2] = {"c_attn", NULL},
-	[GM_ARCH_BERT] = {"query", "value"},
-	[GM_ARCH_CUSTOM] = {NULL, NULL},
-	[GM_ARCH_MIXTRAL] = {"q_proj", "v_proj"},
-	[GM_ARCH_QWEN3] = {"q_proj", "v_proj"},
-	/* a family not listed has no default targets (NULL, NULL) */
-};
 
 /*
  * How the run is built: each default is what the planner modelled
@@ -93,7 +84,8 @@ static void recipe_defaults(struct gm_spec *s)
 	if (!given(s, GM_K_LORA_TARGETS)) {
 		t->n_lora_targets = 0;
 		for (int i = 0; i < 2; i++) {
-			const char *n = lora_default[s->model.architecture][i];
+			const char *n = gm_family(s->model.architecture)->
+					defaults.lora_targets[i];
 			if (n)
 				gm_text_copy(t->lora_targets[t->n_lora_targets++],
 					     sizeof(t->lora_targets[0]), n);

@@ -79,6 +79,11 @@ struct gm_family {
 		enum gm_head head;
 		uint64_t experts, experts_per_token; /* MoE families */
 		uint64_t head_dim; /* 0: hidden_size / attention_heads */
+		/* PEFT's default LoRA target modules for the model type
+		 * (peft utils/constants.py
+		 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING); NULL
+		 * ends the list */
+		const char *lora_targets[2];
 	} defaults;
 	unsigned keys;         /* GM_FK_*: optional keys it accepts */
 	bool learned_positions; /* one position embedding per position:

@@ -220,7 +220,7 @@ const struct gm_family gm_family_gpt2 = {
 	.name = "gpt2",
 	.shaped = true,
 	.defaults = {.vocab = 50257, .max_positions = 1024, .tied = true,
-		     .head = GM_HEAD_CAUSAL_LM},
+		     .head = GM_HEAD_CAUSAL_LM, .lora_targets = {"c_attn"}},
 	.learned_positions = true,
 	.layout = layout,
 	.saved = saved,

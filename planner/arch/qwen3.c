@@ -210,7 +210,9 @@ const struct gm_family gm_family_qwen3 = {
 	/* Qwen3Config: vocab_size 151936, head_dim 128,
 	 * tie_word_embeddings false */
 	.defaults = {.ffn = ffn, .vocab = 151936, .head = GM_HEAD_CAUSAL_LM,
-		     .head_dim = 128},
+		     .head_dim = 128,
+		     /* PEFT's q_proj, v_proj (as llama) */
+		     .lora_targets = {"q_proj", "v_proj"}},
 	.keys = GM_FK_HEAD_DIM,
 	.layout = layout,
 	.saved = saved,
