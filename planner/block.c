@@ -312,11 +312,11 @@ static int layer_norm(struct gm_blk *b, int x)
 }
 
 /* LlamaRMSNorm: x.to(fp32); pow(2).mean(-1); x * rsqrt(var + eps);
- * weight * x.to(input dtype). */
-static int rms_norm(struct gm_blk *b, int x)
+ * weight * x.to(input dtype). T rows (the mean's elements), the weight
+ * `width` wide. */
+static int rms_norm_rows(struct gm_blk *b, int x, double T, double width)
 {
-	const struct gm_step_shape *sh = b->sh;
-	double R = b->t[x].eb, N = nel(b, x), T = sh->tok;
+	double R = b->t[x].eb, N = nel(b, x);
 	int x32 = R == 4 ? x : cast(b, x, 4);
 	int pw, var, ve, r, y, yc, o;
 
@@ -338,9 +338,16 @@ static int rms_norm(struct gm_blk *b, int x)
 	/* MulBackward0: the weight's gradient is grad * yc summed over the
 	 * tokens, after yc's */
 	b->n[b->nn - 1].wtmp = N * R;
-	b->n[b->nn - 1].red = red(b, sh->hidden);
+	b->n[b->nn - 1].red = gm_reduce_staging_bytes(T, width, b->sh->sms,
+						      b->sh->sm_threads);
 	drop(b, yc);
 	return o;
+}
+
+/* LlamaRMSNorm over the hidden size: one row per token. */
+static int rms_norm(struct gm_blk *b, int x)
+{
+	return rms_norm_rows(b, x, b->sh->tok, b->sh->hidden);
 }
 
 /* apply_rotary_pos_emb for one of q, k: x * cos + rotate_half(x) * sin,
@@ -809,6 +816,12 @@ int gm_blk_layer_norm(struct gm_blk *b, int x)
 int gm_blk_rms_norm(struct gm_blk *b, int x)
 {
 	return rms_norm(b, x);
+}
+
+int gm_blk_head_rms_norm(struct gm_blk *b, int x)
+{
+	return rms_norm_rows(b, x, nel(b, x) / b->sh->head_dim,
+			     b->sh->head_dim);
 }
 
 int gm_blk_rotary(struct gm_blk *b, int x)

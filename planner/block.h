@@ -77,6 +77,9 @@ int gm_blk_add(struct gm_blk *b, int x, int y);
 /* nn.LayerNorm, LlamaRMSNorm of x. */
 int gm_blk_layer_norm(struct gm_blk *b, int x);
 int gm_blk_rms_norm(struct gm_blk *b, int x);
+/* An RMSNorm over head_dim applied to each head of x (tok x heads x
+ * head_dim): Qwen3Attention's q_norm, k_norm. */
+int gm_blk_head_rms_norm(struct gm_blk *b, int x);
 /* apply_rotary_pos_emb for one of q, k. */
 int gm_blk_rotary(struct gm_blk *b, int x);
 /* Dropout of x (replaces it; x itself without training dropout). */

@@ -16,6 +16,8 @@
  */
 #include "hf_config.h"
 
+#include "arch/family.h"
+
 #include "json.h"
 #include "spec_int.h"
 
@@ -29,7 +31,8 @@
 
 enum hf_rule {
 	HF_SET,      /* the value fills key (its kind decides the JSON type) */
-	HF_HEAD_DIM, /* fills key where the build has it; else it must be
+	HF_HEAD_DIM, /* fills key where the planner's family takes
+		      * model.head_dim (GM_FK_HEAD_DIM); else it must be
 		      * hidden_size / num_attention_heads */
 	HF_SHAPE_FREE, /* fills key where the build has it; else ignored:
 			* no parameter or activation shape depends on it */
@@ -473,7 +476,9 @@ static int apply_row(struct hf_ctx *h, const struct hf_field *f, int pass)
 			return store(h, id, root, f->hf, f->absent);
 		return 0;
 	}
-	if (id < 0)
+	if (id < 0 || (f->rule == HF_HEAD_DIM &&
+			!(gm_family(h->c->spec->model.architecture)->keys &
+			  GM_FK_HEAD_DIM)))
 		return row_without_key(h, f, n);
 	return store(h, id, n, f->hf, NULL);
 }

@@ -166,11 +166,29 @@ static uint64_t stage_layers(uint64_t L, unsigned p, unsigned r)
 	return L / p + (r < L % p ? 1 : 0);
 }
 
+/* One head's width (elements): model.head_dim, else hidden_size /
+ * attention_heads. */
+static double head_dim(const struct gm_spec_model *m)
+{
+	if (m->head_dim)
+		return (double)m->head_dim;
+	return (double)m->hidden_size / (double)m->attention_heads;
+}
+
+/* q_proj's output width (elements): heads x head_dim, which is
+ * hidden_size unless model.head_dim decouples them (Qwen3Attention). */
+static double q_width(const struct gm_spec_model *m)
+{
+	if (m->head_dim)
+		return (double)m->head_dim * (double)m->attention_heads;
+	return (double)m->hidden_size;
+}
+
 static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 		       double s, double b)
 {
 	const struct gm_spec_model *m = &c->spec->model;
-	double hd = (double)m->hidden_size / (double)m->attention_heads;
+	double hd = head_dim(m);
 
 	d->h = (double)m->hidden_size;
 	d->kv = hd * (double)m->kv_heads;
@@ -350,7 +368,7 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 {
 	const struct gm_spec *sp = c->spec;
 	const struct gm_spec_model *m = &sp->model;
-	double hd = (double)m->hidden_size / (double)m->attention_heads;
+	double hd = head_dim(m);
 	enum gm_ckpt ck = sp->training.activation_checkpointing;
 	struct gm_step_shape sh = {
 		.fam = c->fam,
@@ -364,7 +382,7 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 			GM_STEP_CKPT_NONE,
 		.tok = s * b, .seq = s,
 		.hidden = (double)m->hidden_size,
-		.q = (double)m->hidden_size / c->t,
+		.q = q_width(m) / c->t,
 		.kv = hd * (double)m->kv_heads / c->t,
 		.ffn = (double)m->ffn_hidden_size / c->t,
 		.heads = (double)m->attention_heads / c->t,
@@ -1058,7 +1076,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 {
 	const struct gm_spec_inference *si = &c->spec->inference;
 	const struct gm_spec_model *m = &c->spec->model;
-	double hd = (double)m->hidden_size / (double)m->attention_heads;
+	double hd = head_dim(m);
 
 	memset(in, 0, sizeof(*in));
 	in->fam = c->fam;
@@ -1070,7 +1088,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	/* an encoder has no cache to generate with: one forward pass */
 	in->generate = c->fam->encoder ? 0 : si->generate_length;
 	in->hidden = (double)m->hidden_size;
-	in->q = (double)m->hidden_size / c->t;
+	in->q = q_width(m) / c->t;
 	in->kv = hd * (double)m->kv_heads / c->t;
 	in->ffn = (double)m->ffn_hidden_size / c->t;
 	in->ffn_expert = (double)m->moe_ffn_hidden_size / c->t;

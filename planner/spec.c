@@ -157,6 +157,7 @@ const char *gm_offload_name(enum gm_offload o)
 #define GM_MAX_LORA_RANK (1u << 16) /* a LoRA rank above the widest layer
 				     * is refused by spec_rules.c */
 #define GM_MAX_EXPERTS  (1u << 12)  /* 4,096 experts */
+#define GM_MAX_HEAD_DIM (1u << 16)  /* 65,536 elements per head */
 #define BOOL(id, nm, par, f)                                                \
 	[id] = {nm, par, GM_KIND_BOOL, OFF(f), 0, 0, 0, NULL, 0}
 #define ENUM(id, nm, par, f, names)                                         \
@@ -191,6 +192,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	U64(GM_K_HEAD_DIM, "head_dim", GM_K_MODEL, model.head_dim, 1,
+	    GM_MAX_HEAD_DIM),
 	U64(GM_K_EXPERTS, "experts", GM_K_MODEL, model.experts, 1,
 	    GM_MAX_EXPERTS),
 	U64(GM_K_EXPERTS_PER_TOKEN, "experts_per_token", GM_K_MODEL,

@@ -95,6 +95,9 @@ struct gm_spec_model {
 	double activation_bytes_per_token; /* custom models; 0 = not given */
 	bool qkv_bias;              /* q/k/v projections have biases where
 				     * the family takes the key (Qwen2) */
+	uint64_t head_dim;          /* one attention head's width where the
+				     * family takes the key (Qwen3); 0 =
+				     * hidden_size / attention_heads */
 	/* mixture of experts (families that take GM_FK_MOE; else 0) */
 	uint64_t experts;           /* routed experts per MoE layer */
 	uint64_t experts_per_token; /* top-k */

@@ -47,6 +47,8 @@ static void model_defaults(struct gm_spec *s)
 		m->head = fam->defaults.head;
 	if (!given(s, GM_K_NUM_LABELS))
 		m->num_labels = 2;
+	if (!given(s, GM_K_HEAD_DIM))
+		m->head_dim = fam->defaults.head_dim;
 	if (!(fam->keys & GM_FK_MOE))
 		return;
 	if (!given(s, GM_K_EXPERTS))
@@ -209,6 +211,7 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		{GM_K_EXPERTS_PER_TOKEN, GM_FK_MOE, ""},
 		{GM_K_MOE_FFN, GM_FK_MOE, ""},
 		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
+		{GM_K_HEAD_DIM, GM_FK_HEAD_DIM, ""},
 	};
 	const struct gm_spec *s = c->spec;
 	const struct gm_family *fam = gm_family(s->model.architecture);

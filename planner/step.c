@@ -1089,11 +1089,12 @@ uint32_t gm_em_layer_norm(struct gm_em *e, double T)
 }
 
 /* LlamaRMSNorm: x.to(float32); x.pow(2).mean(-1); x * rsqrt(var + eps);
- * weight * x.to(dtype). In fp32 both casts return their input. */
-uint32_t gm_em_rms_norm(struct gm_em *e, double T)
+ * weight * x.to(dtype). In fp32 both casts return their input. N
+ * elements in T rows. */
+static uint32_t rms_norm_n(struct gm_em *e, double N, double T)
 {
 	const struct gm_step_infer *in = &e->st->inf;
-	double X = T * in->hidden * in->c, F = T * in->hidden * 4, S = T * 4;
+	double X = N * in->c, F = N * 4, S = T * 4;
 	bool cast = in->c != 4;
 	uint32_t a = NONE, b, var, t, r, y, g = NONE, out;
 
@@ -1115,6 +1116,16 @@ uint32_t gm_em_rms_norm(struct gm_em *e, double T)
 	efree(e, &y);
 	efree(e, &var);
 	return out;
+}
+
+uint32_t gm_em_rms_norm(struct gm_em *e, double T)
+{
+	return rms_norm_n(e, T * e->st->inf.hidden, T);
+}
+
+uint32_t gm_em_head_rms_norm(struct gm_em *e, double T, double width)
+{
+	return rms_norm_n(e, T * width, T * width / e->st->inf.head_dim);
 }
 
 /* apply_rotary_pos_emb for one of q, k (bytes each): x * cos +

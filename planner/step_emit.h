@@ -43,6 +43,9 @@ void gm_em_free(struct gm_em *e, uint32_t *id);
 uint32_t gm_em_layer_norm(struct gm_em *e, double T);
 /* LlamaRMSNorm over T tokens: its output. */
 uint32_t gm_em_rms_norm(struct gm_em *e, double T);
+/* An RMSNorm over head_dim on each head of a T x width projection
+ * (Qwen3Attention's q_norm, k_norm; width per rank): its output. */
+uint32_t gm_em_head_rms_norm(struct gm_em *e, double T, double width);
 /* apply_rotary_pos_emb for one of q, k of the given bytes: its output. */
 uint32_t gm_em_rotary(struct gm_em *e, double bytes);
 /* The rotary cos and sin for q positions into cs[0..1] (with the first

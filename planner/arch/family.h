@@ -42,6 +42,7 @@ enum {
 	GM_FK_MOE = 1 << 4,            /* model.experts, experts_per_token,
 					* moe_ffn_hidden_size */
 	GM_FK_SHARED_EXPERTS = 1 << 5, /* model.shared_experts */
+	GM_FK_HEAD_DIM = 1 << 6,       /* model.head_dim */
 };
 
 /* What the first block's input is to the model's forward (training):
@@ -77,6 +78,7 @@ struct gm_family {
 		bool tied;
 		enum gm_head head;
 		uint64_t experts, experts_per_token; /* MoE families */
+		uint64_t head_dim; /* 0: hidden_size / attention_heads */
 		/* PEFT's default LoRA target modules for the model type
 		 * (peft utils/constants.py
 		 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING); NULL

@@ -13,12 +13,13 @@
 #define GM_ARCH_LIST_H
 
 #define GM_FAMILIES(X)                 \
-	X(LLAMA, llama, "llama")       \
-	X(GPT2, gpt2, "gpt2")          \
-	X(BERT, bert, "bert")          \
-	X(CUSTOM, custom, "custom")    \
-	X(MIXTRAL, mixtral, "mixtral") \
-	X(GPT_NEOX, gpt_neox, "gpt-neox")
+	X(LLAMA, llama, "llama")          \
+	X(GPT2, gpt2, "gpt2")             \
+	X(BERT, bert, "bert")             \
+	X(CUSTOM, custom, "custom")       \
+	X(MIXTRAL, mixtral, "mixtral")    \
+	X(GPT_NEOX, gpt_neox, "gpt-neox") \
+	X(QWEN3, qwen3, "qwen3")
 
 #define GM_ARCH_ENUM_(id, sym, name) GM_ARCH_##id,
 enum gm_arch { GM_FAMILIES(GM_ARCH_ENUM_) GM_ARCH_N };

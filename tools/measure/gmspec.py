@@ -48,6 +48,7 @@ SCHEMA = {
         "parameters": (float, None),
         "activation_bytes_per_token": (float, None),
         "qkv_bias": (bool, False),
+        "head_dim": (int, None),
         "hf_config": (str, None),
         "experts": (int, None),
         "experts_per_token": (int, None),
@@ -133,6 +134,7 @@ HF_KEYS = (
     ("experts_per_token", "num_experts_per_tok"),
     ("shared_experts", "n_shared_experts"),
     ("moe_ffn_hidden_size", "moe_intermediate_size"),
+    ("head_dim", "head_dim"),
 )
 HF_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
              "gpt2": "gpt2", "bert": "bert", "mixtral": "mixtral",
@@ -159,6 +161,8 @@ HF_FAMILIES = {
     "mistral": ("llama", _LLAMA_HF, {"tied_embeddings": False}),
     "qwen2": ("llama", _LLAMA_HF, {"tied_embeddings": False,
                                     "qkv_bias": True}),
+    "qwen3": ("qwen3", dict(_LLAMA_HF, head_dim="head_dim"),
+              {"tied_embeddings": False, "head_dim": 128}),
     "gpt2": ("gpt2", {"n_embd": "hidden_size", "n_inner": "ffn_hidden_size",
                       "n_layer": "layers", "n_head": "attention_heads",
                       "vocab_size": "vocab_size",
@@ -458,4 +462,6 @@ def shape_key(spec):
         keys.append("type_vocab_size")
     if m["architecture"] == "mixtral":
         keys += ["experts", "moe_ffn_hidden_size"]
+    if m["architecture"] == "qwen3":
+        keys.append("head_dim")
     return ",".join(f"{k}={m[k]}" for k in keys).lower()

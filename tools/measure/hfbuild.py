@@ -27,6 +27,7 @@ def model_class_name(spec):
         ("llama", "classification"): "LlamaForSequenceClassification",
         ("qwen2", "causal-lm"): "Qwen2ForCausalLM",
         ("qwen2", "classification"): "Qwen2ForSequenceClassification",
+        ("qwen3", "causal-lm"): "Qwen3ForCausalLM",
         ("gpt2", "causal-lm"): "GPT2LMHeadModel",
         ("gpt2", "classification"): "GPT2ForSequenceClassification",
         ("bert", "masked-lm"): "BertForMaskedLM",
@@ -47,7 +48,7 @@ def config_kwargs(spec, attn_implementation=None):
     m = spec["model"]
     arch = m["architecture"]
     kw = {}
-    if arch == "llama":
+    if arch in ("llama", "qwen3"):
         kw = dict(hidden_size=m["hidden_size"],
                   intermediate_size=m["ffn_hidden_size"],
                   num_hidden_layers=m["layers"],
@@ -56,6 +57,9 @@ def config_kwargs(spec, attn_implementation=None):
                   vocab_size=m["vocab_size"],
                   max_position_embeddings=m["max_position_embeddings"],
                   tie_word_embeddings=m["tied_embeddings"])
+        if arch == "qwen3":
+            # Qwen3Config's head_dim (default 128), not hidden / heads
+            kw["head_dim"] = m["head_dim"] or 128
     elif arch == "gpt2":
         if m["kv_heads"] != m["attention_heads"]:
             raise Unsupported("model.kv_heads: GPT-2 has no grouped-query "
@@ -97,6 +101,7 @@ def build_config(spec, attn_implementation=None):
         return transformers.Qwen2Config(**config_kwargs(spec,
                                                         attn_implementation))
     cls = {"llama": transformers.LlamaConfig,
+           "qwen3": transformers.Qwen3Config,
            "gpt2": transformers.GPT2Config,
            "bert": transformers.BertConfig}[spec["model"]["architecture"]]
     return cls(**config_kwargs(spec, attn_implementation))

@@ -110,6 +110,40 @@ static void gpt_neox_20b(void **state)
 	assert_true(count(s) == 162322944ULL);
 }
 
+/* Qwen3ForCausalLM (transformers 5.x modeling_qwen3.py, Qwen3Attention:
+ * q_proj hidden -> heads x head_dim, o_proj back, q_norm and k_norm of
+ * (head_dim,)); transformers' meta-device counts of
+ * sum(p.numel() for p in model.parameters()). */
+static void qwen3_head_dim(void **state)
+{
+	struct gm_spec s = spec_llama(36, 4096, 12288, 32, 8, 151936);
+	struct gm_param_layout l;
+	struct gm_diag d;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_QWEN3;
+	s.model.head_dim = 128;
+	/* Qwen3-8B: 36 layers, 4096 hidden, 12288 ffn, 32 heads, 8 KV
+	 * heads, head_dim 128, 151936 vocab, untied */
+	assert_true(count(s) == 8190735360ULL);
+	/* Qwen3-0.6B: 28 layers, 1024 hidden, 3072 ffn, 16 heads, 8 KV
+	 * heads, head_dim 128 (16 x 128 = 2048, not 1024), tied */
+	s = spec_llama(28, 1024, 3072, 16, 8, 151936);
+	s.model.architecture = GM_ARCH_QWEN3;
+	s.model.head_dim = 128;
+	s.model.tied_embeddings = true;
+	assert_true(count(s) == 596049920ULL);
+	/* per layer: q 2048 x 1024, k and v 1024 x 1024, o 1024 x 2048,
+	 * q/k norms 2 x 128, MLP 3 x 3072 x 1024, two norms 2 x 1024 */
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == 2ULL * 2048 * 1024 + 2ULL * 1024 * 1024 +
+		    256ULL + 3ULL * 3072 * 1024 + 2048ULL);
+	/* without head_dim: hidden_size / attention_heads (64) */
+	s.model.head_dim = 0;
+	assert_true(count(s) == 596049920ULL -
+		    28ULL * (2 * 1024 * 1024 + 2 * 512 * 1024 + 128));
+}
+
 static void gpt2_small(void **state)
 {
 	(void)state;
@@ -152,6 +186,7 @@ int main(void)
 		cmocka_unit_test(llama_tied_drops_lm_head),
 		cmocka_unit_test(mixtral_8x7b),
 		cmocka_unit_test(gpt_neox_20b),
+		cmocka_unit_test(qwen3_head_dim),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(mismatch_and_custom),
