@@ -314,8 +314,9 @@ def train_spec(name, model, t, par):
     lines += model_lines(model)
     lines.append("training:")
     lines += [f"  {k}: {yaml_value(v)}" for k, v in t.items()]
-    lines.append("parallelism:")
-    lines += [f"  {k}: {yaml_value(v)}" for k, v in par.items()]
+    if par:
+        lines.append("parallelism:")
+        lines += [f"  {k}: {yaml_value(v)}" for k, v in par.items()]
     lines += ["hardware:", f"  gpu: {GPU}"]
     return "\n".join(lines) + "\n"
 
