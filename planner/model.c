@@ -988,6 +988,8 @@ static void ds_describe(const struct ctx *c, struct gm_terms *T,
 				       GM_SPEC_DEEPSPEED,
 		.bucket = (double)ds->reduce_bucket_size,
 		.contiguous = ds->contiguous_gradients,
+		.overlap = sp->deepspeed.loaded ? ds->overlap_comm :
+			   sp->parallelism.zero_stage == 3,
 		.sub_group = (double)ds->sub_group_size,
 		.max_live = (double)ds->max_live_parameters,
 		.max_reuse = (double)ds->max_reuse_distance,

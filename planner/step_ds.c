@@ -36,7 +36,10 @@
  * freed (reduce_independent_p_g_buckets_and_remove_grads); the first
  * reduction allocates the 16-bit gradient partition of P/d elements
  * (copy_grads_in_partition); the bucket goes at the end of the
- * backward. step(): get_grad_norm_direct takes each gradient's norm in
+ * backward. Stage 1 without overlap_comm (process_gradients) sets the
+ * bucket up at the first hook but leaves the gradients to the end of the
+ * backward (reduce_gradients), which moves them in the group's order.
+ * step(): get_grad_norm_direct takes each gradient's norm in
  * fp64 (g.double(): 8 bytes per element, one at a time); the
  * partition's gradients are flattened (16-bit) and cast to fp32
  * (single_grad_partition), the flat copy and the 16-bit partition are
@@ -92,8 +95,7 @@
  * Simplifications: parameters in one group in module order; stage 3's
  * prefetch (stage3_prefetch_bucket_size) and max_live_parameters'
  * back-pressure are not emitted (release is decided at unit
- * granularity); stage 1 is emitted as stage 2 (the traces at d = 1
- * show the same sequence); the optimizer is torch.optim's (the
+ * granularity); the optimizer is torch.optim's (the
  * harness's client optimizer), not DeepSpeed's FusedAdam.
  */
 #include "step_ds.h"
@@ -586,6 +588,12 @@ static void flat_allreduce(struct gm_em *e, uint64_t row, int i, void *arg)
 	}
 }
 
+static void take_one(struct gm_em *e, uint64_t row, int i, void *arg)
+{
+	(void)arg;
+	take_grad(e, row, i);
+}
+
 void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 {
 	const struct gm_step *st = gm_em_step(e);
@@ -606,18 +614,30 @@ void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 		gm_em_free(e, &t);
 		return;
 	}
-	/* the head's gradients are ready before the blocks' */
-	for (int i = st->n_param; i-- > 0;)
-		if (st->p[i].where == GM_STEP_HEAD)
-			take_grad(e, L, i);
-	for (int i = st->n_param; u < L && i-- > 0;)
-		if (in_row(e, u, i))
-			take_grad(e, u, i);
-	if (u < L)
-		return;
-	for (int i = st->n_param; i-- > 0;)
-		if (st->p[i].where == GM_STEP_EMBED)
-			take_grad(e, L, i);
+	if (st->ds.stage == 1 && !st->ds.overlap) {
+		/* process_gradients: the buckets set up at the first hook,
+		 * the reduction left to reduce_gradients at the end of the
+		 * backward, over the parameters in their group's order */
+		if (s->ipg == NONE)
+			s->ipg = gm_em_alloc(e, st->ds.bucket * st->ds.b,
+					     GM_SK_COMM);
+		if (u < L)
+			return;
+		each_param(e, take_one, NULL);
+	} else {
+		/* the head's gradients are ready before the blocks' */
+		for (int i = st->n_param; i-- > 0;)
+			if (st->p[i].where == GM_STEP_HEAD)
+				take_grad(e, L, i);
+		for (int i = st->n_param; u < L && i-- > 0;)
+			if (in_row(e, u, i))
+				take_grad(e, u, i);
+		if (u < L)
+			return;
+		for (int i = st->n_param; i-- > 0;)
+			if (st->p[i].where == GM_STEP_EMBED)
+				take_grad(e, L, i);
+	}
 	reduce_bucket(e, s->ipg_fill);
 	s->ipg_fill = 0;
 	if (st->ds.stage <= 2)

@@ -30,6 +30,7 @@ struct gm_step_ds {
 				 * temporary per element at its step */
 	double bucket;          /* reduce_bucket_size, elements */
 	bool contiguous;        /* contiguous_gradients */
+	bool overlap;           /* overlap_comm */
 	double sub_group;       /* sub_group_size, elements (stage 3) */
 	double max_live;        /* stage3_max_live_parameters, elements */
 	double max_reuse;       /* stage3_max_reuse_distance, elements */
