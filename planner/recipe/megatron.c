@@ -82,7 +82,13 @@ int gm_recipe_megatron(const struct gm_recipe_in *in,
 	o->optimizer = in->distributed_optimizer ? opt / d : opt;
 	if (in->distributed_optimizer)
 		o->master /= d;
-	o->init_peak = o->weights + o->gradients + o->master;
+	/* the model built in its dtype, then DDP's buffers; with the
+	 * distributed optimizer each parameter is copied into param_data
+	 * before its own storage goes (param_and_grad_buffer.py); then the
+	 * optimizer's fp32 masters (step_megatron.c emits the same) */
+	o->init_peak = o->weights + o->gradients +
+		       (in->distributed_optimizer && o->weights > o->master ?
+			o->weights : o->master);
 	snprintf(o->name, sizeof(o->name), "megatron%s-%s",
 		 in->distributed_optimizer ? "-distributed-optimizer" : "",
 		 gm_precision_name(in->precision));
