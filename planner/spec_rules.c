@@ -582,6 +582,47 @@ static int check_megatron(struct gm__spec_ctx *c)
 }
 
 /*
+ * What of training.adapter the step emitter plans (planner/step_adapter.c):
+ * LoRA on one GPU over a causal LM whose family has an op-by-op block
+ * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
+ * is refused by the key that asks for it.
+ */
+static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	const char *an = gm_adapter_name(t->adapter);
+
+	if (t->adapter == GM_ADAPTER_NONE)
+		return 0;
+	if (t->adapter == GM_ADAPTER_QLORA)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'qlora' (a 4-bit NF4 "
+				      "base, bitsandbytes) %s", tail);
+	if (!gm_family(s->model.architecture)->block ||
+	    s->model.head != GM_HEAD_CAUSAL_LM)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "
+				      "%s %s (modelled: a causal-lm head on "
+				      "llama, qwen3 or gpt2)", an,
+				      gm_arch_name(s->model.architecture),
+				      gm_head_name(s->model.head), tail);
+	if (p->data_parallel > 1 || p->tensor_parallel > 1 ||
+	    p->pipeline_parallel > 1 || p->zero_stage > 0)
+		return gm__spec_blame(c, p->data_parallel > 1 ? GM_K_DP :
+				      p->tensor_parallel > 1 ? GM_K_TP :
+				      p->pipeline_parallel > 1 ? GM_K_PP :
+				      GM_K_ZERO, "with training.adapter '%s' "
+				      "(more than one GPU) %s", an, tail);
+	if (t->optimizer == GM_OPT_ADAFACTOR ||
+	    t->optimizer == GM_OPT_ADAMW_8BIT)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' over training."
+				      "adapter '%s' %s",
+				      gm_optimizer_name(t->optimizer), an,
+				      tail);
+	return 0;
+}
+
+/*
  * Values the planner reads but does not model yet are refused, so no
  * key is accepted and then ignored (planner/README.md, "Not modelled").
  * Their analytic model-state rows exist (planner/recipe/); the step
@@ -613,10 +654,7 @@ static int check_modelled(struct gm__spec_ctx *c)
 				      "built in training: a copy of every "
 				      "layer's keys and values) %s",
 				      gm_use_cache_name(t->use_cache), tail);
-	if (t->adapter != GM_ADAPTER_NONE)
-		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
-				      gm_adapter_name(t->adapter), tail);
-	return 0;
+	return adapter_modelled(c, tail);
 }
 
 int gm__spec_validate(struct gm__spec_ctx *c)
