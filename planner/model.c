@@ -1098,10 +1098,11 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
  * tok x experts_per_token / experts). A router that sends every token
  * of the micro-batch (the pass) to one expert, which the top-k allows
  * (each token picks an expert once), gives that expert tok tokens: in
- * training its backward's transient (3 expert-widths per token: the
- * family's saved list), in inference its gathered input, gate_up, SiLU,
- * product and down tensors (hidden + 4 expert-widths per token) grow by
- * the difference. Bytes; 0 for dense models.
+ * inference its gathered input, gate_up, SiLU, product and down tensors
+ * (hidden + 4 expert-widths per token) grow by the difference. Training
+ * runs the experts as one grouped matmul over all (token, expert) rows
+ * (arch/moe.c), whose memory the split does not change: 0. Bytes; 0 for
+ * dense models.
  */
 static double moe_skew(const struct ctx *c, double tok, bool training)
 {
@@ -1113,7 +1114,7 @@ static double moe_skew(const struct ctx *c, double tok, bool training)
 	if (!(E > k) || !c->fam->moe)
 		return 0;
 	extra = tok * (1 - k / E);
-	return training ? extra * 3 * F * C :
+	return training ? 0 :
 			  extra * ((double)m->hidden_size + 4 * F) * C;
 }
 
