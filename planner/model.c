@@ -1054,7 +1054,11 @@ static void ds_describe(const struct ctx *c, struct gm_terms *T,
 		.persist = (double)ds->param_persistence_threshold,
 		.off_opt = sp->parallelism.offload_optimizer == GM_OFFLOAD_CPU,
 		.off_param = sp->parallelism.offload_parameters ==
-			     GM_OFFLOAD_CPU};
+			     GM_OFFLOAD_CPU,
+		/* parallelism.built_whole false: zero.Init (what Hugging
+		 * Face's integration uses with stage 3) */
+		.zero_init = sp->parallelism.zero_stage == 3 &&
+			     !sp->parallelism.built_whole};
 	for (int i = 0; i < st->n_param; i++) {
 		st->p[i].n_state = 0;
 		st->p[i].opt_tmp = 0;

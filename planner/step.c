@@ -398,6 +398,14 @@ static double built_bytes(const struct gm_step_param *p)
 	return p->built > 0 ? p->built : p->weight;
 }
 
+/* The bytes of p as the model is built under st: none under
+ * DeepSpeed's zero.Init, which builds each parameter partitioned
+ * (step_ds.c). */
+static double built_of(const struct gm_step *st, const struct gm_step_param *p)
+{
+	return st->ds.on && st->ds.zero_init ? 0 : built_bytes(p);
+}
+
 /*
  * Model construction, then the parallel wrappers: unit by unit (each
  * block, then the rest: fully_shard per block then on the root;
@@ -1547,23 +1555,23 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	for (int i = 0; i < e.np; i++) /* embeddings first, head last */
 		if (st->p[i].where == GM_STEP_EMBED)
 			e.w[pix(&e, e.L, i)] = ealloc(
-				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+				&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
 	for (uint64_t l = 0; l < e.L; l++)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER && !st->p[i].added)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+					&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
 	for (int i = 0; i < e.np; i++)
 		if (st->p[i].where == GM_STEP_HEAD)
 			e.w[pix(&e, e.L, i)] = ealloc(
-				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+				&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
 	/* then what is added to the built model (get_peft_model's
 	 * adapters), block by block */
 	for (uint64_t l = 0; l < e.L; l++)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER && st->p[i].added)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+					&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
 	shard_setup(&e);
 	if (st->ds.on && st->training)
 		gm_ds_setup(&e);

@@ -48,7 +48,9 @@
  * fp32 gradient goes.
  *
  * Stage 3 (stage3.py, DeepSpeedZeroOptimizer_Stage3): each parameter
- * partitioned (P/d; its full storage freed), the partitions moved into
+ * partitioned (P/d; its full storage freed; under zero.Init,
+ * partition_parameters.py Init, built so: no full storage), the
+ * partitions moved into
  * one flat 16-bit buffer (_create_fp16_partitions_with_defragmentation);
  * per sub-group (parameters in order until sub_group_size elements are
  * reached) an fp32 partition (_create_fp32_partitions: a transient fp32

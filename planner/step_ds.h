@@ -36,6 +36,9 @@ struct gm_step_ds {
 	double max_reuse;       /* stage3_max_reuse_distance, elements */
 	double persist;         /* stage3_param_persistence_threshold */
 	bool off_opt, off_param; /* offload_optimizer / offload_param cpu */
+	bool zero_init;         /* stage 3: built under zero.Init, each
+				 * parameter partitioned as it is built
+				 * (else built whole, then partitioned) */
 };
 
 struct gm_em;

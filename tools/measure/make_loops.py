@@ -212,7 +212,8 @@ L = [
     ("qlora-qwen3-0.6b-r16", "native", ("qwen3-0.6b", None),
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           adapter="qlora", lora_rank=16)),
-    # DeepSpeed on one GPU
+    # DeepSpeed on one GPU; measure_loops.py builds the model whole on the
+    # GPU before deepspeed.initialize (no zero.Init): ZeRO-3 rows say so
     ("ds-zero0-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero0-bf16")),
@@ -224,7 +225,8 @@ L = [
           framework="deepspeed", deepspeed_config="zero2-bf16")),
     ("ds-zero3-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
-          framework="deepspeed", deepspeed_config="zero3-bf16")),
+          framework="deepspeed", deepspeed_config="zero3-bf16"),
+     dict(built_whole=True)),
     ("ds-zero2-offload-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero2-bf16-offload-opt"),
@@ -232,17 +234,19 @@ L = [
     ("ds-zero3-offload-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero3-bf16-offload-opt"),
-     dict(offload_optimizer="cpu")),
+     dict(offload_optimizer="cpu", built_whole=True)),
     ("ds-zero3-offload-all-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero3-bf16-offload-all"),
-     dict(offload_optimizer="cpu", offload_parameters="cpu")),
+     dict(offload_optimizer="cpu", offload_parameters="cpu",
+          built_whole=True)),
     ("ds-zero2-gpt2-124m-fp16", "deepspeed", "gpt2-124m",
      dict(precision="fp16-mixed", micro_batch_size=16, sequence_length=1024,
           framework="deepspeed", deepspeed_config="zero2-fp16")),
     ("ds-zero3-llama-134m-bf16", "deepspeed", "llama-134m",
      dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024,
-          framework="deepspeed", deepspeed_config="zero3-bf16")),
+          framework="deepspeed", deepspeed_config="zero3-bf16"),
+     dict(built_whole=True)),
 ]
 
 # long generation (measure.py): name, shape, precision, batch, prompt,

@@ -1,0 +1,337 @@
+/* Unit tests for planner/step_ds.c: DeepSpeed's engine in the step
+ * emitter, each rule against the source it comes from (DeepSpeed 0.19.6
+ * deepspeed/runtime/..., the functions named in step_ds.c) on a small
+ * described step: what lives at the start of each phase, by kind. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "error.h"
+#include "step.h"
+
+#define MAXID 4096
+#define MiB (1024.0 * 1024.0)
+
+/* A sink that keeps the live bytes per kind, their peaks, and a picture
+ * of them when each phase of each step begins. */
+struct rec {
+	double bytes[MAXID];
+	int kind[MAXID];
+	unsigned char live[MAXID];
+	double live_kind[GM_SK_N], peak_kind[GM_SK_N], peak;
+	uint64_t allocs[GM_SK_N];
+	unsigned step;
+	double at[3][GM_SP_N][GM_SK_N]; /* step (0: set-up), phase, kind */
+	int bad;
+};
+
+static double total(const double *k)
+{
+	double t = 0;
+
+	for (int i = 0; i < GM_SK_N; i++)
+		t += k[i];
+	return t;
+}
+
+static int r_alloc(void *ctx, uint32_t id, uint64_t bytes,
+		   enum gm_step_kind k)
+{
+	struct rec *r = ctx;
+
+	if (id >= MAXID || r->live[id] || !bytes) {
+		r->bad++;
+		return GM_EINVAL;
+	}
+	r->live[id] = 1;
+	r->bytes[id] = (double)bytes;
+	r->kind[id] = k;
+	r->allocs[k]++;
+	r->live_kind[k] += (double)bytes;
+	if (r->live_kind[k] > r->peak_kind[k])
+		r->peak_kind[k] = r->live_kind[k];
+	if (total(r->live_kind) > r->peak)
+		r->peak = total(r->live_kind);
+	return 0;
+}
+
+static int r_free(void *ctx, uint32_t id)
+{
+	struct rec *r = ctx;
+
+	if (id >= MAXID || !r->live[id]) {
+		r->bad++;
+		return GM_EINVAL;
+	}
+	r->live[id] = 0;
+	r->live_kind[r->kind[id]] -= r->bytes[id];
+	return 0;
+}
+
+static void r_step(void *ctx, unsigned s)
+{
+	((struct rec *)ctx)->step = s;
+}
+
+static void r_phase(void *ctx, enum gm_step_phase ph)
+{
+	struct rec *r = ctx;
+
+	if (r->step < 3)
+		memcpy(r->at[r->step][ph], r->live_kind,
+		       sizeof(r->live_kind));
+}
+
+/* P = 8 MiB embedding + 2 blocks x (16 + 4 MiB) + 8 MiB head = 56 MiB of
+ * bf16 elements (2 bytes each): 28 Mi elements. */
+#define EMB (8 * MiB)
+#define BIG (16 * MiB)
+#define SMALL (4 * MiB)
+#define HEAD (8 * MiB)
+#define P_BYTES (EMB + 2 * (BIG + SMALL) + HEAD)
+#define P_ELEMS (P_BYTES / 2)
+
+static void describe(struct gm_step *st, unsigned stage, double d)
+{
+	static const struct {
+		enum gm_step_where w;
+		double bytes;
+		bool at_loss;
+	} t[] = {{GM_STEP_EMBED, EMB, false}, {GM_STEP_LAYER, BIG, false},
+		 {GM_STEP_LAYER, SMALL, false}, {GM_STEP_HEAD, HEAD, true}};
+
+	memset(st, 0, sizeof(*st));
+	st->training = true;
+	st->steps = 2;
+	st->layers = 2;
+	st->ga = st->in_flight = st->micro_max = 1;
+	st->n_param = 4;
+	for (int i = 0; i < 4; i++) {
+		st->p[i].where = t[i].w;
+		st->p[i].weight = st->p[i].grad = t[i].bytes;
+		st->p[i].grad_at_loss = t[i].at_loss;
+	}
+	st->n_act = 1;
+	st->act[0] = 1 * MiB;
+	st->ds = (struct gm_step_ds){
+		.on = true, .stage = stage, .d = d, .b = 2, .master = true,
+		.states = 2, .foreach_tmp = true,
+		.bucket = 5 * MiB,        /* elements: 10 MiB of bf16 */
+		.contiguous = true, .overlap = stage == 3,
+		.sub_group = 1e9, .max_live = 1e9, .max_reuse = 1e9,
+		.persist = 1e5};
+}
+
+static void emit(const struct gm_step *st, struct rec *r)
+{
+	struct gm_step_sink sk = {.ctx = r, .alloc = r_alloc,
+				  .free = r_free, .step = r_step,
+				  .phase = r_phase};
+
+	memset(r, 0, sizeof(*r));
+	assert_int_equal(gm_step_emit(st, &sk), 0);
+	assert_int_equal(r->bad, 0);
+	/* every allocation freed once */
+	assert_true(total(r->live_kind) < 0.5);
+}
+
+/*
+ * Stage 3 keeps the IPG bucket (reduce_bucket_size elements) and
+ * grad_partitions_flat_buffer (P/d elements, 16-bit) for the whole run
+ * (stage3.py _setup_for_real_optimizer); stage 2 allocates its bucket at
+ * the first gradient hook (setup_buckets), its 16-bit partition at the
+ * first reduction (copy_grads_in_partition) and frees both by the end
+ * of the step (the bucket after the backward, the partition once cast
+ * to fp32 in step()). So at one rank ZeRO-3 holds 2 P + 2 bucket bytes
+ * more in its forward than ZeRO-2: why it peaks above it.
+ */
+static void zero3_keeps_bucket_and_partition(void **state)
+{
+	static struct gm_step st;
+	static struct rec r2, r3;
+	double comm3, grad3;
+
+	(void)state;
+	describe(&st, 2, 1);
+	emit(&st, &r2);
+	describe(&st, 3, 1);
+	emit(&st, &r3);
+	/* step 2's forward begins: nothing of the reduction lives under
+	 * ZeRO-2 */
+	assert_true(r2.at[2][GM_SP_FORWARD][GM_SK_COMM] < 0.5);
+	assert_true(r2.at[2][GM_SP_FORWARD][GM_SK_GRAD] < 0.5);
+	comm3 = r3.at[2][GM_SP_FORWARD][GM_SK_COMM];
+	grad3 = r3.at[2][GM_SP_FORWARD][GM_SK_GRAD];
+	assert_true(comm3 == 5 * MiB * 2);
+	assert_true(grad3 == P_BYTES);
+	/* the same masters and states otherwise: 12 bytes per element */
+	assert_true(r2.at[2][GM_SP_FORWARD][GM_SK_STATE] == 12 * P_ELEMS);
+	assert_true(r3.at[2][GM_SP_FORWARD][GM_SK_STATE] == 12 * P_ELEMS);
+	assert_true(r3.peak > r2.peak);
+}
+
+/*
+ * Stage 0 under FP16_UnfusedOptimizer (fp16/unfused_optimizer.py):
+ * initialize_optimizer_states steps the optimizer on zero gradients, so
+ * the fp32 masters and both Adam states exist before the first step
+ * (12 bytes per element); DeepSpeedZeroOptimizer (stage_1_and_2.py)
+ * only gives the fp32 partition a zero gradient: its states come at the
+ * first step (4 bytes per element after set-up, 12 after the step).
+ */
+static void states_before_the_first_step(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 0, 1);
+	emit(&st, &r);
+	assert_true(r.at[1][GM_SP_FORWARD][GM_SK_STATE] == 12 * P_ELEMS);
+	/* one master per parameter tensor (4 tensors, 2 of them per block) */
+	assert_int_equal(r.allocs[GM_SK_STATE], 3 * 6);
+	describe(&st, 2, 1);
+	emit(&st, &r);
+	assert_true(r.at[1][GM_SP_FORWARD][GM_SK_STATE] == 4 * P_ELEMS);
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_STATE] == 12 * P_ELEMS);
+}
+
+/*
+ * ZeRO-1 without overlap_comm (stage_1_and_2.py process_gradients: only
+ * setup_buckets at the hook) keeps every 16-bit gradient until the end
+ * of the backward; ZeRO-2 copies each one into the bucket and frees it
+ * (reduce_independent_p_g_buckets_and_remove_grads): at most the head's
+ * gradient and one block's live at once.
+ */
+static void zero1_keeps_gradients_to_the_end(void **state)
+{
+	static struct gm_step st;
+	static struct rec r1, r2;
+
+	(void)state;
+	describe(&st, 1, 1);
+	emit(&st, &r1);
+	describe(&st, 2, 1);
+	emit(&st, &r2);
+	/* the 16-bit partition (GRAD kind too) comes after: the peak of
+	 * GRAD under ZeRO-1 holds all gradients */
+	assert_true(r1.peak_kind[GM_SK_GRAD] >= P_BYTES);
+	assert_true(r2.peak_kind[GM_SK_GRAD] <= P_BYTES + HEAD + BIG + SMALL);
+	assert_true(r2.peak_kind[GM_SK_GRAD] < r1.peak_kind[GM_SK_GRAD]);
+}
+
+/*
+ * offload_optimizer cpu: no fp32 master, state or fp32 gradient on the
+ * GPU (they are DeepSpeedCPUAdam's, in pinned host memory); stage 1/2
+ * keep one 16-bit buffer of the largest parameter for the copies to the
+ * host (stage_1_and_2.py __init__ with cpu_offload).
+ */
+static void offload_keeps_nothing_of_the_optimizer(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 2, 1);
+	st.ds.off_opt = true;
+	emit(&st, &r);
+	assert_true(r.peak_kind[GM_SK_STATE] < 0.5);
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_COMM] == BIG);
+	describe(&st, 3, 1);
+	st.ds.off_opt = true;
+	emit(&st, &r);
+	assert_true(r.peak_kind[GM_SK_STATE] < 0.5);
+	/* the bucket stays, the gradient partition is the host's */
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_COMM] == 5 * MiB * 2);
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_GRAD] < 0.5);
+}
+
+/*
+ * Sub-groups (stage3.py _create_fp16_sub_groups): parameters in module
+ * order until a group holds sub_group_size elements; one fp32 master
+ * each. With 6 Mi elements: embedding 4 Mi + block 0's 8 Mi closes the
+ * first group (12 Mi), block 0's 2 Mi + block 1's 8 Mi the second, the
+ * rest (2 + 4 Mi) the last.
+ */
+static void sub_groups(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 3, 1);
+	st.ds.sub_group = 6 * MiB;
+	emit(&st, &r);
+	/* three masters with two states each */
+	assert_int_equal(r.allocs[GM_SK_STATE], 3 * 3);
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_STATE] == 12 * P_ELEMS);
+}
+
+/*
+ * Gathering over d = 2 (partitioned_param_coordinator.py): a unit's full
+ * 16-bit parameters while it runs; once the first step recorded the
+ * order (is_complete_trace), release_sub_module keeps what is used again
+ * within stage3_max_reuse_distance elements: with a large distance the
+ * blocks stay gathered from their forward to their backward in step 2,
+ * not in step 1; with 0, never.
+ */
+static void zero3_gathers_and_reuse(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 3, 2);
+	emit(&st, &r);
+	assert_true(r.allocs[GM_SK_GATHER] > 0);
+	/* the flat 16-bit partitions are half the parameters */
+	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_WEIGHT] == P_BYTES / 2);
+	/* when the backward of step 1 begins only the root is gathered (embedding and
+	 * head, kept for the backward); in step 2 the blocks too */
+	assert_true(r.at[1][GM_SP_BACKWARD][GM_SK_GATHER] == EMB + HEAD);
+	assert_true(r.at[2][GM_SP_BACKWARD][GM_SK_GATHER] == P_BYTES);
+	describe(&st, 3, 2);
+	st.ds.max_reuse = 0;
+	emit(&st, &r);
+	assert_true(r.at[2][GM_SP_BACKWARD][GM_SK_GATHER] == EMB + HEAD);
+	/* one rank, parameters on the GPU: the partition is the
+	 * parameter, nothing is gathered */
+	describe(&st, 3, 1);
+	emit(&st, &r);
+	assert_int_equal(r.allocs[GM_SK_GATHER], 0);
+}
+
+/* Stage 0's all-reduce (engine.py allreduce_no_retain): a bucket closes
+ * once its elements exceed reduce_bucket_size; here 5 Mi elements: the
+ * embedding (4 Mi) with block 0's 8 Mi, then ..., each flattened copy a
+ * transient after the backward. */
+static void zero0_allreduce_buckets(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 0, 1);
+	emit(&st, &r);
+	/* per step: [emb + blk0 big] 24 MiB, [blk0 small + blk1 big]
+	 * 20 MiB, [blk1 small + head] 12 MiB */
+	assert_int_equal(r.allocs[GM_SK_COMM], 2 * 3);
+	assert_true(r.peak_kind[GM_SK_COMM] == EMB + BIG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(zero3_keeps_bucket_and_partition),
+		cmocka_unit_test(states_before_the_first_step),
+		cmocka_unit_test(zero1_keeps_gradients_to_the_end),
+		cmocka_unit_test(offload_keeps_nothing_of_the_optimizer),
+		cmocka_unit_test(sub_groups),
+		cmocka_unit_test(zero3_gathers_and_reuse),
+		cmocka_unit_test(zero0_allreduce_buckets),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
