@@ -32,7 +32,8 @@
  * gradient of the partition, freed again (no optimizer step: the states
  * of a torch.optim optimizer appear at the first real step). Backward:
  * the first gradient hook allocates the IPG bucket (setup_buckets:
- * reduce_bucket_size elements), every gradient is copied into it and
+ * reduce_bucket_size elements with contiguous_gradients, a second
+ * buffer with overlap_comm), every gradient is copied into it and
  * freed (reduce_independent_p_g_buckets_and_remove_grads); the first
  * reduction allocates the 16-bit gradient partition of P/d elements
  * (copy_grads_in_partition); the bucket goes at the end of the
@@ -97,7 +98,8 @@
  * Simplifications: parameters in one group in module order; stage 3's
  * prefetch (stage3_prefetch_bucket_size) and max_live_parameters'
  * back-pressure are not emitted (release is decided at unit
- * granularity); the optimizer is torch.optim's (the
+ * granularity); without contiguous_gradients the gradients are still
+ * freed as they are reduced; the optimizer is torch.optim's (the
  * harness's client optimizer), not DeepSpeed's FusedAdam.
  */
 #include "step_ds.h"
@@ -119,7 +121,9 @@ struct gm_ds_em {
 	uint32_t *state;        /* optimizer states, 2 per master */
 	size_t n_master;
 	uint32_t gpart;         /* 16-bit gradient partition */
-	uint32_t ipg;           /* the IPG bucket */
+	uint32_t ipg, ipg2;     /* the IPG bucket (stage 1/2: its two
+				 * buffers under overlap_comm) */
+	bool buckets_set;       /* stage 1/2: setup_buckets ran */
 	uint32_t offbuf;        /* stage 1/2 offload: the largest
 				 * parameter's 16-bit buffer */
 	double ipg_fill;        /* elements in the bucket */
@@ -427,7 +431,7 @@ void gm_ds_setup(struct gm_em *e)
 		return;
 	}
 	*gm_em_ds(e) = s;
-	s->flat16 = s->gpart = s->ipg = s->offbuf = NONE;
+	s->flat16 = s->gpart = s->ipg = s->ipg2 = s->offbuf = NONE;
 	s->n_master = st->ds.stage == 0 ? n : st->ds.stage == 3 ? n + 1 : 1;
 	s->master = malloc(s->n_master * sizeof(*s->master));
 	s->state = malloc(2 * s->n_master * sizeof(*s->state));
@@ -524,6 +528,23 @@ void gm_ds_release_fwd(struct gm_em *e, uint64_t u)
 
 /* ---- gradients ---- */
 
+/* Stage 1/2's setup_buckets at the first gradient hook: a buffer of
+ * reduce_bucket_size elements with contiguous_gradients, a second one
+ * with overlap_comm (double buffering). */
+static void setup_buckets(struct gm_em *e)
+{
+	const struct gm_step_ds *c = cfg(e);
+	struct gm_ds_em *s = ds_of(e);
+
+	if (s->buckets_set || c->stage == 3)
+		return;
+	s->buckets_set = true;
+	if (c->contiguous)
+		s->ipg = gm_em_alloc(e, c->bucket * c->b, GM_SK_COMM);
+	if (c->overlap)
+		s->ipg2 = gm_em_alloc(e, c->bucket * c->b, GM_SK_COMM);
+}
+
 /* A bucket of n elements is reduced: stage 3 reduce-scatters a flat copy
  * of it; the first reduction allocates the stage 1/2 partition. */
 static void reduce_bucket(struct gm_em *e, double n)
@@ -555,8 +576,7 @@ static void take_grad(struct gm_em *e, uint64_t row, int i)
 
 	if (*g == NONE)
 		return;
-	if (s->ipg == NONE)
-		s->ipg = gm_em_alloc(e, c->bucket * c->b, GM_SK_COMM);
+	setup_buckets(e);
 	if (s->ipg_fill + n > c->bucket) {
 		reduce_bucket(e, s->ipg_fill);
 		s->ipg_fill = 0;
@@ -620,9 +640,7 @@ void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 		/* process_gradients: the buckets set up at the first hook,
 		 * the reduction left to reduce_gradients at the end of the
 		 * backward, over the parameters in their group's order */
-		if (s->ipg == NONE)
-			s->ipg = gm_em_alloc(e, st->ds.bucket * st->ds.b,
-					     GM_SK_COMM);
+		setup_buckets(e);
 		if (u < L)
 			return;
 		each_param(e, take_one, NULL);
@@ -642,8 +660,11 @@ void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 	}
 	reduce_bucket(e, s->ipg_fill);
 	s->ipg_fill = 0;
-	if (st->ds.stage <= 2)
+	if (st->ds.stage <= 2) {
 		gm_em_free(e, &s->ipg);
+		gm_em_free(e, &s->ipg2);
+		s->buckets_set = false;
+	}
 }
 
 /* ---- the optimizer step ---- */
@@ -758,6 +779,7 @@ void gm_ds_free(struct gm_em *e)
 	}
 	gm_em_free(e, &s->gpart);
 	gm_em_free(e, &s->ipg);
+	gm_em_free(e, &s->ipg2);
 	gm_em_free(e, &s->offbuf);
 	gm_em_free(e, &s->flat16);
 	free(s->master);

@@ -6,8 +6,9 @@
  * get_data_types: model dtype; gradients accumulate in it unless
  * data_types.grad_accum_dtype says otherwise, which the config reader
  * refuses) and the optimizer keeps fp32 master weights:
- *  - stage 0 (engine.py _configure_optimizer -> FP16_Optimizer,
- *    runtime/fp16/fused_optimizer.py): 16-bit parameters and gradients,
+ *  - stage 0 (engine.py _configure_fp16_optimizer: FP16_UnfusedOptimizer,
+ *    runtime/fp16/unfused_optimizer.py, for a torch.optim optimizer;
+ *    FP16_Optimizer for DeepSpeed's FusedAdam): 16-bit parameters and gradients,
  *    an fp32 flat master copy, Adam's two fp32 states, and at the step
  *    each gradient cast to fp32 and flattened (step); all-reduce in buckets of
  *    reduce_bucket_size elements.
@@ -37,8 +38,9 @@
  * there); offload_param cpu (stage 3) moves the 16-bit parameter
  * partitions there too. zero.Init (what Hugging Face's integration uses
  * with stage 3) builds each parameter partitioned; without it the whole
- * model is built first. nvme offload is refused by the spec reader:
- * its swap buffers are not modelled yet.
+ * model is built first. nvme offload is refused (planner/spec_rules.c):
+ * its swap buffers are not modelled yet. The step's allocation sequence
+ * is planner/step_ds.c's; these rows are its model-state figures.
  */
 #include <stdio.h>
 

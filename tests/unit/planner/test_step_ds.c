@@ -321,6 +321,30 @@ static void zero0_allreduce_buckets(void **state)
 	assert_true(r.peak_kind[GM_SK_COMM] == EMB + BIG);
 }
 
+/* Stage 1/2's setup_buckets (stage_1_and_2.py): one buffer of
+ * reduce_bucket_size elements with contiguous_gradients, a second with
+ * overlap_comm (double buffering), none without either; all freed by
+ * the end of the backward. */
+static void zero2_bucket_buffers(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 2, 1);
+	emit(&st, &r);
+	assert_true(r.peak_kind[GM_SK_COMM] == 5 * MiB * 2);
+	describe(&st, 2, 1);
+	st.ds.overlap = true;
+	emit(&st, &r);
+	assert_true(r.peak_kind[GM_SK_COMM] == 2 * 5 * MiB * 2);
+	assert_true(r.at[2][GM_SP_OPTIMIZER][GM_SK_COMM] < 0.5);
+	describe(&st, 2, 1);
+	st.ds.contiguous = false;
+	emit(&st, &r);
+	assert_int_equal(r.allocs[GM_SK_COMM], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +355,7 @@ int main(void)
 		cmocka_unit_test(sub_groups),
 		cmocka_unit_test(zero3_gathers_and_reuse),
 		cmocka_unit_test(zero0_allreduce_buckets),
+		cmocka_unit_test(zero2_bucket_buffers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
