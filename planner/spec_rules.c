@@ -569,6 +569,27 @@ static int check_megatron(struct gm__spec_ctx *c)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under megatron is "
 				      "not modelled yet",
 				      gm_adapter_name(t->adapter));
+	/* the interleaved schedule runs groups of pipeline_parallel
+	 * micro-batches through each chunk and raises when a step has
+	 * fewer (schedules.py forward_backward_pipelining_with_
+	 * interleaving, microbatch_group_size_per_vp_stage) */
+	if (s->parallelism.virtual_pipeline_stages > 1) {
+		uint64_t per = t->micro_batch_size *
+			       (s->parallelism.data_parallel ?
+				s->parallelism.data_parallel : 1);
+		uint64_t m = t->global_batch_size && per ?
+			     t->global_batch_size / per : 1;
+		if (m < s->parallelism.pipeline_parallel)
+			return gm__spec_blame(c, GM_K_VPP, "needs at least "
+					      "pipeline_parallel (%llu) "
+					      "micro-batches per step, not "
+					      "%llu (Megatron-LM's interleaved "
+					      "schedule; set training."
+					      "global_batch_size)",
+					      (unsigned long long)s->
+					      parallelism.pipeline_parallel,
+					      (unsigned long long)m);
+	}
 	if (given(s, GM_K_LOOP))
 		return gm__spec_blame(c, GM_K_LOOP, "applies to framework "
 				      "pytorch; Megatron-LM runs its own loop "
