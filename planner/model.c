@@ -193,6 +193,7 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	double hd = head_dim(m);
 
 	d->h = (double)m->hidden_size;
+	d->q = q_width(m);
 	d->kv = hd * (double)m->kv_heads;
 	d->f = (double)m->ffn_hidden_size;
 	d->fe = (double)m->moe_ffn_hidden_size;
