@@ -8,6 +8,7 @@
 #include "activations.h"
 #include "arch/family.h"
 #include "block.h"
+#include "loop.h"
 #include "loss.h"
 #include "error.h"
 #include "recipe.h"
@@ -389,6 +390,7 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
 		.qkv_bias = m->qkv_bias,
+		.kv_cache = gm_loop_kv_cache(sp),
 		.sms = c->gpu->multiprocessors,
 		.sm_threads = c->gpu->threads_per_sm};
 
@@ -599,6 +601,7 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
 		.optimizer_states = k[GM_SK_STATE],
 		.activations = k[GM_SK_ACT], .logits = k[GM_SK_LOGITS],
+		.kv_cache = k[GM_SK_KV],
 		.temporary = k[GM_SK_TRANSIENT] + k[GM_SK_CACHE] +
 			     k[GM_SK_OPT_TMP],
 		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
@@ -938,6 +941,48 @@ static void train_peak(const struct ctx *c, struct gm_terms *T,
 	}
 }
 
+/* Whether block program p takes past_key_values' K and V (HOLD ops). */
+static bool holds_cache(const struct gm_step_block *p)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->op[i].op == GM_BOP_HOLD)
+			return true;
+	return false;
+}
+
+/*
+ * What the training loop keeps (loop.h) on the step st of x's shapes:
+ * the loop's rule and, where the forward builds past_key_values and the
+ * block has no program that takes them, one block's cached K and V
+ * (each tok x kv heads x head_dim per tensor-parallel rank) in the keys'
+ * dtype: the rotary output's, fp32 under autocast with fp32 residual
+ * (cos and sin come in the residual dtype and promote), copies under
+ * autocast (the attention saves its own 16-bit casts), else the tensors
+ * the attention saved.
+ */
+static void loop_step(const struct ctx *c, struct gm_step *st,
+		      const struct train *x, bool prog)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double key = c->full.autocast ? fmax(c->full.compute,
+					     c->full.residual) :
+		     c->full.compute;
+
+	gm_loop_apply(gm_loop_rule(c->spec->training.loop), c->spec, st);
+	if (!st->kv_cache)
+		return;
+	st->kv_copies = c->full.autocast;
+	if (!prog || !holds_cache(&st->blk))
+		st->kv_block = x->tok * head_dim(m) * (double)m->kv_heads /
+			       c->t * key;
+}
+
+/* Whether the loop keeps anything the closed-form terms do not hold. */
+static bool loop_keeps(const struct gm_step *st)
+{
+	return st->keep_outputs || st->kv_cache || st->grads_to_next_forward;
+}
+
 /* The step's allocation sequence (step.h) from the terms, its peak of
  * live bytes where it has programs, and the reserve: replayed, or the
  * analytic model's from the blocks. */
@@ -992,13 +1037,14 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				st.act[st.n_act++] =
 					gm_act_tensor_bytes(&x->l.t[i], &x->d);
 	loss_program(c, &st, x->tok);
+	loop_step(c, &st, x, prog);
 	step_comm(c, &st, x->comm);
 	/* the analytic reserve model (gm_fit()'s searches) keeps the
 	 * closed-form peak: microseconds, not the sequence's milliseconds;
 	 * with the replay, block programs and the distributed sequences
 	 * (FSDP units, ZeRO-1 partition, TP) give the peak of live bytes */
 	if (c->o->reserve == GM_RESERVE_SIMULATED &&
-	    (prog || st.fsdp || st.zero1_d || c->t > 1))
+	    (prog || st.fsdp || st.zero1_d || c->t > 1 || loop_keeps(&st)))
 		sequence_peak(c, &st, T);
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&x->fb);

@@ -542,6 +542,39 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
+ * training.loop and use_cache where they mean nothing (planner/loop.c
+ * models them): keep-outputs needs a loop that receives the model's
+ * outputs, which a pipeline schedule (torch.distributed.pipelining
+ * PipelineSchedule.step returns the losses) and Megatron-LM's
+ * forward_backward_func (the losses of forward_step_func) never hand
+ * back; Megatron-LM's GPTModel builds no past_key_values.
+ */
+static int check_loop(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+
+	if (s->task != GM_TASK_TRAIN)
+		return 0;
+	if (t->loop == GM_LOOP_KEEP_OUTPUTS && t->framework == GM_FW_MEGATRON)
+		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs': Megatron-"
+				      "LM's training step returns only the "
+				      "losses, no outputs to keep");
+	if (t->loop == GM_LOOP_KEEP_OUTPUTS &&
+	    s->parallelism.pipeline_parallel > 1)
+		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' with "
+				      "pipeline_parallel %llu: a pipeline "
+				      "schedule returns only the losses, no "
+				      "outputs to keep",
+				      (unsigned long long)
+				      s->parallelism.pipeline_parallel);
+	if (t->use_cache == GM_CACHE_TRUE && t->framework == GM_FW_MEGATRON)
+		return gm__spec_blame(c, GM_K_USE_CACHE, "'true': Megatron-LM's "
+				      "GPTModel builds no past_key_values");
+	return 0;
+}
+
+/*
  * Values the planner reads but does not model yet are refused, so no
  * key is accepted and then ignored (planner/README.md, "Not modelled").
  * Their analytic model-state rows exist (planner/recipe/); the step
@@ -562,15 +595,6 @@ static int check_modelled(struct gm__spec_ctx *c)
 				      "derived, the step is not: see "
 				      "models/README.md)",
 				      gm_framework_name(t->framework), tail);
-	if (t->loop == GM_LOOP_KEEP_OUTPUTS)
-		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' %s",
-				      tail);
-	if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
-	    GM_HEAD_CAUSAL_LM && t->activation_checkpointing == GM_CKPT_NONE)
-		return gm__spec_blame(c, GM_K_USE_CACHE, "'%s' (past_key_values "
-				      "built in training: a copy of every "
-				      "layer's keys and values) %s",
-				      gm_use_cache_name(t->use_cache), tail);
 	if (t->adapter != GM_ADAPTER_NONE)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
 				      gm_adapter_name(t->adapter), tail);
@@ -582,7 +606,7 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
-		check_adapter,
+		check_adapter,  check_loop,
 	};
 	int rc;
 
