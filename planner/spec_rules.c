@@ -542,12 +542,11 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
- * training.loop and use_cache where they mean nothing (planner/loop.c
- * models them): keep-outputs needs a loop that receives the model's
- * outputs, which a pipeline schedule (torch.distributed.pipelining
- * PipelineSchedule.step returns the losses) and Megatron-LM's
- * forward_backward_func (the losses of forward_step_func) never hand
- * back; Megatron-LM's GPTModel builds no past_key_values.
+ * training.loop where it means nothing (planner/loop.c models it):
+ * keep-outputs needs a loop that receives the model's outputs, which a
+ * pipeline schedule never hands back (torch.distributed.pipelining,
+ * PipelineSchedule.step returns the losses). Under framework megatron
+ * check_megatron() refuses the Hugging Face loop keys altogether.
  */
 static int check_loop(struct gm__spec_ctx *c)
 {
@@ -556,10 +555,6 @@ static int check_loop(struct gm__spec_ctx *c)
 
 	if (s->task != GM_TASK_TRAIN)
 		return 0;
-	if (t->loop == GM_LOOP_KEEP_OUTPUTS && t->framework == GM_FW_MEGATRON)
-		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs': Megatron-"
-				      "LM's training step returns only the "
-				      "losses, no outputs to keep");
 	if (t->loop == GM_LOOP_KEEP_OUTPUTS &&
 	    s->parallelism.pipeline_parallel > 1)
 		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' with "
@@ -568,9 +563,87 @@ static int check_loop(struct gm__spec_ctx *c)
 				      "outputs to keep",
 				      (unsigned long long)
 				      s->parallelism.pipeline_parallel);
-	if (t->use_cache == GM_CACHE_TRUE && t->framework == GM_FW_MEGATRON)
-		return gm__spec_blame(c, GM_K_USE_CACHE, "'true': Megatron-LM's "
-				      "GPTModel builds no past_key_values");
+	return 0;
+}
+
+/*
+ * training.framework megatron (model_megatron.c): Megatron-Core's GPT
+ * model with the Llama layer (SwiGLU, RMSNorm, rotary) or the GPT-2 one
+ * (GeLU, LayerNorm, learned positions), Adam. Megatron runs its own
+ * loop, so the Hugging Face loop keys do not apply; what it has but the
+ * planner does not model yet is refused here.
+ */
+static int check_megatron(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	enum gm_arch a = s->model.architecture;
+
+	if (a != GM_ARCH_LLAMA && a != GM_ARCH_GPT2)
+		return gm__spec_blame(c, given(s, GM_K_ARCH) ? GM_K_ARCH :
+				      GM_K_FRAMEWORK, "'%s' under training."
+				      "framework megatron is not modelled yet "
+				      "by `gpumem plan` (Megatron-Core's GPT "
+				      "model with the llama or gpt2 layer is)",
+				      gm_arch_name(a));
+	if (t->optimizer != GM_OPT_ADAM && t->optimizer != GM_OPT_ADAMW)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' under megatron "
+				      "is not modelled yet (adam, adamw)",
+				      gm_optimizer_name(t->optimizer));
+	if (t->adapter != GM_ADAPTER_NONE)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under megatron is "
+				      "not modelled yet",
+				      gm_adapter_name(t->adapter));
+	if (given(s, GM_K_LOOP))
+		return gm__spec_blame(c, GM_K_LOOP, "applies to framework "
+				      "pytorch; Megatron-LM runs its own loop "
+				      "(pretrain_gpt.py): leave it out");
+	if (given(s, GM_K_USE_CACHE))
+		return gm__spec_blame(c, GM_K_USE_CACHE, "applies to framework "
+				      "pytorch (Hugging Face's KV cache); "
+				      "Megatron-Core builds none in training: "
+				      "leave it out");
+	return 0;
+}
+
+/*
+ * What of training.adapter the step emitter plans (planner/step_adapter.c):
+ * LoRA on one GPU over a causal LM whose family has an op-by-op block
+ * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
+ * is refused by the key that asks for it.
+ */
+static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	const char *an = gm_adapter_name(t->adapter);
+
+	if (t->adapter == GM_ADAPTER_NONE)
+		return 0;
+	if (t->adapter == GM_ADAPTER_QLORA)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'qlora' (a 4-bit NF4 "
+				      "base, bitsandbytes) %s", tail);
+	if (!gm_family(s->model.architecture)->block ||
+	    s->model.head != GM_HEAD_CAUSAL_LM)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "
+				      "%s %s (modelled: a causal-lm head on "
+				      "llama, qwen3 or gpt2)", an,
+				      gm_arch_name(s->model.architecture),
+				      gm_head_name(s->model.head), tail);
+	if (p->data_parallel > 1 || p->tensor_parallel > 1 ||
+	    p->pipeline_parallel > 1 || p->zero_stage > 0)
+		return gm__spec_blame(c, p->data_parallel > 1 ? GM_K_DP :
+				      p->tensor_parallel > 1 ? GM_K_TP :
+				      p->pipeline_parallel > 1 ? GM_K_PP :
+				      GM_K_ZERO, "with training.adapter '%s' "
+				      "(more than one GPU) %s", an, tail);
+	if (t->optimizer == GM_OPT_ADAFACTOR ||
+	    t->optimizer == GM_OPT_ADAMW_8BIT)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' over training."
+				      "adapter '%s' %s",
+				      gm_optimizer_name(t->optimizer), an,
+				      tail);
 	return 0;
 }
 
@@ -588,6 +661,8 @@ static int check_modelled(struct gm__spec_ctx *c)
 
 	if (s->task != GM_TASK_TRAIN)
 		return 0;
+	if (t->framework == GM_FW_MEGATRON)
+		return check_megatron(c);
 	if (t->framework != GM_FW_PYTORCH)
 		return gm__spec_blame(c, given(s, GM_K_FRAMEWORK) ? GM_K_FRAMEWORK
 								  : GM_K_DS_CONFIG,
@@ -595,10 +670,7 @@ static int check_modelled(struct gm__spec_ctx *c)
 				      "derived, the step is not: see "
 				      "models/README.md)",
 				      gm_framework_name(t->framework), tail);
-	if (t->adapter != GM_ADAPTER_NONE)
-		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
-				      gm_adapter_name(t->adapter), tail);
-	return 0;
+	return adapter_modelled(c, tail);
 }
 
 int gm__spec_validate(struct gm__spec_ctx *c)
