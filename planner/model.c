@@ -1035,6 +1035,44 @@ static void loop_step(const struct ctx *c, struct gm_step *st,
 			       c->t * key;
 }
 
+/* Bytes of one block's cached K and V in st (the program's HOLD ids,
+ * or kv_block each). */
+static double cache_per_block(const struct gm_step *st)
+{
+	const struct gm_step_block *p = &st->blk;
+	double b = 0;
+
+	if (st->kv_block > 0)
+		return 2 * st->kv_block;
+	for (int i = 0; i < p->n_fwd; i++) {
+		if (p->op[i].op != GM_BOP_HOLD)
+			continue;
+		for (int j = i; j-- > 0;)
+			if (p->op[j].op == GM_BOP_ALLOC &&
+			    p->op[j].id == p->op[i].id) {
+				b += p->op[j].bytes;
+				break;
+			}
+	}
+	return b;
+}
+
+/* The closed-form terms of what the loop keeps: the cache at its
+ * largest (every block's K and V; with keep-outputs the last forward's
+ * too, until the next one returns) and the kept logits (the loss
+ * program's first tensor) on top of the loss's own. */
+static void loop_terms(const struct gm_step *st, struct gm_terms *T)
+{
+	if (st->kv_cache)
+		T->kv_cache = (st->keep_outputs ? 2 : 1) * (double)T->layers *
+			      cache_per_block(st);
+	for (int i = 0; st->keep_outputs && i < st->n_loss; i++)
+		if (st->loss[i].alloc && st->loss[i].id == 0) {
+			T->logits += st->loss[i].bytes;
+			break;
+		}
+}
+
 /* Whether the loop keeps anything the closed-form terms do not hold. */
 static bool loop_keeps(const struct gm_step *st)
 {
@@ -1117,6 +1155,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 					gm_act_tensor_bytes(&x->l.t[i], &x->d);
 	loss_program(c, &st, x->tok);
 	loop_step(c, &st, x, prog);
+	loop_terms(&st, T);
 	step_comm(c, &st, x->comm);
 	/* the analytic reserve model (gm_fit()'s searches) keeps the
 	 * closed-form peak: microseconds, not the sequence's milliseconds;

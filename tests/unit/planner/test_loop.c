@@ -197,10 +197,15 @@ static void keep_outputs_peak(void **state)
 	base = plan_of(&s).per_gpu.peak_allocated;
 	s.training.use_cache = GM_CACHE_AUTO;
 	trainer_cache = plan_of(&s).per_gpu.peak_allocated;
+	assert_true(plan_of(&s).per_gpu.kv_cache == 4 * 2 * tok * kv * 4);
 	s.training.loop = GM_LOOP_KEEP_OUTPUTS;
 	cache = plan_of(&s).per_gpu.peak_allocated;
 	assert_true(plan_of(&s).per_gpu.at_peak.kv_cache ==
 		    4 * 2 * tok * kv * 4);
+	/* the closed-form term: the last forward's cache and this one's
+	 * while it runs; the kept logits on top of the loss's 12 B */
+	assert_true(plan_of(&s).per_gpu.kv_cache == 2 * 4 * 2 * tok * kv * 4);
+	assert_true(plan_of(&s).per_gpu.logits == tok * 32000 * (12 + 2));
 	s.training.use_cache = GM_CACHE_FALSE;
 	logits = plan_of(&s).per_gpu.peak_allocated;
 	assert_true(fabs(trainer_cache - base) < 1);
