@@ -45,6 +45,12 @@
  *    "one block's transient + held logits"); then the embedding's saved
  *    tensors are freed and the embedding's and the head's small
  *    gradients allocated;
+ *  - what the training loop keeps (planner/loop.c): the blocks'
+ *    past_key_values copies (HOLD ops) and, with keep_outputs, the
+ *    logits outlive the program; at each forward's end (after the loss's
+ *    forward part) the loop lets the last forward's go (this one's
+ *    without keep_outputs), then Lightning's zero_grad frees the last
+ *    step's gradients (grads_to_next_forward; see "The training loop");
  *  - pipeline parallelism: 1F1B (Narayanan et al. 2021): in_flight
  *    forwards, then backward/forward pairs, then the remaining backwards;
  *  - optimizer step: at the first step the states, tensor by tensor
