@@ -542,6 +542,31 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
+ * training.loop where it means nothing (planner/loop.c models it):
+ * keep-outputs needs a loop that receives the model's outputs, which a
+ * pipeline schedule never hands back (torch.distributed.pipelining,
+ * PipelineSchedule.step returns the losses). Under framework megatron
+ * check_megatron() refuses the Hugging Face loop keys altogether.
+ */
+static int check_loop(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+
+	if (s->task != GM_TASK_TRAIN)
+		return 0;
+	if (t->loop == GM_LOOP_KEEP_OUTPUTS &&
+	    s->parallelism.pipeline_parallel > 1)
+		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' with "
+				      "pipeline_parallel %llu: a pipeline "
+				      "schedule returns only the losses, no "
+				      "outputs to keep",
+				      (unsigned long long)
+				      s->parallelism.pipeline_parallel);
+	return 0;
+}
+
+/*
  * training.framework megatron (model_megatron.c): Megatron-Core's GPT
  * model with the Llama layer (SwiGLU, RMSNorm, rotary) or the GPT-2 one
  * (GeLU, LayerNorm, learned positions), Adam. Megatron runs its own
@@ -666,15 +691,6 @@ static int check_modelled(struct gm__spec_ctx *c)
 				      "derived, the step is not: see "
 				      "models/README.md)",
 				      gm_framework_name(t->framework), tail);
-	if (t->loop == GM_LOOP_KEEP_OUTPUTS)
-		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' %s",
-				      tail);
-	if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
-	    GM_HEAD_CAUSAL_LM && t->activation_checkpointing == GM_CKPT_NONE)
-		return gm__spec_blame(c, GM_K_USE_CACHE, "'%s' (past_key_values "
-				      "built in training: a copy of every "
-				      "layer's keys and values) %s",
-				      gm_use_cache_name(t->use_cache), tail);
 	return adapter_modelled(c, tail);
 }
 
@@ -683,7 +699,7 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
-		check_adapter,
+		check_adapter,  check_loop,
 	};
 	int rc;
 
