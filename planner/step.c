@@ -73,6 +73,7 @@
 #include "arch/family.h"
 #include "backend.h"
 #include "step_emit.h"
+#include "step_ds.h"
 #include "step_megatron.h"
 #include "error.h"
 #include "pool.h"
@@ -160,6 +161,7 @@ struct gm_em {
 	size_t ncur, nprev, kcap;
 	uint32_t *gdef;          /* gradients zero_grad frees after the
 				  * next forward ((L + 1) x np) */
+	struct gm_ds_em *ds;     /* DeepSpeed's engine (step_ds.c) */
 };
 
 static uint32_t slot_get(struct gm_em *e)
@@ -337,6 +339,10 @@ static void fsdp_unshard(struct gm_em *e, uint64_t u)
 
 static void fsdp_reshard(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on) {
+		gm_ds_release_fwd(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	for (int i = 0; i < e->np; i++)
@@ -348,6 +354,8 @@ static void fsdp_reshard(struct gm_em *e, uint64_t u)
 /* Forward of unit u: unshard; the flat buffer is copied out. */
 static void fsdp_forward(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on)
+		gm_ds_fetch(e, u);
 	if (!e->st->fsdp)
 		return;
 	fsdp_unshard(e, u);
@@ -357,6 +365,10 @@ static void fsdp_forward(struct gm_em *e, uint64_t u)
 /* Pre-backward of block l: unshard it, prefetch block l - 1. */
 static void fsdp_pre_backward(struct gm_em *e, uint64_t l)
 {
+	if (e->st->ds.on) {
+		gm_ds_fetch(e, l);
+		return;
+	}
 	fsdp_unshard(e, l);
 	if (l > 0)
 		fsdp_unshard(e, l - 1);
@@ -367,6 +379,10 @@ static void fsdp_post_backward(struct gm_em *e, uint64_t u)
 	uint32_t *g = NULL, id;
 	double full;
 
+	if (e->st->ds.on) {
+		gm_ds_post_backward(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	fsdp_reshard(e, u);
@@ -856,6 +872,32 @@ void gm_em_free(struct gm_em *e, uint32_t *id)
 	efree(e, id);
 }
 
+const struct gm_step *gm_em_step(const struct gm_em *e)
+{
+	return e->st;
+}
+
+uint32_t *gm_em_wid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->w[pix(e, row, i)];
+}
+
+uint32_t *gm_em_gid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->g[pix(e, row, i)];
+}
+
+struct gm_ds_em **gm_em_ds(struct gm_em *e)
+{
+	return &e->ds;
+}
+
+void gm_em_fail(struct gm_em *e, int err)
+{
+	if (!e->err)
+		e->err = err;
+}
+
 static void forward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -1070,6 +1112,10 @@ static void optimizer(struct gm_em *e)
 	uint32_t *tmp;
 
 	phase(e->sk, GM_SP_OPTIMIZER);
+	if (st->ds.on) {
+		gm_ds_optimizer(e);
+		return;
+	}
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
 			const struct gm_step_param *p = &st->p[j % e->np];
@@ -1555,6 +1601,7 @@ static void em_free_all(struct gm_em *e)
 		efree(e, &e->up[j]);
 		efree(e, &e->ug[j]);
 	}
+	gm_ds_free(e);
 	efree(e, &e->ag);
 	efree(e, &e->rsin);
 	efree(e, &e->ws);
@@ -1694,6 +1741,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 				e.w[pix(&e, l, i)] = ealloc(
 					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	shard_setup(&e);
+	if (st->ds.on && st->training)
+		gm_ds_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);
 	for (int k = 0, j = 0; k < st->n_comm; k++)

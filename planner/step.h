@@ -25,6 +25,7 @@
 
 #include "activations.h"
 #include "params.h"
+#include "step_ds.h"
 
 /* What an allocation holds (for tests and reports). GATHER: FSDP's
  * all-gather output, REDUCE: its reduce-scatter output (the sharded
@@ -315,6 +316,10 @@ struct gm_step {
 	 */
 	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
+	/* DeepSpeed's engine (step_ds.h; ds.on false: none). p[].weight and
+	 * grad are then the 16-bit tensors as built, n_state 0: the engine
+	 * emits its partitions, masters and states itself. */
+	struct gm_step_ds ds;
 	/* Megatron-LM: when set, the step is this one, emitted by
 	 * gm_mg_emit() (step_megatron.h), and the fields above are unused */
 	const struct gm_mg_step *megatron;
