@@ -8,6 +8,7 @@
 #include "activations.h"
 #include "arch/family.h"
 #include "block.h"
+#include "loop.h"
 #include "loss.h"
 #include "model_megatron.h"
 #include "error.h"
@@ -193,6 +194,7 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	double hd = head_dim(m);
 
 	d->h = (double)m->hidden_size;
+	d->q = q_width(m);
 	d->kv = hd * (double)m->kv_heads;
 	d->f = (double)m->ffn_hidden_size;
 	d->fe = (double)m->moe_ffn_hidden_size;
@@ -429,6 +431,7 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
 		.qkv_bias = m->qkv_bias,
+		.kv_cache = gm_loop_kv_cache(sp),
 		.adapter = &sp->training,
 		.in_no_grad = in_no_grad,
 		.sms = c->gpu->multiprocessors,
@@ -641,6 +644,7 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
 		.optimizer_states = k[GM_SK_STATE],
 		.activations = k[GM_SK_ACT], .logits = k[GM_SK_LOGITS],
+		.kv_cache = k[GM_SK_KV],
 		.temporary = k[GM_SK_TRANSIENT] + k[GM_SK_CACHE] +
 			     k[GM_SK_OPT_TMP],
 		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
@@ -1009,6 +1013,86 @@ static void train_peak(const struct ctx *c, struct gm_terms *T,
 	}
 }
 
+/* Whether block program p takes past_key_values' K and V (HOLD ops). */
+static bool holds_cache(const struct gm_step_block *p)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->op[i].op == GM_BOP_HOLD)
+			return true;
+	return false;
+}
+
+/*
+ * What the training loop keeps (loop.h) on the step st of x's shapes:
+ * the loop's rule and, where the forward builds past_key_values and the
+ * block has no program that takes them, one block's cached K and V
+ * (each tok x kv heads x head_dim per tensor-parallel rank) in the keys'
+ * dtype: the rotary output's, fp32 under autocast with fp32 residual
+ * (cos and sin come in the residual dtype and promote), copies under
+ * autocast (the attention saves its own 16-bit casts), else the tensors
+ * the attention saved.
+ */
+static void loop_step(const struct ctx *c, struct gm_step *st,
+		      const struct train *x, bool prog)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double key = c->full.autocast ? fmax(c->full.compute,
+					     c->full.residual) :
+		     c->full.compute;
+
+	gm_loop_apply(gm_loop_rule(c->spec->training.loop), c->spec, st);
+	if (!st->kv_cache)
+		return;
+	st->kv_copies = c->full.autocast;
+	if (!prog || !holds_cache(&st->blk))
+		st->kv_block = x->tok * head_dim(m) * (double)m->kv_heads /
+			       c->t * key;
+}
+
+/* Bytes of one block's cached K and V in st (the program's HOLD ids,
+ * or kv_block each). */
+static double cache_per_block(const struct gm_step *st)
+{
+	const struct gm_step_block *p = &st->blk;
+	double b = 0;
+
+	if (st->kv_block > 0)
+		return 2 * st->kv_block;
+	for (int i = 0; i < p->n_fwd; i++) {
+		if (p->op[i].op != GM_BOP_HOLD)
+			continue;
+		for (int j = i; j-- > 0;)
+			if (p->op[j].op == GM_BOP_ALLOC &&
+			    p->op[j].id == p->op[i].id) {
+				b += p->op[j].bytes;
+				break;
+			}
+	}
+	return b;
+}
+
+/* The closed-form terms of what the loop keeps: the cache at its
+ * largest (every block's K and V; with keep-outputs the last forward's
+ * too, until the next one returns) and the kept logits (the loss
+ * program's first tensor) on top of the loss's own. */
+static void loop_terms(const struct gm_step *st, struct gm_terms *T)
+{
+	if (st->kv_cache)
+		T->kv_cache = (st->keep_outputs ? 2 : 1) * (double)T->layers *
+			      cache_per_block(st);
+	for (int i = 0; st->keep_outputs && i < st->n_loss; i++)
+		if (st->loss[i].alloc && st->loss[i].id == 0) {
+			T->logits += st->loss[i].bytes;
+			break;
+		}
+}
+
+/* Whether the loop keeps anything the closed-form terms do not hold. */
+static bool loop_keeps(const struct gm_step *st)
+{
+	return st->keep_outputs || st->kv_cache || st->grads_to_next_forward;
+}
+
 /* Whether the stage trains under DeepSpeed's engine (step_ds.h). */
 static bool ds_engine(const struct ctx *c)
 {
@@ -1147,6 +1231,8 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				st.act[st.n_act++] =
 					gm_act_tensor_bytes(&x->l.t[i], &x->d);
 	loss_program(c, &st, x->tok);
+	loop_step(c, &st, x, prog);
+	loop_terms(&st, T);
 	if (ds_engine(c))
 		ds_describe(c, T, &st);
 	else
@@ -1156,7 +1242,8 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	 * with the replay, block programs and the distributed sequences
 	 * (FSDP units, ZeRO-1 partition, TP) give the peak of live bytes */
 	if (c->o->reserve == GM_RESERVE_SIMULATED &&
-	    (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1))
+	    (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1 ||
+	     loop_keeps(&st)))
 		sequence_peak(c, &st, T);
 	/* with an adapter the saved tensors are the program's (a frozen
 	 * base saves far less than activations.c's list): the largest is
