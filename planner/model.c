@@ -1077,11 +1077,19 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	if (c->o->reserve == GM_RESERVE_SIMULATED &&
 	    (prog || st.fsdp || st.zero1_d || c->t > 1))
 		sequence_peak(c, &st, T);
-	/* with an adapter the saved tensors are the program's (a frozen
-	 * base saves far less than activations.c's list): the largest is
-	 * what the sequence holds at its peak, the end of the forward */
-	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED)
-		T->activations = T->at_peak.activations;
+	/* with an adapter the saved tensors and transients are the
+	 * program's (a frozen base keeps far less than activations.c's
+	 * lists): each term's largest is the sequence's own */
+	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED) {
+		struct gm_step_peak pk;
+		if (!gm_step_peak(&st, (1u << GM_SK_ACT) | GM_STEP_NOGROUP,
+				  &pk))
+			T->activations = pk.peak;
+		if (!gm_step_peak(&st, (1u << GM_SK_TRANSIENT) |
+				  (1u << GM_SK_CACHE) | (1u << GM_SK_OPT_TMP) |
+				  GM_STEP_NOGROUP, &pk))
+			T->temporary = pk.peak;
+	}
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&x->fb);
 		double r1 = gm_reserved_from_allocated(&x->op);
