@@ -9,6 +9,7 @@
 #include "arch/family.h"
 #include "block.h"
 #include "loss.h"
+#include "model_megatron.h"
 #include "error.h"
 #include "recipe.h"
 #include "reserve.h"
@@ -327,6 +328,7 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 				   tdiv(c, &c->pl->t[i]);
 	}
 	in.fsdp_mp = sp->parallelism.fsdp_mixed_precision;
+	in.distributed_optimizer = sp->parallelism.distributed_optimizer;
 	if (adapter_on(c)) {
 		struct gm_adapter_in ai = {
 			.adapter = sp->training.adapter,
@@ -1104,10 +1106,11 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
  * tok x experts_per_token / experts). A router that sends every token
  * of the micro-batch (the pass) to one expert, which the top-k allows
  * (each token picks an expert once), gives that expert tok tokens: in
- * training its backward's transient (3 expert-widths per token: the
- * family's saved list), in inference its gathered input, gate_up, SiLU,
- * product and down tensors (hidden + 4 expert-widths per token) grow by
- * the difference. Bytes; 0 for dense models.
+ * inference its gathered input, gate_up, SiLU, product and down tensors
+ * (hidden + 4 expert-widths per token) grow by the difference. Training
+ * runs the experts as one grouped matmul over all (token, expert) rows
+ * (arch/moe.c), whose memory the split does not change: 0. Bytes; 0 for
+ * dense models.
  */
 static double moe_skew(const struct ctx *c, double tok, bool training)
 {
@@ -1119,14 +1122,63 @@ static double moe_skew(const struct ctx *c, double tok, bool training)
 	if (!(E > k) || !c->fam->moe)
 		return 0;
 	extra = tok * (1 - k / E);
-	return training ? extra * 3 * F * C :
+	return training ? 0 :
 			  extra * ((double)m->hidden_size + 4 * F) * C;
+}
+
+/*
+ * training.framework megatron: the stage's model states and sequence
+ * from model_megatron.c (Megatron-Core's buffers, layers and schedule),
+ * then each term's largest, the peak and the reserve read off that
+ * sequence as for the other recipes.
+ */
+static void megatron_stage(const struct ctx *c, struct gm_terms *T)
+{
+	struct gm_mg_in in = {
+		.spec = c->spec, .pl = c->pl, .t = c->t, .d = c->d,
+		.p = c->p, .r = c->r, .layers = c->layers, .m = c->ga,
+		.workspace = c->ws, .sm_major = c->gpu->sm_major};
+	struct gm_mg_step mg;
+	struct gm_step st = {.training = true};
+	struct gm_step_peak pk;
+	const unsigned kinds[] = {GM_SK_ACT, GM_SK_LOGITS, GM_SK_TRANSIENT};
+	double *term[] = {&T->activations, &T->logits, &T->temporary};
+
+	gm_mg_stage(&in, &mg, T);
+	st.megatron = &mg;
+	for (int i = 0; i < 3; i++)
+		if (!gm_step_peak(&st, (1u << kinds[i]) | GM_STEP_NOGROUP,
+				  &pk))
+			*term[i] = pk.peak;
+	T->workspace = 2 * mg.workspace + mg.te_workspace;
+	sequence_peak(c, &st, T);
+	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		struct gm_blocks bs = {0};
+		if (!gm_step_peak(&st, GM_STEP_ALL, &pk))
+			for (int j = 0; j < pk.n_group; j++)
+				gm_blocks_add(&bs, pk.group[j].bytes,
+					      pk.group[j].count,
+					      pk.group[j].kind == GM_SK_ACT ||
+					      pk.group[j].kind ==
+					      GM_SK_TRANSIENT ||
+					      pk.group[j].kind == GM_SK_LOGITS);
+		T->peak_reserved = gm_reserved_from_allocated(&bs);
+	} else {
+		step_replay(c, &st, T);
+	}
+	if (T->peak_reserved < T->peak_allocated)
+		T->peak_reserved = T->peak_allocated;
 }
 
 /* One training stage: its terms one by one, then the sequence. */
 static void train_stage(const struct ctx *c, struct gm_terms *T)
 {
 	struct train x = {0};
+
+	if (c->spec->training.framework == GM_FW_MEGATRON) {
+		megatron_stage(c, T);
+		return;
+	}
 
 	x.s = (double)c->spec->training.sequence_length;
 	x.b = (double)c->spec->training.micro_batch_size;

@@ -542,6 +542,46 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
+ * training.framework megatron (model_megatron.c): Megatron-Core's GPT
+ * model with the Llama layer (SwiGLU, RMSNorm, rotary) or the GPT-2 one
+ * (GeLU, LayerNorm, learned positions), Adam. Megatron runs its own
+ * loop, so the Hugging Face loop keys do not apply; what it has but the
+ * planner does not model yet is refused here.
+ */
+static int check_megatron(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	enum gm_arch a = s->model.architecture;
+
+	if (a != GM_ARCH_LLAMA && a != GM_ARCH_GPT2)
+		return gm__spec_blame(c, given(s, GM_K_ARCH) ? GM_K_ARCH :
+				      GM_K_FRAMEWORK, "'%s' under training."
+				      "framework megatron is not modelled yet "
+				      "by `gpumem plan` (Megatron-Core's GPT "
+				      "model with the llama or gpt2 layer is)",
+				      gm_arch_name(a));
+	if (t->optimizer != GM_OPT_ADAM && t->optimizer != GM_OPT_ADAMW)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' under megatron "
+				      "is not modelled yet (adam, adamw)",
+				      gm_optimizer_name(t->optimizer));
+	if (t->adapter != GM_ADAPTER_NONE)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under megatron is "
+				      "not modelled yet",
+				      gm_adapter_name(t->adapter));
+	if (given(s, GM_K_LOOP))
+		return gm__spec_blame(c, GM_K_LOOP, "applies to framework "
+				      "pytorch; Megatron-LM runs its own loop "
+				      "(pretrain_gpt.py): leave it out");
+	if (given(s, GM_K_USE_CACHE))
+		return gm__spec_blame(c, GM_K_USE_CACHE, "applies to framework "
+				      "pytorch (Hugging Face's KV cache); "
+				      "Megatron-Core builds none in training: "
+				      "leave it out");
+	return 0;
+}
+
+/*
  * What of training.adapter the step emitter plans (planner/step_adapter.c):
  * LoRA on one GPU over a causal LM whose family has an op-by-op block
  * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
@@ -596,6 +636,8 @@ static int check_modelled(struct gm__spec_ctx *c)
 
 	if (s->task != GM_TASK_TRAIN)
 		return 0;
+	if (t->framework == GM_FW_MEGATRON)
+		return check_megatron(c);
 	if (t->framework != GM_FW_PYTORCH)
 		return gm__spec_blame(c, given(s, GM_K_FRAMEWORK) ? GM_K_FRAMEWORK
 								  : GM_K_DS_CONFIG,

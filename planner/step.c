@@ -67,6 +67,7 @@
 #include "arch/family.h"
 #include "backend.h"
 #include "step_emit.h"
+#include "step_megatron.h"
 #include "error.h"
 #include "pool.h"
 #include "sim.h"
@@ -1415,6 +1416,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	size_t n, na;
 	int rc;
 
+	if (st->megatron)
+		return gm_mg_emit(st->megatron, sink);
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
 		e.loss[k] = NONE;
 	for (int k = 0; k < GM_STEP_BLOCK_IDS; k++)

@@ -89,6 +89,7 @@ struct gm_step_param {
  * kv heads x head_dim, ffn, vocab divided by the degree; hidden not).
  */
 struct gm_family;
+struct gm_mg_step;
 
 struct gm_step_infer {
 	const struct gm_family *fam; /* the model's family (its inference
@@ -291,6 +292,9 @@ struct gm_step {
 	 */
 	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
+	/* Megatron-LM: when set, the step is this one, emitted by
+	 * gm_mg_emit() (step_megatron.h), and the fields above are unused */
+	const struct gm_mg_step *megatron;
 };
 
 /* Receives the sequence. id: a slot, reused after its free. */
