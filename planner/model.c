@@ -337,7 +337,20 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 			.base_params = in.params,
 			.matmul_params = in.matmul_params,
 			.adapter_params = gm_adapter_layer_params(
-				c->pl, &sp->training) * (double)c->layers};
+				c->pl, &sp->training) * (double)c->layers,
+			.kbit_prepared = true};
+		for (int i = 0; i < c->pl->n; i++) {
+			const struct gm_ptensor *pt = &c->pl->t[i];
+			double n = (double)pt->rows * (double)pt->cols;
+			if (!gm_adapter_quantized(&sp->training, pt))
+				continue;
+			ai.quantized += n * (double)c->layers;
+			ai.quantized_bytes += gm_nf4_bytes(pt->rows *
+							   pt->cols) *
+					      (double)c->layers;
+			if (n > ai.largest_linear)
+				ai.largest_linear = n;
+		}
 		if (!gm_recipe_adapter(&ai, &rs, &diag)) {
 			snprintf(out->recipe, sizeof(out->recipe), "%s",
 				 rs.name);
@@ -418,6 +431,12 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.qkv_bias = m->qkv_bias,
 		.adapter = &sp->training,
 		.in_no_grad = in_no_grad,
+		/* QLoRA: prepare_model_for_kbit_training enables
+		 * checkpointing with gradient_checkpointing_kwargs {}, so
+		 * torch.utils.checkpoint's reentrant default (the H200
+		 * trace: CheckpointFunction.backward re-runs each block) */
+		.reentrant = sp->training.adapter == GM_ADAPTER_QLORA &&
+			     ck == GM_CKPT_FULL,
 		.sms = c->gpu->multiprocessors,
 		.sm_threads = c->gpu->threads_per_sm};
 
@@ -466,6 +485,9 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			   pt->flags & GM_PT_EMBED ? GM_STEP_EMBED :
 			   GM_STEP_HEAD;
 		q->weight = per * c->sb.weights;
+		if (sp->task == GM_TASK_TRAIN &&
+		    gm_adapter_quantized(&sp->training, pt))
+			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's
@@ -830,7 +852,10 @@ static void train_adapter(const struct ctx *c, struct gm_terms *T,
 		return;
 	A = gm_adapter_layer_params(c->pl, &c->spec->training) *
 	    (double)c->layers;
-	T->weights += A * ab.weights;
+	T->weights += A * ab.weights +
+		      gm_adapter_quantized_delta(c->pl, &c->spec->training,
+						 c->sb.weights) *
+		      (double)c->layers;
 	T->gradients = A * ab.gradients;
 	T->optimizer_states = A * ab.optimizer;
 	x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 #include "error.h"
 #include "model.h"
 #include "params.h"
+#include "recipe.h"
 #include "specs.h"
 #include "step_adapter.h"
 
@@ -81,6 +83,9 @@ static void peft_counts(void **state)
 	/* lora-llama-1.1b-r64-alllinear */
 	assert_true(layer_params(tiny, lora(64, "all-linear", NULL)) ==
 		    50462720);
+	/* qlora-llama-1.1b-r16-alllinear-fullckpt */
+	assert_true(layer_params(tiny, lora(16, "all-linear", NULL)) ==
+		    12615680);
 	/* lora-llama-7b-r16-alllinear */
 	assert_true(layer_params(l7b, lora(16, "all-linear", NULL)) ==
 		    39976960);
@@ -171,6 +176,45 @@ static void first_block(void **state)
 			     q.op[i].id == GM_BLK_GIN);
 }
 
+/*
+ * QLoRA's block (fp32 residual stream after prepare_model_for_kbit_
+ * training, bf16 compute under autocast): a Linear4bit saves nothing of
+ * its input (MatMul4Bit keeps the packed weight only) and dequantizes
+ * its whole weight (in x out, 16-bit) for the matmul. What is kept, per
+ * token: each LoRA's lora_A input cast (2 h) and lora_A's output (2 r);
+ * sdpa's 16-bit casts of q, k, v, its output and logsumexp; the second
+ * RMSNorm's fp32 input (4 h; the first one's is the block input); the
+ * MLP's gate, SiLU and up outputs in fp32 (3 x 4 f).
+ */
+static void qlora_block(void **state)
+{
+	struct gm_spec_training t = lora(8, "q_proj", "v_proj");
+	struct gm_step_shape s = shape(&t);
+	struct gm_step_block p;
+	double per_tok = 2 * (2 * 64 + 2 * 8) + 2 * (64 + 64 + 64 + 64) +
+			 4 * 4 + 4 * 64 + 3 * 4 * 128;
+	int dq[2] = {0, 0};
+
+	(void)state;
+	t.adapter = GM_ADAPTER_QLORA;
+	s.r = 4;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_true(saved(&p) == per_tok * 4);
+	assert_int_equal(p.n_lora, 2);
+	for (int i = 0; i < p.n_fwd; i++) {
+		if (p.op[i].op != GM_BOP_ALLOC)
+			continue;
+		dq[0] += p.op[i].bytes == 64 * 64 * 2;
+		dq[1] += p.op[i].bytes == 64 * 128 * 2;
+	}
+	assert_int_equal(dq[0], 4);  /* q, k, v, o */
+	assert_int_equal(dq[1], 3);  /* gate, up, down */
+	s.ckpt = GM_STEP_CKPT_FULL;
+	s.reentrant = true;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_true(p.reentrant);
+}
+
 /* The plan's model states: the base in bf16 without gradients or
  * states, the adapters' fp32 weights, gradients and AdamW's two fp32
  * states (PeftModel's autocast_adapter_dtype); the recipe named. */
@@ -201,6 +245,27 @@ static void plan_states(void **state)
 	 * the saved tensors: far below full fine-tuning's 16 B per weight */
 	assert_true(p.per_gpu.peak_allocated > p.per_gpu.weights);
 	assert_true(p.per_gpu.peak_allocated < 8 * P);
+	/* QLoRA: the block linears in NF4 with double quantization, the
+	 * rest in fp32 (prepare_model_for_kbit_training) */
+	{
+		struct gm_param_layout l;
+		double nf4 = 0, q = 0;
+		assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+		for (int i = 0; i < l.n; i++)
+			if ((l.t[i].flags & GM_PT_LAYER) &&
+			    (l.t[i].flags & GM_PT_MATMUL)) {
+				nf4 += 22 * gm_nf4_bytes(l.t[i].rows *
+							 l.t[i].cols);
+				q += 22.0 * l.t[i].rows * l.t[i].cols;
+			}
+		s.training.adapter = GM_ADAPTER_QLORA;
+		assert_int_equal(gm_plan(&s, &h200, NULL, &p, &d), 0);
+		assert_true(fabs(p.per_gpu.weights -
+				 (4 * (P - q) + nf4 + 4 * A)) < 1);
+		assert_string_equal(p.recipe, "pytorch-qlora-nf4-bf16-mixed");
+		/* about 0.52 B per quantized weight */
+		assert_true(nf4 / q > 0.51 && nf4 / q < 0.52);
+	}
 }
 
 int main(void)
@@ -210,6 +275,7 @@ int main(void)
 		cmocka_unit_test(peft_counts),
 		cmocka_unit_test(block_saves),
 		cmocka_unit_test(first_block),
+		cmocka_unit_test(qlora_block),
 		cmocka_unit_test(plan_states),
 	};
 
