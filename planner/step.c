@@ -686,7 +686,8 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 
 	for (int i = 0; i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
-		    p->op[i].kind == GM_SK_ACT && p->op[i].id != GM_BLK_OUT)
+		    p->op[i].kind == GM_SK_ACT &&
+		    (p->op[i].id != GM_BLK_OUT || (all && p->reentrant)))
 			last = i;
 	for (int i = 0; i <= last && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
@@ -700,9 +701,13 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 			efree(e, &e->rec[o->id]);
 		}
 	}
+	/* reentrant: torch.utils.checkpoint's CheckpointFunction.backward
+	 * holds the re-run's outputs until its torch.autograd.backward
+	 * returns (prog_backward frees them) */
 	for (int id = 0; id < p->n_ids; id++)
 		if (e->rec[id] != NONE && (e->reckind[id] != GM_SK_ACT ||
-					   id == GM_BLK_OUT))
+					   (id == GM_BLK_OUT &&
+					    !(all && p->reentrant))))
 			efree(e, &e->rec[id]);
 }
 
@@ -780,7 +785,7 @@ static bool head_wgrad16(struct gm_em *e)
 	int k = 0;
 
 	for (int i = 0; i < e->np && k < 2; i++)
-		if (head_copy(&e->st->p[i]))
+		if (head_copy(&e->st->p[i]) && e->st->p[i].grad > 0)
 			e->hw16[k++] = ealloc(e, e->st->p[i].cache,
 					      GM_SK_TRANSIENT);
 	return k > 0;

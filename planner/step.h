@@ -169,6 +169,10 @@ struct gm_step_block {
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
+	bool reentrant;         /* full checkpointing is reentrant
+				 * (CheckpointFunction): the backward
+				 * re-runs the whole forward, its output
+				 * kept to the block's backward's end */
 	int n_lora;             /* the LoRA adapters the program applies:
 				 * each linear's in and out features */
 	struct {
@@ -198,6 +202,8 @@ struct gm_step_shape {
 	 * block names (gm_blk_linear_named) that match lora_targets carry
 	 * LoRA's two matmuls of rank lora_rank (planner/step_adapter.c) */
 	const struct gm_spec_training *adapter;
+	bool reentrant;         /* full checkpointing by torch.utils.
+				 * checkpoint(use_reentrant=True) */
 	bool in_no_grad;        /* the block input does not require grad
 				 * (the first block under a frozen
 				 * embedding): ops on it alone record no
