@@ -1673,7 +1673,11 @@ static struct seg *vseg_get(struct gm_pool *p, struct arena *a, int pool,
 
 	if (s)
 		return s;
-	va = round_up(p->total + p->total / 8, g);
+	/* 1 1/8 of the device's own memory (PyTorch: totalGlobalMem), not
+	 * of a capped view of it: a cap is met by the charge, never by the
+	 * address range running out */
+	va = p->be->total_bytes > p->total ? p->be->total_bytes : p->total;
+	va = round_up(va + va / 8, g);
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		*err = GM_ENOMEM;
@@ -2598,6 +2602,11 @@ uint64_t gm_pool_device_calls(const struct gm_pool *pool)
 	return atomic_load(&p->dev_alloc) + atomic_load(&p->dev_free) +
 	       atomic_load(&p->retries) + atomic_load(&p->ooms) +
 	       atomic_load(&p->limit_rej) + atomic_load(&p->xstream);
+}
+
+bool gm_pool_virtual(const struct gm_pool *pool)
+{
+	return pool->opt.virtual_segments;
 }
 
 uint64_t gm_pool_cap(const struct gm_pool *pool)
