@@ -1768,6 +1768,11 @@ struct lz_words {
 
 #define LZ_CKPTS 16
 #define LZ_LOG_MAX ((size_t)1 << 20)
+/* after LZ_MISSES checkpoints without a cycle, every next one costs a
+ * state for nothing: leave out misses / LZ_MISSES (at most LZ_SKIP_MAX)
+ * after each */
+#define LZ_MISSES 64
+#define LZ_SKIP_MAX 16
 
 struct lz {
 	bool on;
@@ -1790,6 +1795,8 @@ struct lz {
 	uint64_t passes, fails; /* its whole passes and its failures (a
 				 * request that differed from it) */
 	size_t minlen;          /* a new cycle must be longer */
+	uint64_t misses;        /* checkpoints since one armed a cycle */
+	uint64_t skip;          /* checkpoints left out from here */
 	uint64_t served;        /* requests answered from the cycle */
 };
 
@@ -2037,12 +2044,20 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 	}
 	if (z->armed)
 		return 0;
+	if (z->skip) { /* a checkpoint is optional: none proves nothing */
+		z->skip--;
+		return 0;
+	}
+	if (++z->misses >= LZ_MISSES) /* no cycle for long: look less often */
+		z->skip = z->misses / LZ_MISSES < LZ_SKIP_MAX ?
+			  z->misses / LZ_MISSES : LZ_SKIP_MAX;
 	if ((rc = lz_state(p->pool, &z->tmp)))
 		return rc;
 	if (z->ncyc && lz_same(&z->tmp, &z->cst)) {
 		/* back in the kept cycle's start state */
 		z->armed = true;
 		z->pos = 0;
+		z->misses = 0;
 		lz_reset(z);
 		return 0;
 	}
@@ -2067,6 +2082,7 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		z->armed = true;
 		z->pos = 0;
 		z->passes = z->fails = 0;
+		z->misses = 0;
 		lz_reset(z);
 		return 0;
 	}
