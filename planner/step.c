@@ -2095,7 +2095,9 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 			(LZ_CKPTS - 1) * sizeof(*z->ck_at));
 		z->ck[LZ_CKPTS - 1] = w;
 		z->nck--;
-		memmove(z->log, z->log + d, (z->nlog - d) * sizeof(*z->log));
+		if (z->nlog > d)
+			memmove(z->log, z->log + d,
+				(z->nlog - d) * sizeof(*z->log));
 		z->nlog -= d;
 		for (int k = 0; k < z->nck; k++)
 			z->ck_at[k] -= d;
