@@ -39,6 +39,7 @@
 #include "arch/family.h"
 #include "error.h"
 #include "reduce.h"
+#include "step_adapter.h"
 
 #include <math.h>
 #include <string.h>
@@ -56,6 +57,8 @@ struct tn {
 	bool core_only;    /* saved by attention-core nodes only */
 	int alloc_op;      /* its ALLOC in the program, -1 none */
 	int grad;          /* id of its gradient, -1 none yet */
+	bool nog;          /* does not require grad (made from tensors that
+			    * do not, by ops without trainable weights) */
 };
 
 struct nd {
@@ -79,6 +82,7 @@ struct gm_blk {
 	int nn;
 	bool core;         /* building the attention function */
 	bool want_out;     /* the next tensor is the block's output */
+	bool trains;       /* the next node has a trainable weight */
 	int gref[GM_STEP_BLOCK_IDS]; /* references to a gradient */
 	bool err;
 };
@@ -159,6 +163,7 @@ static int tview(struct gm_blk *b, int x, double n)
 	tinit(b, id, n, b->t[x].eb);
 	b->t[id].base = r;
 	b->t[id].n = 0;
+	b->t[id].nog = b->t[x].nog;
 	b->t[r].py++;
 	b->t[id].py = 0;
 	return id;
@@ -210,6 +215,20 @@ static struct nd *node(struct gm_blk *b, const int *in, const int *out,
 	d->nin = count(in);
 	d->nout = count(out);
 	d->nsv = count(sv);
+	/* autograd records no node for an op none of whose inputs (nor a
+	 * weight) requires grad: its outputs do not either, it saves
+	 * nothing (the node stays on the tape, inert) */
+	{
+		bool rg = d->nin == 0 || b->trains;
+		for (int i = 0; i < d->nin && i < 3; i++)
+			rg = rg || !b->t[in[i]].nog;
+		b->trains = false;
+		if (!rg) {
+			for (int i = 0; i < d->nout && i < 3; i++)
+				b->t[out[i]].nog = true;
+			d->nsv = 0;
+		}
+	}
 	for (int i = 0; i < d->nin && i < 3; i++)
 		d->in[i] = in[i];
 	for (int i = 0; i < d->nout && i < 3; i++)
@@ -263,11 +282,38 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	if (sh->autocast && b->t[x].eb != sh->c)
 		xc = cast(b, x, sh->c);
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
+	b->trains = true; /* its weight */
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
 	if (sh->autocast) /* the 16-bit weight gradient */
 		d->tmp = in * out * sh->c;
 	if (bias)
 		d->red = red(b, out);
+	if (xc != x)
+		drop(b, xc);
+	return o;
+}
+
+/* Whether the base weights are frozen (a PEFT adapter trains instead). */
+static bool frozen(const struct gm_blk *b)
+{
+	return b->sh->adapter && b->sh->adapter->adapter != GM_ADAPTER_NONE;
+}
+
+/* A frozen linear (requires_grad False): autograd needs only its weight
+ * for the input's gradient, so nothing of the input is saved (the mm /
+ * addmm derivative saves `self` only when the weight needs a gradient:
+ * PyTorch's generated VariableType, should_compute_output), and there
+ * is no weight or bias gradient. Under autocast its input cast is
+ * freed at once. */
+static int frozen_linear(struct gm_blk *b, int x, double out)
+{
+	const struct gm_step_shape *sh = b->sh;
+	int xc = x, o;
+
+	if (sh->autocast && b->t[x].eb != sh->c)
+		xc = cast(b, x, sh->c);
+	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
+	node(b, (int[]){xc, END}, (int[]){o, END}, NULL);
 	if (xc != x)
 		drop(b, xc);
 	return o;
@@ -297,6 +343,64 @@ static int add(struct gm_blk *b, int x, int y)
 static double nel(const struct gm_blk *b, int x)
 {
 	return b->t[x].gbytes / b->t[x].eb;
+}
+
+/*
+ * PEFT's LoRA on a linear whose frozen output is res (peft 0.20
+ * tuners/lora/layer.py, Linear.forward): result + lora_B(lora_A(
+ * dropout(x))) * scaling, with x first cast to the adapter's dtype
+ * (tuners_utils.py _cast_input_dtype: fp32, as get_peft_model's
+ * autocast_adapter_dtype keeps the adapters) and the sum cast back to
+ * the base output's dtype. lora_dropout is PEFT's default 0.0 (an
+ * nn.Identity). lora_A saves its input (under autocast its 16-bit
+ * cast: one copy per adapter, not shared with the frozen matmul),
+ * lora_B lora_A's output; the fp32 x lives until the forward returns.
+ */
+static int lora(struct gm_blk *b, int x, int res, double in, double out)
+{
+	double r = (double)b->sh->adapter->lora_rank, rb = b->t[res].eb;
+	struct gm_step_block *p = b->p;
+	int x32 = b->t[x].eb == 4 ? x : cast(b, x, 4);
+	int a, lb, s, sum;
+
+	a = linear(b, x32, in, r, false);
+	lb = linear(b, a, r, out, false);
+	drop(b, a);
+	s = op(b, nel(b, lb), b->t[lb].eb, (int[]){lb, END}, NULL);
+	drop(b, lb);
+	sum = add(b, res, s);
+	drop(b, s);
+	drop(b, res);
+	if (b->t[sum].eb != rb) {
+		int c = cast(b, sum, rb);
+		drop(b, sum);
+		sum = c;
+	}
+	if (x32 != x)
+		drop(b, x32);
+	if (p->n_lora < GM_STEP_LORA_MAX) {
+		p->lora[p->n_lora].in = in;
+		p->lora[p->n_lora++].out = out;
+	} else {
+		b->err = true;
+	}
+	return sum;
+}
+
+/* A linear the family's block names (module name, its PEFT target
+ * name): frozen under an adapter, with LoRA where lora_targets match. */
+static int linear_named(struct gm_blk *b, const char *name, int x,
+			double in, double out, bool bias)
+{
+	int o;
+
+	if (!frozen(b))
+		return linear(b, x, in, out, bias);
+	o = frozen_linear(b, x, out);
+	if (b->sh->adapter->adapter == GM_ADAPTER_LORA && name &&
+	    gm_adapter_targets(b->sh->adapter, name))
+		o = lora(b, x, o, in, out);
+	return o;
 }
 
 /* nn.LayerNorm: fp32 under autocast; saves its input, mean and rstd. */
@@ -332,14 +436,19 @@ static int rms_norm_rows(struct gm_blk *b, int x, double T, double width)
 	if (x32 != x)
 		drop(b, x32);
 	yc = R == 4 ? y : cast(b, y, R);
-	o = op(b, N, R, (int[]){yc, END}, (int[]){yc, END});
+	/* a frozen weight: MulBackward0 saves the weight alone (yc is what
+	 * the weight's gradient would need) */
+	o = op(b, N, R, (int[]){yc, END},
+	       frozen(b) ? NULL : (int[]){yc, END});
 	if (yc != y) /* the name hidden_states holds y until the return */
 		drop(b, y);
 	/* MulBackward0: the weight's gradient is grad * yc summed over the
 	 * tokens, after yc's */
-	b->n[b->nn - 1].wtmp = N * R;
-	b->n[b->nn - 1].red = gm_reduce_staging_bytes(T, width, b->sh->sms,
-						      b->sh->sm_threads);
+	if (!frozen(b)) {
+		b->n[b->nn - 1].wtmp = N * R;
+		b->n[b->nn - 1].red = gm_reduce_staging_bytes(
+			T, width, b->sh->sms, b->sh->sm_threads);
+	}
 	drop(b, yc);
 	return o;
 }
@@ -631,6 +740,8 @@ static void backward(struct gm_blk *b, int out)
 		for (int i = 0; any && i < d->nin; i++) {
 			struct tn *x = &b->t[d->in[i]];
 			const struct tn *o = &b->t[d->out[0]];
+			if (x->nog)
+				continue;
 			if (d->alias && x->eb == o->eb &&
 			    x->gbytes == o->gbytes) {
 				b->gref[g0]++;
@@ -672,6 +783,7 @@ static struct gm_blk *begin(const struct gm_step_shape *sh,
 	b.p = out;
 	b.nt = GM_BLK_FIRST;
 	tinit(&b, GM_BLK_IN, sh->tok * sh->hidden, sh->r);
+	b.t[GM_BLK_IN].nog = sh->in_no_grad;
 	return &b;
 }
 
@@ -795,7 +907,13 @@ int gm_blk_cast(struct gm_blk *b, int x, double eb)
 
 int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias)
 {
-	return linear(b, x, in, out, bias);
+	return linear_named(b, NULL, x, in, out, bias);
+}
+
+int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
+			double out, bool bias)
+{
+	return linear_named(b, name, x, in, out, bias);
 }
 
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv)

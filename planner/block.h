@@ -70,6 +70,11 @@ void gm_blk_drop(struct gm_blk *b, int x);
 int gm_blk_cast(struct gm_blk *b, int x, double eb);
 /* nn.Linear / Conv1D: x (tok x in) -> tok x out, with a bias or not. */
 int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias);
+/* The same for the linear whose module name is name (PEFT's target
+ * name: "q_proj", "c_attn", ...): under training.adapter it is frozen and
+ * carries LoRA when lora_targets match (gm_blk_linear: never a target). */
+int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
+			double out, bool bias);
 /* An elementwise op of x (and y >= 0) saving sv (may be NULL). */
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv);
 /* x + y. */

@@ -9,9 +9,11 @@
 #include "arch/family.h"
 #include "block.h"
 #include "loss.h"
+#include "model_megatron.h"
 #include "error.h"
 #include "recipe.h"
 #include "reserve.h"
+#include "step_adapter.h"
 #include "units.h"
 
 #include <math.h>
@@ -271,6 +273,13 @@ static bool fsdp_param_dtype(const struct gm_spec *sp)
 	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;
 }
 
+/* Whether the run trains a PEFT adapter over a frozen base. */
+static bool adapter_on(const struct ctx *c)
+{
+	return c->spec->task == GM_TASK_TRAIN &&
+	       c->spec->training.adapter != GM_ADAPTER_NONE;
+}
+
 /* Largest FSDP unit (one block, or the root: embeddings + head). */
 static double largest_unit(const struct ctx *c)
 {
@@ -319,6 +328,24 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 				   tdiv(c, &c->pl->t[i]);
 	}
 	in.fsdp_mp = sp->parallelism.fsdp_mixed_precision;
+	in.distributed_optimizer = sp->parallelism.distributed_optimizer;
+	if (adapter_on(c)) {
+		struct gm_adapter_in ai = {
+			.adapter = sp->training.adapter,
+			.precision = sp->training.precision,
+			.optimizer = sp->training.optimizer,
+			.base_params = in.params,
+			.matmul_params = in.matmul_params,
+			.adapter_params = gm_adapter_layer_params(
+				c->pl, &sp->training) * (double)c->layers};
+		if (!gm_recipe_adapter(&ai, &rs, &diag)) {
+			snprintf(out->recipe, sizeof(out->recipe), "%s",
+				 rs.name);
+			out->init_peak = rs.init_peak;
+			out->host = rs.host;
+			return;
+		}
+	}
 	if (gm_recipe_states(sp->training.framework, &in, &rs, &diag)) {
 		snprintf(out->recipe, sizeof(out->recipe), "%s",
 			 gm_framework_name(sp->training.framework));
@@ -364,7 +391,7 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
  * final norm (the aggregates are used then).
  */
 static int block_program(const struct ctx *c, struct gm_step_block *blk,
-			 double s, double b, bool head)
+			 double s, double b, bool head, bool in_no_grad)
 {
 	const struct gm_spec *sp = c->spec;
 	const struct gm_spec_model *m = &sp->model;
@@ -389,6 +416,8 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
 		.qkv_bias = m->qkv_bias,
+		.adapter = &sp->training,
+		.in_no_grad = in_no_grad,
 		.sms = c->gpu->multiprocessors,
 		.sm_threads = c->gpu->threads_per_sm};
 
@@ -779,6 +808,35 @@ static void train_opt_tmp(const struct ctx *c, struct train *x)
 		x->opt_tmp = 0;
 }
 
+/* The optimizer's bytes per element of an fp32 adapter tensor (states,
+ * foreach temporary) as for a model trained in fp32 (states.c). */
+static struct gm_state_bytes adapter_bytes(const struct ctx *c)
+{
+	return gm_state_bytes(GM_RECIPE_TORCH, GM_PREC_FP32,
+			      c->spec->training.optimizer);
+}
+
+/* A PEFT adapter (step_adapter.h): the model states add the adapters'
+ * fp32 weights, gradients and optimizer states to the frozen base's
+ * weights; the optimizer's temporaries and autocast's cached casts are
+ * the adapters' alone. */
+static void train_adapter(const struct ctx *c, struct gm_terms *T,
+			  struct train *x)
+{
+	struct gm_state_bytes ab = adapter_bytes(c);
+	double A;
+
+	if (!adapter_on(c))
+		return;
+	A = gm_adapter_layer_params(c->pl, &c->spec->training) *
+	    (double)c->layers;
+	T->weights += A * ab.weights;
+	T->gradients = A * ab.gradients;
+	T->optimizer_states = A * ab.optimizer;
+	x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;
+	x->cache = c->full.autocast ? A * c->full.compute : 0;
+}
+
 /* Gradients live during the forward and backward: all of them with
  * accumulation; without, the head's weight gradient that appears at the
  * loss (a tied lm_head's is the embedding's whole gradient). */
@@ -959,12 +1017,23 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
 	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
-		    !block_program(c, &st.blk, x->s, x->b, false);
+		    !block_program(c, &st.blk, x->s, x->b, false, false);
 
 	/* the final norm op by op where there is one */
 	if (prog && x->head_saved > 0 &&
-	    !block_program(c, &st.head, x->s, x->b, true))
+	    !block_program(c, &st.head, x->s, x->b, true, false))
 		st.head_saved = 0;
+	/* LoRA: the frozen embedding's output does not require grad, so the
+	 * first block's ops on it alone record nothing (PeftModel.__init__
+	 * calls enable_input_require_grads only on a model already
+	 * checkpointing, peft_model.py _prepare_model_for_gradient_
+	 * checkpointing; the H200 trace of lora-llama-1.1b-r16-qv: the
+	 * first block's input_layernorm keeps none of its 64 MiB fp32
+	 * copy) */
+	if (prog && c->first && adapter_on(c) &&
+	    c->spec->training.adapter == GM_ADAPTER_LORA &&
+	    block_program(c, &st.blk0, x->s, x->b, false, true))
+		prog = false;
 	/* the embedding output: how long the model's forward names it
 	 * (the family's embed_out: LlamaModel and GPT2Model keep
 	 * inputs_embeds until their forward returns; the H200 traces free
@@ -981,6 +1050,16 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	step_params(c, &st, c->full.autocast ? c->full.compute : 0,
 		    x->opt_tmp > 0 ? c->full.weights /
 		    (zero >= 1 ? c->d : 1) : 0);
+	if (adapter_on(c) && prog) {
+		struct gm_state_bytes ab = adapter_bytes(c);
+		if (gm_adapter_step_params(&st, &sp->training, ab.optimizer,
+					   (int)lround(ab.optimizer / 4),
+					   x->opt_tmp > 0 ? ab.weights : 0,
+					   c->full.autocast ?
+					   c->full.compute : 0))
+			prog = false;
+		st.head_unsaved = true;
+	}
 	if (prog)
 		st.trans = 0;
 	else if (ck == GM_CKPT_FULL || !c->fam->shaped)
@@ -1000,6 +1079,11 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	if (c->o->reserve == GM_RESERVE_SIMULATED &&
 	    (prog || st.fsdp || st.zero1_d || c->t > 1))
 		sequence_peak(c, &st, T);
+	/* with an adapter the saved tensors are the program's (a frozen
+	 * base saves far less than activations.c's list): the largest is
+	 * what the sequence holds at its peak, the end of the forward */
+	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED)
+		T->activations = T->at_peak.activations;
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&x->fb);
 		double r1 = gm_reserved_from_allocated(&x->op);
@@ -1014,10 +1098,11 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
  * tok x experts_per_token / experts). A router that sends every token
  * of the micro-batch (the pass) to one expert, which the top-k allows
  * (each token picks an expert once), gives that expert tok tokens: in
- * training its backward's transient (3 expert-widths per token: the
- * family's saved list), in inference its gathered input, gate_up, SiLU,
- * product and down tensors (hidden + 4 expert-widths per token) grow by
- * the difference. Bytes; 0 for dense models.
+ * inference its gathered input, gate_up, SiLU, product and down tensors
+ * (hidden + 4 expert-widths per token) grow by the difference. Training
+ * runs the experts as one grouped matmul over all (token, expert) rows
+ * (arch/moe.c), whose memory the split does not change: 0. Bytes; 0 for
+ * dense models.
  */
 static double moe_skew(const struct ctx *c, double tok, bool training)
 {
@@ -1029,14 +1114,63 @@ static double moe_skew(const struct ctx *c, double tok, bool training)
 	if (!(E > k) || !c->fam->moe)
 		return 0;
 	extra = tok * (1 - k / E);
-	return training ? extra * 3 * F * C :
+	return training ? 0 :
 			  extra * ((double)m->hidden_size + 4 * F) * C;
+}
+
+/*
+ * training.framework megatron: the stage's model states and sequence
+ * from model_megatron.c (Megatron-Core's buffers, layers and schedule),
+ * then each term's largest, the peak and the reserve read off that
+ * sequence as for the other recipes.
+ */
+static void megatron_stage(const struct ctx *c, struct gm_terms *T)
+{
+	struct gm_mg_in in = {
+		.spec = c->spec, .pl = c->pl, .t = c->t, .d = c->d,
+		.p = c->p, .r = c->r, .layers = c->layers, .m = c->ga,
+		.workspace = c->ws, .sm_major = c->gpu->sm_major};
+	struct gm_mg_step mg;
+	struct gm_step st = {.training = true};
+	struct gm_step_peak pk;
+	const unsigned kinds[] = {GM_SK_ACT, GM_SK_LOGITS, GM_SK_TRANSIENT};
+	double *term[] = {&T->activations, &T->logits, &T->temporary};
+
+	gm_mg_stage(&in, &mg, T);
+	st.megatron = &mg;
+	for (int i = 0; i < 3; i++)
+		if (!gm_step_peak(&st, (1u << kinds[i]) | GM_STEP_NOGROUP,
+				  &pk))
+			*term[i] = pk.peak;
+	T->workspace = 2 * mg.workspace + mg.te_workspace;
+	sequence_peak(c, &st, T);
+	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
+		struct gm_blocks bs = {0};
+		if (!gm_step_peak(&st, GM_STEP_ALL, &pk))
+			for (int j = 0; j < pk.n_group; j++)
+				gm_blocks_add(&bs, pk.group[j].bytes,
+					      pk.group[j].count,
+					      pk.group[j].kind == GM_SK_ACT ||
+					      pk.group[j].kind ==
+					      GM_SK_TRANSIENT ||
+					      pk.group[j].kind == GM_SK_LOGITS);
+		T->peak_reserved = gm_reserved_from_allocated(&bs);
+	} else {
+		step_replay(c, &st, T);
+	}
+	if (T->peak_reserved < T->peak_allocated)
+		T->peak_reserved = T->peak_allocated;
 }
 
 /* One training stage: its terms one by one, then the sequence. */
 static void train_stage(const struct ctx *c, struct gm_terms *T)
 {
 	struct train x = {0};
+
+	if (c->spec->training.framework == GM_FW_MEGATRON) {
+		megatron_stage(c, T);
+		return;
+	}
 
 	x.s = (double)c->spec->training.sequence_length;
 	x.b = (double)c->spec->training.micro_batch_size;
@@ -1048,6 +1182,7 @@ static void train_stage(const struct ctx *c, struct gm_terms *T)
 	train_cache(c, &x);
 	train_comm(c, T, &x);
 	train_opt_tmp(c, &x);
+	train_adapter(c, T, &x);
 	train_grads(c, T, &x);
 	train_tail(c, &x);
 	train_blocks(c, T, &x);
@@ -1258,6 +1393,10 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.full = gm_state_bytes(opts->recipe, prec,
 				spec->task == GM_TASK_TRAIN ?
 				spec->training.optimizer : GM_OPT_SGD);
+	if (spec->task == GM_TASK_TRAIN)
+		/* a PEFT adapter: the frozen base's bytes (step_adapter.h);
+		 * the adapters' own come with train_adapter() */
+		gm_adapter_base_bytes(&spec->training, &c.full);
 	c.unshard = c.full.weights;
 	if (fsdp_param_dtype(spec)) {
 		/* FSDP2 MixedPrecisionPolicy(param_dtype=16-bit,

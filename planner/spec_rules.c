@@ -542,6 +542,87 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
+ * training.framework megatron (model_megatron.c): Megatron-Core's GPT
+ * model with the Llama layer (SwiGLU, RMSNorm, rotary) or the GPT-2 one
+ * (GeLU, LayerNorm, learned positions), Adam. Megatron runs its own
+ * loop, so the Hugging Face loop keys do not apply; what it has but the
+ * planner does not model yet is refused here.
+ */
+static int check_megatron(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	enum gm_arch a = s->model.architecture;
+
+	if (a != GM_ARCH_LLAMA && a != GM_ARCH_GPT2)
+		return gm__spec_blame(c, given(s, GM_K_ARCH) ? GM_K_ARCH :
+				      GM_K_FRAMEWORK, "'%s' under training."
+				      "framework megatron is not modelled yet "
+				      "by `gpumem plan` (Megatron-Core's GPT "
+				      "model with the llama or gpt2 layer is)",
+				      gm_arch_name(a));
+	if (t->optimizer != GM_OPT_ADAM && t->optimizer != GM_OPT_ADAMW)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' under megatron "
+				      "is not modelled yet (adam, adamw)",
+				      gm_optimizer_name(t->optimizer));
+	if (t->adapter != GM_ADAPTER_NONE)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under megatron is "
+				      "not modelled yet",
+				      gm_adapter_name(t->adapter));
+	if (given(s, GM_K_LOOP))
+		return gm__spec_blame(c, GM_K_LOOP, "applies to framework "
+				      "pytorch; Megatron-LM runs its own loop "
+				      "(pretrain_gpt.py): leave it out");
+	if (given(s, GM_K_USE_CACHE))
+		return gm__spec_blame(c, GM_K_USE_CACHE, "applies to framework "
+				      "pytorch (Hugging Face's KV cache); "
+				      "Megatron-Core builds none in training: "
+				      "leave it out");
+	return 0;
+}
+
+/*
+ * What of training.adapter the step emitter plans (planner/step_adapter.c):
+ * LoRA on one GPU over a causal LM whose family has an op-by-op block
+ * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
+ * is refused by the key that asks for it.
+ */
+static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	const char *an = gm_adapter_name(t->adapter);
+
+	if (t->adapter == GM_ADAPTER_NONE)
+		return 0;
+	if (t->adapter == GM_ADAPTER_QLORA)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'qlora' (a 4-bit NF4 "
+				      "base, bitsandbytes) %s", tail);
+	if (!gm_family(s->model.architecture)->block ||
+	    s->model.head != GM_HEAD_CAUSAL_LM)
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "
+				      "%s %s (modelled: a causal-lm head on "
+				      "llama, qwen3 or gpt2)", an,
+				      gm_arch_name(s->model.architecture),
+				      gm_head_name(s->model.head), tail);
+	if (p->data_parallel > 1 || p->tensor_parallel > 1 ||
+	    p->pipeline_parallel > 1 || p->zero_stage > 0)
+		return gm__spec_blame(c, p->data_parallel > 1 ? GM_K_DP :
+				      p->tensor_parallel > 1 ? GM_K_TP :
+				      p->pipeline_parallel > 1 ? GM_K_PP :
+				      GM_K_ZERO, "with training.adapter '%s' "
+				      "(more than one GPU) %s", an, tail);
+	if (t->optimizer == GM_OPT_ADAFACTOR ||
+	    t->optimizer == GM_OPT_ADAMW_8BIT)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' over training."
+				      "adapter '%s' %s",
+				      gm_optimizer_name(t->optimizer), an,
+				      tail);
+	return 0;
+}
+
+/*
  * Values the planner reads but does not model yet are refused, so no
  * key is accepted and then ignored (planner/README.md, "Not modelled").
  * Their analytic model-state rows exist (planner/recipe/); the step
@@ -555,6 +636,8 @@ static int check_modelled(struct gm__spec_ctx *c)
 
 	if (s->task != GM_TASK_TRAIN)
 		return 0;
+	if (t->framework == GM_FW_MEGATRON)
+		return check_megatron(c);
 	if (t->framework != GM_FW_PYTORCH)
 		return gm__spec_blame(c, given(s, GM_K_FRAMEWORK) ? GM_K_FRAMEWORK
 								  : GM_K_DS_CONFIG,
@@ -571,10 +654,7 @@ static int check_modelled(struct gm__spec_ctx *c)
 				      "built in training: a copy of every "
 				      "layer's keys and values) %s",
 				      gm_use_cache_name(t->use_cache), tail);
-	if (t->adapter != GM_ADAPTER_NONE)
-		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' %s",
-				      gm_adapter_name(t->adapter), tail);
-	return 0;
+	return adapter_modelled(c, tail);
 }
 
 int gm__spec_validate(struct gm__spec_ctx *c)

@@ -67,6 +67,7 @@
 #include "arch/family.h"
 #include "backend.h"
 #include "step_emit.h"
+#include "step_megatron.h"
 #include "error.h"
 #include "pool.h"
 #include "sim.h"
@@ -476,12 +477,18 @@ static void prog_forward(struct gm_em *e, const struct gm_step_block *p,
 	prog_forward_ops(e, p, B, named, 0, p->n_fwd);
 }
 
+/* Block l's program: the first block's own where it has one. */
+static const struct gm_step_block *blk_prog(const struct gm_em *e, uint64_t l)
+{
+	return l == 0 && e->st->blk0.n > 0 ? &e->st->blk0 : &e->st->blk;
+}
+
 /* Forward of block l (step.h, struct gm_step_block). Under full
  * checkpointing the block input is kept by torch.utils.checkpoint
  * whatever the ops do with it. */
 static void blk_forward(struct gm_em *e, uint64_t slot, uint64_t l)
 {
-	const struct gm_step_block *p = &e->st->blk;
+	const struct gm_step_block *p = blk_prog(e, l);
 	uint32_t *B = blk_ids(e, slot, l);
 
 	if (l == 0) {
@@ -503,9 +510,9 @@ static void blk_forward(struct gm_em *e, uint64_t slot, uint64_t l)
  * recompute slots, up to the last saved tensor (non-reentrant
  * checkpoint stops early there: torch.utils.checkpoint
  * _StopRecomputationError); what is not saved is then freed. */
-static void blk_recompute(struct gm_em *e, bool all)
+static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
+			  bool all)
 {
-	const struct gm_step_block *p = &e->st->blk;
 	int last = -1;
 
 	for (int i = 0; i < p->n_fwd; i++)
@@ -549,7 +556,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 			break;
 		case GM_BOP_RECOMPUTE:
 			if (p->ckpt == GM_STEP_CKPT_SELECTIVE)
-				blk_recompute(e, false);
+				blk_recompute(e, p, false);
 			break;
 		default:
 			break;
@@ -567,7 +574,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
  * block: a new one, the final norm's); leaves the input's in it. */
 static void blk_backward(struct gm_em *e, uint64_t slot, uint64_t l)
 {
-	const struct gm_step_block *p = &e->st->blk;
+	const struct gm_step_block *p = blk_prog(e, l);
 	uint32_t *B = blk_ids(e, slot, l);
 
 	if (l == e->L - 1 && e->st->head.n == 0) {
@@ -577,7 +584,7 @@ static void blk_backward(struct gm_em *e, uint64_t slot, uint64_t l)
 	B[GM_BLK_GOUT] = e->gcarry;
 	e->gcarry = NONE;
 	if (p->ckpt == GM_STEP_CKPT_FULL)
-		blk_recompute(e, true);
+		blk_recompute(e, p, true);
 	prog_backward(e, p, B);
 }
 
@@ -738,6 +745,13 @@ static void forward(struct gm_em *e, uint64_t slot)
 	if (st->n_loss > 0) {
 		phase(e->sk, GM_SP_LOSS);
 		loss_ops(e, 0, st->n_loss_fwd);
+		/* a frozen lm_head saved nothing of its input: the name the
+		 * causal LM's forward keeps (hidden_states) goes when it
+		 * returns, after the loss (the H200 trace of
+		 * lora-llama-1.1b-r16-qv: the final norm's output freed
+		 * after log_softmax's output) */
+		if (st->head_unsaved && st->head.n > 0 && st->blk.n > 0)
+			efree(e, &head_ids(e, slot)[GM_BLK_OUT]);
 	} else if (st->logits_held > 0 || st->logits_piece > 0) {
 		uint32_t copy;
 		phase(e->sk, GM_SP_LOSS);
@@ -1402,6 +1416,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	size_t n, na;
 	int rc;
 
+	if (st->megatron)
+		return gm_mg_emit(st->megatron, sink);
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
 		e.loss[k] = NONE;
 	for (int k = 0; k < GM_STEP_BLOCK_IDS; k++)
@@ -1416,6 +1432,17 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	for (int i = 0; i < st->blk.n; i++)
 		if (st->blk.op[i].id >= st->blk.n_ids ||
 		    st->blk.op[i].kind >= GM_SK_N)
+			return GM_EINVAL;
+	if (st->blk0.n && (st->blk.n <= 0 || st->blk0.n < 0 ||
+			   st->blk0.n > GM_STEP_BLOCK_OPS ||
+			   st->blk0.n_fwd < 0 || st->blk0.n_fwd > st->blk0.n ||
+			   st->blk0.n_ids > st->blk.n_ids ||
+			   st->blk0.gin_id < 0 ||
+			   st->blk0.gin_id >= st->blk0.n_ids))
+		return GM_EINVAL;
+	for (int i = 0; i < st->blk0.n; i++)
+		if (st->blk0.op[i].id >= st->blk0.n_ids ||
+		    st->blk0.op[i].kind >= GM_SK_N)
 			return GM_EINVAL;
 	if (st->n_loss < 0 || st->n_loss > GM_STEP_LOSS_OPS ||
 	    st->n_loss_fwd < 0 || st->n_loss_fwd > st->n_loss)
@@ -1476,13 +1503,20 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (uint64_t l = 0; l < e.L; l++)
 		for (int i = 0; i < e.np; i++)
-			if (st->p[i].where == GM_STEP_LAYER)
+			if (st->p[i].where == GM_STEP_LAYER && !st->p[i].added)
 				e.w[pix(&e, l, i)] = ealloc(
 					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	for (int i = 0; i < e.np; i++)
 		if (st->p[i].where == GM_STEP_HEAD)
 			e.w[pix(&e, e.L, i)] = ealloc(
 				&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
+	/* then what is added to the built model (get_peft_model's
+	 * adapters), block by block */
+	for (uint64_t l = 0; l < e.L; l++)
+		for (int i = 0; i < e.np; i++)
+			if (st->p[i].where == GM_STEP_LAYER && st->p[i].added)
+				e.w[pix(&e, l, i)] = ealloc(
+					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	shard_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);

@@ -76,6 +76,9 @@ struct gm_step_param {
 			      * parallelize_module); 0: built as it is */
 	double state[GM_STEP_STATES];        /* optimizer state tensors */
 	int n_state;
+	bool added;          /* added to the built model (a PEFT adapter's
+			      * lora_A / lora_B): allocated after every
+			      * tensor of the model, layer by layer */
 };
 
 /*
@@ -86,6 +89,7 @@ struct gm_step_param {
  * kv heads x head_dim, ffn, vocab divided by the degree; hidden not).
  */
 struct gm_family;
+struct gm_mg_step;
 
 struct gm_step_infer {
 	const struct gm_family *fam; /* the model's family (its inference
@@ -138,6 +142,7 @@ struct gm_step_blockop {
 };
 
 #define GM_STEP_BLOCK_OPS 640
+#define GM_STEP_LORA_MAX 8
 #define GM_STEP_BLOCK_IDS 384
 
 enum gm_step_ckpt { GM_STEP_CKPT_NONE, GM_STEP_CKPT_FULL,
@@ -157,6 +162,11 @@ struct gm_step_block {
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
+	int n_lora;             /* the LoRA adapters the program applies:
+				 * each linear's in and out features */
+	struct {
+		double in, out;
+	} lora[GM_STEP_LORA_MAX];
 	struct gm_step_blockop op[GM_STEP_BLOCK_OPS];
 };
 
@@ -173,6 +183,15 @@ struct gm_step_shape {
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;
 	double c, r;            /* compute, residual bytes per element */
+	/* training.adapter lora (NULL or adapter none: every weight
+	 * trains): the base weights are frozen, and the linears a family's
+	 * block names (gm_blk_linear_named) that match lora_targets carry
+	 * LoRA's two matmuls of rank lora_rank (planner/step_adapter.c) */
+	const struct gm_spec_training *adapter;
+	bool in_no_grad;        /* the block input does not require grad
+				 * (the first block under a frozen
+				 * embedding): ops on it alone record no
+				 * autograd node */
 	unsigned sms, sm_threads; /* the GPU's multiprocessors, resident
 				   * threads per one (0: not known), for
 				   * reduction staging (reduce.h) */
@@ -201,9 +220,18 @@ struct gm_step {
 				 * output (Llama's inputs_embeds): it lives
 				 * to the forward's end */
 	double head_saved;      /* final norm and lm_head inputs */
+	bool head_unsaved;      /* lm_head does not save its input (a
+				 * frozen lm_head needs only its weight for
+				 * the input's gradient): the head program's
+				 * output is freed where the model's forward
+				 * returns, after the loss */
 	double trans;           /* one block's transient (fwd and bwd) */
 	struct gm_step_block blk; /* when blk.n > 0: the block's program
 				   * instead of act[] and trans */
+	struct gm_step_block blk0; /* when blk0.n > 0 (and blk.n > 0): the
+				    * first block's own program (its input
+				    * does not require grad: a frozen
+				    * embedding), n_ids <= blk.n_ids */
 	struct gm_step_block head; /* when head.n > 0 (and blk.n > 0): the
 				    * final norm's program (block.h) instead
 				    * of head_saved */
@@ -264,6 +292,9 @@ struct gm_step {
 	 */
 	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
+	/* Megatron-LM: when set, the step is this one, emitted by
+	 * gm_mg_emit() (step_megatron.h), and the fields above are unused */
+	const struct gm_mg_step *megatron;
 };
 
 /* Receives the sequence. id: a slot, reused after its free. */

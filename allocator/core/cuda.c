@@ -28,6 +28,9 @@ struct cudabe {
 	unsigned nevents;
 	struct resv resv[MAX_RESERVATIONS];
 	struct gm_cu_alloc_prop prop;
+	int (*charge)(void *arg, uint64_t bytes);
+	void (*uncharge)(void *arg, uint64_t bytes);
+	void *charge_arg;
 };
 
 static struct cudabe *cb(struct gm_backend *be)
@@ -56,6 +59,13 @@ static int c_seg_alloc(struct gm_backend *be, uint64_t size, uint64_t *addr)
 static int c_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)
 {
 	return cuerr(cb(be)->cu->mem_free(addr));
+}
+
+/* Give back one granule's handle; its charge once the driver let go. */
+static void granule_release(struct cudabe *c, gm_cu_handle h)
+{
+	if (c->cu->mem_release(h) == GM_CU_SUCCESS && c->uncharge)
+		c->uncharge(c->charge_arg, c->be.granule_bytes);
 }
 
 static struct resv *resv_of(struct cudabe *c, uint64_t addr)
@@ -122,7 +132,7 @@ static int unmap_range(struct cudabe *c, struct resv *r, uint64_t from,
 			err = err ? err : GM_EDEVICE;
 			continue;
 		}
-		c->cu->mem_release(r->handles[i]);
+		granule_release(c, r->handles[i]);
 		r->handles[i] = 0;
 	}
 	return err;
@@ -161,12 +171,19 @@ static int c_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
 			err = GM_EINVAL; /* already mapped */
 			break;
 		}
-		err = cuerr(c->cu->mem_create(&h, g, &c->prop, 0));
-		if (err)
+		if (c->charge && c->charge(c->charge_arg, g)) {
+			err = GM_ELIMIT;
 			break;
+		}
+		err = cuerr(c->cu->mem_create(&h, g, &c->prop, 0));
+		if (err) {
+			if (c->uncharge)
+				c->uncharge(c->charge_arg, g);
+			break;
+		}
 		err = cuerr(c->cu->mem_map(addr + i * g, g, 0, h, 0));
 		if (err) {
-			c->cu->mem_release(h);
+			granule_release(c, h);
 			break;
 		}
 		r->handles[first + i] = h;
@@ -344,6 +361,11 @@ int gm_cuda_backend_create(struct gm_backend **out, const struct gm_cu *cu,
 	if (!c)
 		return gm_diag_set(diag, GM_ENOMEM, "out of host memory");
 	c->cu = cu;
+	if (opt->charge && opt->uncharge) {
+		c->charge = opt->charge;
+		c->uncharge = opt->uncharge;
+		c->charge_arg = opt->charge_arg;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	r = cu->device_get(&c->dev, opt->device);
 	if (!r && opt->make_current) {
@@ -367,8 +389,10 @@ int gm_cuda_backend_create(struct gm_backend **out, const struct gm_cu *cu,
 	c->prop.location.id = c->dev;
 	if (opt->virtual_segments) {
 		r = cu->device_attribute(&vmm, GM_CU_ATTR_VMM_SUPPORTED, c->dev);
-		if (r || !vmm || !cu->mem_create || !cu->mem_map ||
-		    !cu->mem_granularity) {
+		if (r || !vmm || !cu->mem_address_reserve ||
+		    !cu->mem_address_free || !cu->mem_create ||
+		    !cu->mem_release || !cu->mem_map || !cu->mem_unmap ||
+		    !cu->mem_set_access || !cu->mem_granularity) {
 			c_destroy(&c->be);
 			return gm_diag_set(diag, GM_ENOTSUP,
 					   "device %d has no virtual memory "

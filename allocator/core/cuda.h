@@ -5,6 +5,9 @@
  * address range with cuMemAddressReserve and back it granule by granule
  * with cuMemCreate + cuMemMap + cuMemSetAccess; a failure part-way
  * unmaps and releases what that call mapped (nothing is left behind).
+ * A caller that accounts device memory (the preload library's cap) gives
+ * a charge hook: every physical granule is charged before its cuMemCreate
+ * and released only after its cuMemRelease returned success.
  * Events come from a pool of cuEventCreate(DISABLE_TIMING) events
  * (PyTorch's EventPool: creating events concurrently is expensive).
  *
@@ -18,6 +21,7 @@
 #include "backend.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct gm_cu;
 struct gm_diag;
@@ -26,6 +30,18 @@ struct gm_cuda_options {
 	int device;            /* ordinal */
 	bool virtual_segments; /* offer va_* ops (needs VMM support) */
 	bool make_current;     /* retain + make the primary context current */
+	/*
+	 * Optional (both or neither): charge(arg, bytes) before each
+	 * cuMemCreate of a virtual segment's granule, nonzero to refuse it
+	 * (the map then fails with GM_ELIMIT, nothing left mapped);
+	 * uncharge(arg, bytes) after a cuMemCreate that failed and after
+	 * each cuMemRelease that succeeded (a failed release stays charged:
+	 * the driver may still hold it). Called with the backend's lock
+	 * held, from any thread; must not call the backend.
+	 */
+	int (*charge)(void *arg, uint64_t bytes);
+	void (*uncharge)(void *arg, uint64_t bytes);
+	void *charge_arg;
 };
 
 /*

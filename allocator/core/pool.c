@@ -1653,7 +1653,11 @@ static struct seg *vseg_get(struct gm_pool *p, struct arena *a, int pool,
 
 	if (s)
 		return s;
-	va = round_up(p->total + p->total / 8, g);
+	/* 1 1/8 of the device's own memory (PyTorch: totalGlobalMem), not
+	 * of a capped view of it: a cap is met by the charge, never by the
+	 * address range running out */
+	va = p->be->total_bytes > p->total ? p->be->total_bytes : p->total;
+	va = round_up(va + va / 8, g);
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		*err = GM_ENOMEM;
@@ -2507,6 +2511,11 @@ void gm_pool_reset_peaks(struct gm_pool *pool)
 uint64_t gm_pool_reserved(const struct gm_pool *pool)
 {
 	return atomic_load(&((struct gm_pool *)pool)->reserved.cur);
+}
+
+bool gm_pool_virtual(const struct gm_pool *pool)
+{
+	return pool->opt.virtual_segments;
 }
 
 uint64_t gm_pool_cap(const struct gm_pool *pool)

@@ -246,6 +246,9 @@ struct gm_val *gm_pool_oom_val(const struct gm_pool_oom *oom);
  */
 uint64_t gm_pool_servable(const struct gm_pool *pool, uint64_t room);
 
+/* True when the pool grows virtual segments (options.virtual_segments). */
+bool gm_pool_virtual(const struct gm_pool *pool);
+
 /* The size a request is rounded to under the pool's options. */
 uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);
 

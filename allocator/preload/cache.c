@@ -14,7 +14,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-/* The core's driver backend, with every segment charged to the cap. */
+/* The core's driver backend, with every segment charged to the cap
+ * here and every granule of a virtual segment charged by the backend
+ * itself (granule_charge, the hook of gm_cuda_options). */
 struct capbe {
 	struct gm_backend be;
 	struct gm_backend *inner;
@@ -26,6 +28,7 @@ static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gm_cu pool_cu;
 static bool pool_cu_ready;
 static bool warned;
+static bool warned_plain; /* virtual segments asked, device lacks VMM */
 
 static struct capbe *cbe(struct gm_backend *be)
 {
@@ -55,6 +58,53 @@ static int b_seg_free(struct gm_backend *be, uint64_t addr, uint64_t size)
 	if (!err)
 		gm_pl_unreserve(c->d, size);
 	return err;
+}
+
+/* Virtual segments: the address range costs nothing; the granules
+ * mapped into it are charged one by one inside the inner backend. */
+static int b_va_reserve(struct gm_backend *be, uint64_t size, uint64_t *addr)
+{
+	struct gm_backend *in = cbe(be)->inner;
+
+	return in->ops->va_reserve(in, size, addr);
+}
+
+/* A map that cannot fit under the cap now is refused before any granule
+ * is made (the exact check is each granule's charge). */
+static int b_va_map(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct capbe *c = cbe(be);
+	uint64_t used = atomic_load(&c->d->reserved);
+
+	if (used > c->d->cap || size > c->d->cap - used)
+		return GM_ELIMIT;
+	return c->inner->ops->va_map(c->inner, addr, size);
+}
+
+static int b_va_unmap(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct gm_backend *in = cbe(be)->inner;
+
+	return in->ops->va_unmap(in, addr, size);
+}
+
+static int b_va_release(struct gm_backend *be, uint64_t addr, uint64_t size)
+{
+	struct gm_backend *in = cbe(be)->inner;
+
+	return in->ops->va_release(in, addr, size);
+}
+
+/* The inner backend's charge hook: one granule against the cap, before
+ * its cuMemCreate; given back after its cuMemRelease returned. */
+static int granule_charge(void *arg, uint64_t bytes)
+{
+	return gm_pl_reserve(arg, bytes);
+}
+
+static void granule_uncharge(void *arg, uint64_t bytes)
+{
+	gm_pl_unreserve(arg, bytes);
 }
 
 static int b_event_record(struct gm_backend *be, uintptr_t stream,
@@ -129,6 +179,22 @@ static const struct gm_backend_ops capbe_ops = {
 	.destroy = b_destroy,
 };
 
+static const struct gm_backend_ops capbe_ops_va = {
+	.seg_alloc = b_seg_alloc,
+	.seg_free = b_seg_free,
+	.va_reserve = b_va_reserve,
+	.va_map = b_va_map,
+	.va_unmap = b_va_unmap,
+	.va_release = b_va_release,
+	.event_record = b_event_record,
+	.event_query = b_event_query,
+	.event_sync = b_event_sync,
+	.event_destroy = b_event_destroy,
+	.synchronize = b_synchronize,
+	.mem_free = b_mem_free,
+	.destroy = b_destroy,
+};
+
 /*
  * The seam table for the pools: gm__pl_cu, which gm_cu_open() filled
  * with dlsym on the driver's own handle (the real functions). A driver
@@ -149,6 +215,13 @@ static void pool_cu_make(void)
 	    gm__pl_hook_fn[GM_PL_HOOK_MEM_GET_INFO])
 		*(void **)&pool_cu.mem_get_info =
 			gm__pl_real[GM_PL_HOOK_MEM_GET_INFO];
+	if ((void *)pool_cu.mem_create == gm__pl_hook_fn[GM_PL_HOOK_MEM_CREATE])
+		*(void **)&pool_cu.mem_create =
+			gm__pl_real[GM_PL_HOOK_MEM_CREATE];
+	if ((void *)pool_cu.mem_release ==
+	    gm__pl_hook_fn[GM_PL_HOOK_MEM_RELEASE])
+		*(void **)&pool_cu.mem_release =
+			gm__pl_real[GM_PL_HOOK_MEM_RELEASE];
 	pool_cu_ready = true;
 }
 
@@ -172,14 +245,37 @@ bool gm_pl_cache_on(void)
 	return gm__pl.opts.mode == GM_PL_MODE_CACHE;
 }
 
-/* Make d's pool (under make_lock). NULL, warned once, on failure. */
-static struct gm_pool *pool_make(struct gm_pl_dev *d)
+/*
+ * The driver backend of d: with virtual segments when asked
+ * (gm__pl.opts.virtual_segments) and the device has virtual memory
+ * management, else plain segments, warned once. Caller holds the guard.
+ */
+static int backend_make(struct gm_pl_dev *d, struct gm_backend **inner,
+			struct gm_diag *diag)
 {
 	struct gm_cuda_options co = {
 		.device = d->ordinal,
-		.virtual_segments = false,
+		.virtual_segments = gm__pl.opts.virtual_segments,
 		.make_current = false, /* the caller's context is current */
+		.charge = granule_charge,
+		.uncharge = granule_uncharge,
+		.charge_arg = d,
 	};
+	int err = gm_cuda_backend_create(inner, &pool_cu, &co, diag);
+
+	if (err != GM_ENOTSUP || !co.virtual_segments)
+		return err;
+	if (!warned_plain)
+		gm_warn("expandable_segments:True: %s; the pool uses plain "
+			"segments", diag->msg);
+	warned_plain = true;
+	co.virtual_segments = false;
+	return gm_cuda_backend_create(inner, &pool_cu, &co, diag);
+}
+
+/* Make d's pool (under make_lock). NULL, warned once, on failure. */
+static struct gm_pool *pool_make(struct gm_pl_dev *d)
+{
 	struct gm_pool_options po = {0};
 	struct gm_backend *inner = NULL;
 	struct gm_pool *pool = NULL;
@@ -190,7 +286,7 @@ static struct gm_pool *pool_make(struct gm_pl_dev *d)
 	if (!pool_cu_ready)
 		pool_cu_make();
 	gm__pl_guard_enter();
-	err = gm_cuda_backend_create(&inner, &pool_cu, &co, &diag);
+	err = backend_make(d, &inner, &diag);
 	if (!err && !pool_cu.ctx_synchronize)
 		err = gm_diag_set(&diag, GM_ENODEV, "the driver lacks "
 				  "cuCtxSynchronize");
@@ -201,7 +297,8 @@ static struct gm_pool *pool_make(struct gm_pl_dev *d)
 	}
 	if (!err) {
 		c->be = *inner;
-		c->be.ops = &capbe_ops;
+		po.virtual_segments = inner->ops->va_map != NULL;
+		c->be.ops = po.virtual_segments ? &capbe_ops_va : &capbe_ops;
 		c->inner = inner;
 		c->d = d;
 		/* The pool sees the capped device; the cap itself is

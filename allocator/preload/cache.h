@@ -3,12 +3,20 @@
  * allocator core's pool (cache.c), one pool per device.
  *
  * The pool of a device is made on the first allocation on it, in the
- * calling thread's context, over the core's driver backend (plain
- * segments) through the REAL driver functions of the seam table (never
- * the library's own wrappers), wrapped so that every segment the pool
- * takes is charged against the one cap of account.h (gm_pl_reserve):
- * the pool itself has no cap, so pool segments and pass-through
- * allocations share the cap and nothing is counted twice.
+ * calling thread's context, over the core's driver backend through the
+ * REAL driver functions of the seam table (never the library's own
+ * wrappers), wrapped so that every segment the pool takes is charged
+ * against the one cap of account.h (gm_pl_reserve): the pool itself has
+ * no cap, so pool segments and pass-through allocations share the cap
+ * and nothing is counted twice.
+ *
+ * Segments are plain (cuMemAlloc) unless PyTorch's setting asks for
+ * expandable segments (options.h, virtual_segments): then the pool grows
+ * virtual segments (pool.h) and each granule is charged before its
+ * cuMemCreate and given back after its cuMemRelease returned (the
+ * charge hook of cuda.h), so the cap stays exact under either kind. A
+ * device without virtual memory management gets plain segments, with
+ * one warning.
  *
  * Streams. The pool keeps one arena per stream; a block freed on a
  * stream is reused at once on that stream and on another only after an

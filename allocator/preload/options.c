@@ -143,6 +143,126 @@ static void parse_size(const char *v, const char *name, uint64_t *out,
 	*out = b;
 }
 
+/* One token of PyTorch's allocator-config lexer: a separator (',', ':',
+ * '[', ']') alone, or the run of other characters up to the next one
+ * with white space dropped. At most GM_PL_TOKEN - 1 characters are kept
+ * (long is set beyond: such a token matches no key and no value). */
+#define GM_PL_TOKEN 64
+struct conf_tok {
+	char s[GM_PL_TOKEN];
+	bool sep, is_long;
+};
+
+static bool conf_is_sep(char ch)
+{
+	return ch == ',' || ch == ':' || ch == '[' || ch == ']';
+}
+
+static bool conf_is_space(char ch)
+{
+	return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
+
+/* The next token from *p into t; false at the end of the string. */
+static bool conf_next(const char **p, struct conf_tok *t)
+{
+	size_t n = 0;
+
+	t->sep = t->is_long = false;
+	while (**p && conf_is_space(**p))
+		(*p)++;
+	if (!**p)
+		return false;
+	if (conf_is_sep(**p)) {
+		t->s[0] = *(*p)++;
+		t->s[1] = '\0';
+		t->sep = true;
+		return true;
+	}
+	for (; **p && !conf_is_sep(**p); (*p)++) {
+		if (conf_is_space(**p))
+			continue;
+		if (n + 1 < GM_PL_TOKEN)
+			t->s[n++] = **p;
+		else
+			t->is_long = true;
+	}
+	t->s[n] = '\0';
+	return true;
+}
+
+static bool conf_is(const struct conf_tok *t, const char *s)
+{
+	return !t->is_long && strcmp(t->s, s) == 0;
+}
+
+int gm_pl_alloc_conf_parse(const char *v, bool *on, char *why, size_t len)
+{
+	struct conf_tok key, t;
+	const char *p = v ? v : "";
+	bool val = false;
+
+	*on = false;
+	while (conf_next(&p, &key)) {
+		if (key.sep) {
+			snprintf(why, len, "'%s' where a key was expected",
+				 key.s);
+			return GM_EINVAL;
+		}
+		if (!conf_next(&p, &t) || !conf_is(&t, ":")) {
+			snprintf(why, len, "%s has no ':' and value", key.s);
+			return GM_EINVAL;
+		}
+		if (!conf_next(&p, &t) || (t.sep && !conf_is(&t, "["))) {
+			snprintf(why, len, "%s has no value", key.s);
+			return GM_EINVAL;
+		}
+		if (conf_is(&t, "[")) {
+			while (conf_next(&p, &t) && !conf_is(&t, "]"))
+				;
+			if (!conf_is(&t, "]")) {
+				snprintf(why, len, "the list of %s has no "
+					 "closing ']'", key.s);
+				return GM_EINVAL;
+			}
+			t.s[0] = '\0'; /* a list: never True or False */
+		}
+		if (conf_is(&key, "expandable_segments")) {
+			if (!conf_is(&t, "True") && !conf_is(&t, "False")) {
+				snprintf(why, len, "expandable_segments:%s is "
+					 "not True or False (PyTorch's "
+					 "spelling)", t.s[0] ? t.s : "[...]");
+				return GM_EINVAL;
+			}
+			val = conf_is(&t, "True");
+		}
+		if (conf_next(&p, &t) && !conf_is(&t, ",")) {
+			snprintf(why, len, "'%s' after the value of %s, where "
+				 "',' was expected", t.s, key.s);
+			return GM_EINVAL;
+		}
+	}
+	*on = val;
+	return 0;
+}
+
+/* Cache mode: expandable_segments from PyTorch's own setting. */
+static void parse_alloc_conf(char *const *env, struct gm_pl_opts *o)
+{
+	const char *name = "PYTORCH_CUDA_ALLOC_CONF";
+	const char *v = env_get(env, name);
+	char why[256];
+
+	if (!v) {
+		name = "PYTORCH_ALLOC_CONF";
+		v = env_get(env, name);
+	}
+	if (v && gm_pl_alloc_conf_parse(v, &o->virtual_segments, why,
+					sizeof(why)))
+		gm_warn("%s=%s: %s; the pool uses plain segments", name, v,
+			why);
+}
+
 /* The job's rank from the launchers' variables, first found wins. */
 static long parse_rank(char *const *env)
 {
@@ -203,6 +323,9 @@ void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *o)
 	copy_path(o->prometheus, env_get(env, "GPUMEM_PROMETHEUS"),
 		  "GPUMEM_PROMETHEUS");
 	o->rank = parse_rank(env);
+	/* Only the pool reads it: in limit mode the setting is PyTorch's. */
+	if (o->mode == GM_PL_MODE_CACHE)
+		parse_alloc_conf(env, o);
 }
 
 int gm_pl_path_expand(char *out, unsigned len, const char *tmpl, long pid,

@@ -15,6 +15,7 @@
 #define GM_PL_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum gm_pl_mode {
@@ -32,6 +33,10 @@ struct gm_pl_opts {
 	uint64_t claimed;      /* GPUMEM_CLAIMED in bytes; 0 = catalog */
 	bool fail_undersized;  /* GPUMEM_ON_UNDERSIZED=fail */
 	long rank;             /* RANK, LOCAL_RANK, ...; -1 = none */
+	/* Cache mode: the pool grows virtual segments (PyTorch's
+	 * expandable_segments:True in PYTORCH_CUDA_ALLOC_CONF, else in
+	 * PYTORCH_ALLOC_CONF); false in limit mode. */
+	bool virtual_segments;
 	char report[GM_PL_PATH_MAX];     /* GPUMEM_REPORT; "" = none */
 	char prometheus[GM_PL_PATH_MAX]; /* GPUMEM_PROMETHEUS; "" = none */
 	char bad[512]; /* "GPUMEM_LIMIT=50% is not a size ..."; "" = ok */
@@ -50,6 +55,21 @@ void gm_pl_opts_parse(char *const *env, struct gm_pl_opts *opts);
  * whose cap could not be honoured.
  */
 void gm_pl_opts_caps(char *const *env, struct gm_pl_opts *opts);
+
+/*
+ * Read PyTorch's allocator setting string (PYTORCH_CUDA_ALLOC_CONF) for
+ * the one key gpumem's pool honours, expandable_segments, as PyTorch's
+ * parser reads it (torch 2.11: c10/core/AllocatorConfig.h ConfigTokenizer,
+ * c10/cuda/CUDAAllocatorConfig.cpp parseArgs): tokens split
+ * at ',', ':', '[' and ']', white space dropped everywhere; a list of
+ * key:value pairs separated by ','; a value is one token or a [...]
+ * list; expandable_segments takes exactly True or False (PyTorch refuses
+ * any other spelling); the last occurrence wins; every other key is
+ * PyTorch's and skipped. *on gets the setting (false when absent).
+ * Returns 0, or GM_EINVAL with why (len bytes) saying what is wrong and
+ * *on false. Allocates nothing.
+ */
+int gm_pl_alloc_conf_parse(const char *v, bool *on, char *why, size_t len);
 
 /*
  * Read a fraction in (0, 1] written as a decimal ("0.29", ".5", "1",

@@ -69,6 +69,7 @@ static void pool_keys(struct gm_val *o, struct gm_pl_dev *d,
 	gm_obj_set_uint(o, "pool_allocated_bytes",
 			st.allocated_bytes.current);
 	gm_obj_set_uint(o, "pool_free_bytes", st.free_bytes);
+	gm_obj_set_bool(o, "pool_virtual_segments", gm_pool_virtual(pool));
 	gm_obj_set(o, "pool", gm_pool_stats_val(&st));
 	if (oom.kind != GM_OOM_NONE)
 		gm_obj_set(o, "pool_oom", gm_pool_oom_val(&oom));

@@ -87,7 +87,7 @@ static void block(struct gm_blk *b)
 	int th, p1, g, fc2, d2;
 
 	n1 = gm_blk_layer_norm(b, GM_BLK_IN);
-	qkv = gm_blk_linear(b, n1, h, Q + 2 * K, true);
+	qkv = gm_blk_linear_named(b, "c_attn", n1, h, Q + 2 * K, true);
 	q = gm_blk_view(b, qkv, 0);
 	k = gm_blk_view(b, qkv, 0);
 	v = gm_blk_view(b, qkv, 0);
@@ -100,14 +100,14 @@ static void block(struct gm_blk *b)
 	gm_blk_drop(b, q);
 	gm_blk_drop(b, k);
 	gm_blk_drop(b, v);
-	cp = gm_blk_linear(b, at, Q, h, true);
+	cp = gm_blk_linear_named(b, "c_proj", at, Q, h, true);
 	gm_blk_drop(b, at);
 	d1 = gm_blk_dropout(b, cp);
 	r1 = gm_blk_add(b, d1, GM_BLK_IN);
 	gm_blk_drop(b, n1);
 	gm_blk_drop(b, GM_BLK_IN);
 	n2 = gm_blk_layer_norm(b, r1);
-	fc = gm_blk_linear(b, n2, h, F, true);
+	fc = gm_blk_linear_named(b, "c_fc", n2, h, F, true);
 	h0 = gm_blk_ew(b, fc, GM_BLK_END, NULL);                       /* 0.5 * x */
 	xc = sh->autocast && gm_blk_eb(b, fc) != 4 ? gm_blk_cast(b, fc, 4) : fc;
 	p3 = gm_blk_ew(b, xc, GM_BLK_END, (int[]){xc, GM_BLK_END});           /* x ** 3 */
@@ -128,7 +128,7 @@ static void block(struct gm_blk *b)
 	gm_blk_drop(b, h0);
 	gm_blk_drop(b, p1);
 	gm_blk_drop(b, fc);
-	fc2 = gm_blk_linear(b, g, F, h, true);
+	fc2 = gm_blk_linear_named(b, "c_proj", g, F, h, true);
 	gm_blk_drop(b, g);
 	d2 = gm_blk_dropout(b, fc2);
 	gm_blk_output_next(b);

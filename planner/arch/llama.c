@@ -85,15 +85,15 @@ static void block(struct gm_blk *b)
 	int n1, q, k, v, qe, ke, at, o, r1, n2, g, s, u, m, d;
 
 	n1 = gm_blk_rms_norm(b, GM_BLK_IN);
-	q = gm_blk_linear(b, n1, h, Q, sh->qkv_bias);
-	k = gm_blk_linear(b, n1, h, K, sh->qkv_bias);
-	v = gm_blk_linear(b, n1, h, K, sh->qkv_bias);
+	q = gm_blk_linear_named(b, "q_proj", n1, h, Q, sh->qkv_bias);
+	k = gm_blk_linear_named(b, "k_proj", n1, h, K, sh->qkv_bias);
+	v = gm_blk_linear_named(b, "v_proj", n1, h, K, sh->qkv_bias);
 	qe = gm_blk_rotary(b, q);
 	ke = gm_blk_rotary(b, k);
 	gm_blk_drop(b, q);
 	gm_blk_drop(b, k);
 	at = gm_blk_attention(b, qe, ke, v);
-	o = gm_blk_linear(b, at, Q, h, false);
+	o = gm_blk_linear_named(b, "o_proj", at, Q, h, false);
 	gm_blk_drop(b, at);
 	gm_blk_drop(b, qe);
 	gm_blk_drop(b, ke);
@@ -102,14 +102,14 @@ static void block(struct gm_blk *b)
 	r1 = gm_blk_add(b, GM_BLK_IN, o);
 	gm_blk_drop(b, o);
 	n2 = gm_blk_rms_norm(b, r1);
-	g = gm_blk_linear(b, n2, h, F, false);
+	g = gm_blk_linear_named(b, "gate_proj", n2, h, F, false);
 	s = gm_blk_ew(b, g, GM_BLK_END, (int[]){g, GM_BLK_END});
-	u = gm_blk_linear(b, n2, h, F, false);
+	u = gm_blk_linear_named(b, "up_proj", n2, h, F, false);
 	m = gm_blk_ew(b, s, u, (int[]){s, u, GM_BLK_END});
 	gm_blk_drop(b, g);
 	gm_blk_drop(b, s);
 	gm_blk_drop(b, u);
-	d = gm_blk_linear(b, m, F, h, false);
+	d = gm_blk_linear_named(b, "down_proj", m, F, h, false);
 	gm_blk_drop(b, m);
 	gm_blk_drop(b, n2);
 	gm_blk_output_next(b);

@@ -82,9 +82,76 @@ int gm_recipe_megatron(const struct gm_recipe_in *in,
 	o->optimizer = in->distributed_optimizer ? opt / d : opt;
 	if (in->distributed_optimizer)
 		o->master /= d;
-	o->init_peak = o->weights + o->gradients + o->master;
+	/* the model built in its dtype, then DDP's buffers; with the
+	 * distributed optimizer each parameter is copied into param_data
+	 * before its own storage goes (param_and_grad_buffer.py); then the
+	 * optimizer's fp32 masters (step_megatron.c emits the same) */
+	o->init_peak = o->weights + o->gradients +
+		       (in->distributed_optimizer && o->weights > o->master ?
+			o->weights : o->master);
 	snprintf(o->name, sizeof(o->name), "megatron%s-%s",
 		 in->distributed_optimizer ? "-distributed-optimizer" : "",
 		 gm_precision_name(in->precision));
 	return 0;
+}
+
+/* megatron/training/theoretical_memory_usage.py (d98e8a6), dense
+ * models: compute_weight_and_optimizer_memory,
+ * compute_activation_memory (sequence parallel with selective recompute)
+ * or compute_activation_memory_without_sp, in MiB as it prints them. */
+void gm_megatron_theoretical(const struct gm_megatron_args *a,
+			     double *weight_and_optimizer_mib,
+			     double *activation_mib)
+{
+	double h = (double)a->hidden_size, L = (double)a->num_layers;
+	double heads = (double)a->num_attention_heads;
+	double groups = a->num_query_groups ? (double)a->num_query_groups
+					    : heads;
+	double qp = (double)a->kv_channels * heads / h;
+	double gated = a->swiglu ? 1.5 : 1;
+	double norm = a->rmsnorm ? 1 : 2;
+	double V = (double)a->padded_vocab_size, t = (double)a->tp;
+	double p = (double)a->pp, d = (double)a->dp;
+	double s = (double)a->seq_length, b = (double)a->micro_batch_size;
+	double attn = 2 * h * h * ((1 + groups / heads) * qp);
+	double mlp = 2 * h * (double)a->ffn_hidden_size * gated;
+	double ln = 2 * h * norm, final_ln = norm * h, emb = h * V;
+	double tp_shard = ((attn + mlp) * L / p + emb) / t;
+	double repl = (ln * L + final_ln) / p;
+	double bpp = a->distributed_optimizer ? 6 + 12 / d : 18;
+	double act;
+	const double mib = 1024.0 * 1024.0;
+
+	if (a->untie && a->pp == 1)
+		tp_shard += emb / t;
+	*weight_and_optimizer_mib = (tp_shard + repl) * bpp / mib;
+	if (a->sequence_parallel && a->selective) {
+		act = s * b * h * (18 + 4 * ((double)a->ffn_hidden_size / h));
+		act *= L;
+		act += 8 * s * b * p;
+		act += s * b * h * p;
+		if (a->vpp)
+			act *= 1 + (p - 1) / (p * (double)a->vpp);
+		if (!a->vpp && a->pp > 1 && a->num_microbatches) {
+			double f = (double)a->num_microbatches / p;
+			act *= f < 1 ? f : 1;
+		}
+		if (a->pp == 1)
+			act += s * b * h * 4 * (1 + V / h);
+		*activation_mib = act / t / mib;
+		return;
+	}
+	act = s * b * h * (10 + 24 / t) * L;
+	act += 8 * s * b * p;
+	act += s * b * h * p;
+	if (a->vpp)
+		act *= 1 + (p - 1) / (p * (double)a->vpp);
+	if (!a->vpp && a->pp > 1 && a->num_microbatches) {
+		double f = (double)a->num_microbatches / p;
+		act *= f < 1 ? f : 1;
+	}
+	if (a->pp == 1)
+		act += (s * b * V / t + s * b * h) * 2;
+	act *= 1.05;
+	*activation_mib = act / mib;
 }

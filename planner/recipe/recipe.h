@@ -138,6 +138,29 @@ double gm_megatron_bytes_per_param(enum gm_precision p, bool dist_opt,
 uint64_t gm_megatron_in_flight(uint64_t pp, uint64_t vpp, uint64_t rank,
 			       uint64_t m);
 
+/* The arguments of Megatron-LM's theoretical memory report that a dense
+ * GPT model uses (megatron/training/arguments.py names). */
+struct gm_megatron_args {
+	uint64_t hidden_size, num_attention_heads, num_query_groups,
+		 kv_channels, ffn_hidden_size, num_layers, padded_vocab_size;
+	bool swiglu, rmsnorm, untie;
+	uint64_t tp, pp, vpp, dp; /* vpp 0: no interleaving */
+	bool distributed_optimizer, sequence_parallel, selective;
+	uint64_t seq_length, micro_batch_size;
+	uint64_t num_microbatches; /* 0: not given */
+};
+
+/*
+ * Megatron-LM's own "Theoretical memory footprints" (megatron/training/
+ * theoretical_memory_usage.py at d98e8a6, report_theoretical_memory) for
+ * a dense model: weight and optimizer, and activation memory of the
+ * first pipeline stage, in MiB (its "MB" is 2^20 bytes). Reproduced, not
+ * used by the plan: a published anchor for tests.
+ */
+void gm_megatron_theoretical(const struct gm_megatron_args *a,
+			     double *weight_and_optimizer_mib,
+			     double *activation_mib);
+
 /* ==== LoRA and QLoRA (adapter.c) ==== */
 
 /* Parameters LoRA trains on one linear in -> out: lora_A (in x r) and

@@ -17,6 +17,16 @@
  *                        that frees slowly)
  *   FAKECUDA_SETUP_DELAY_US  cuDeviceGetName takes this long (a slow
  *                        first device set-up)
+ *   FAKECUDA_NO_VMM      1: the device has no virtual memory management
+ *                        (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
+ *                        SUPPORTED answers 0)
+ *
+ * Virtual memory management: cuMemAddressReserve reserves inaccessible
+ * host address space, cuMemMap makes [p, p + size) of it read-write for
+ * a cuMemCreate handle of exactly that size (the handle is what counts
+ * as used; a range is mapped once), cuMemUnmap takes back whole mappings
+ * only, cuMemAddressFree refuses a range that still has mappings, and
+ * the granularity is 2 MiB. fakecuda_vmm_stats() counts them.
  *
  * fakecuda_set_free_delay_us(us) sets the delay for the calling thread's
  * frees (beside FAKECUDA_FREE_DELAY_US).
@@ -202,7 +212,12 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, int d)
 	return OK;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, int d) { *b = total(); return OK; }
-EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d) { *v = 0; return OK; }
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d)
+{
+	/* 102: CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+	*v = attr == 102 && env_size("FAKECUDA_NO_VMM", 0) == 0;
+	return OK;
+}
 EXPORT CUresult cuCtxGetDevice(int *d) { *d = cur_dev; return OK; }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
 {
@@ -396,6 +411,188 @@ EXPORT CUresult cuMemCreate(unsigned long long *h, size_t size,
 
 EXPORT CUresult cuMemRelease(unsigned long long h) { return give(h, 1); }
 
+/* ==== Virtual memory management ==== */
+
+#define MAX_RESV 256
+#define MAX_MAPS 8192
+#define VMM_GRANULE (2ULL << 20)
+
+struct fakecuda_vmm_stats {
+	unsigned long reserves, address_frees, maps, unmaps;
+	unsigned long long reserved_bytes, mapped_bytes, peak_mapped_bytes;
+};
+
+struct resv { uintptr_t p; size_t size; };
+struct map { uintptr_t p; size_t size; unsigned long long h; };
+
+static struct resv resvs[MAX_RESV];
+static struct map maps[MAX_MAPS];
+static struct fakecuda_vmm_stats vst;
+
+EXPORT void fakecuda_vmm_stats(struct fakecuda_vmm_stats *out)
+{
+	pthread_mutex_lock(&lock);
+	*out = vst;
+	pthread_mutex_unlock(&lock);
+}
+
+/* The reservation holding [p, p + size), or NULL. Under lock. */
+static struct resv *resv_of(uintptr_t p, size_t size)
+{
+	for (int i = 0; i < MAX_RESV; i++)
+		if (resvs[i].p && p >= resvs[i].p &&
+		    p - resvs[i].p < resvs[i].size &&
+		    size <= resvs[i].size - (p - resvs[i].p))
+			return &resvs[i];
+	return NULL;
+}
+
+/* The live handle h of kind 1, or NULL. Under lock. */
+static struct block *handle_of(unsigned long long h)
+{
+	for (int i = 0; i < MAX_LIVE; i++)
+		if (live[i].p == h && live[i].kind == 1)
+			return &live[i];
+	return NULL;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop,
+					      int option)
+{
+	*g = VMM_GRANULE;
+	return OK;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size,
+				    size_t align, CUdeviceptr addr,
+				    unsigned long long flags)
+{
+	void *m;
+	CUresult r = OUT_OF_MEMORY;
+
+	if (!size || size % VMM_GRANULE)
+		return INVALID_VALUE;
+	m = mmap(NULL, size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_RESV; i++) {
+		if (!resvs[i].p) {
+			resvs[i] = (struct resv){(uintptr_t)m, size};
+			vst.reserves++;
+			vst.reserved_bytes += size;
+			*p = (uintptr_t)m;
+			r = OK;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (r)
+		munmap(m, size);
+	return r;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+	CUresult r = INVALID_VALUE;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_RESV; i++) {
+		if (resvs[i].p != p || resvs[i].size != size)
+			continue;
+		r = OK;
+		for (int k = 0; k < MAX_MAPS; k++)
+			if (maps[k].size && maps[k].p - p < size)
+				r = INVALID_VALUE; /* still mapped */
+		if (r == OK) {
+			munmap((void *)p, size);
+			resvs[i].p = 0;
+			vst.address_frees++;
+			vst.reserved_bytes -= size;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
+			 unsigned long long h, unsigned long long flags)
+{
+	struct block *b;
+	CUresult r = INVALID_VALUE;
+	int fr = -1;
+
+	if (!size || offset || flags || p % VMM_GRANULE)
+		return INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	b = handle_of(h);
+	if (!b || b->size != size || !resv_of(p, size))
+		goto out;
+	for (int k = 0; k < MAX_MAPS; k++) {
+		if (maps[k].size && maps[k].p < p + size &&
+		    p < maps[k].p + maps[k].size)
+			goto out; /* already mapped */
+		if (fr < 0 && !maps[k].size)
+			fr = k;
+	}
+	if (fr < 0 || mprotect((void *)p, size, PROT_READ | PROT_WRITE))
+		goto out;
+	maps[fr] = (struct map){p, size, h};
+	vst.maps++;
+	vst.mapped_bytes += size;
+	if (vst.mapped_bytes > vst.peak_mapped_bytes)
+		vst.peak_mapped_bytes = vst.mapped_bytes;
+	r = OK;
+out:
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
+{
+	CUresult r = OK;
+	size_t covered = 0;
+
+	pthread_mutex_lock(&lock);
+	/* whole mappings only, exactly covering the range */
+	for (int k = 0; k < MAX_MAPS; k++) {
+		if (!maps[k].size || maps[k].p >= p + size ||
+		    p >= maps[k].p + maps[k].size)
+			continue;
+		if (maps[k].p < p || maps[k].p + maps[k].size > p + size)
+			r = INVALID_VALUE;
+		covered += maps[k].size;
+	}
+	if (r == OK && covered != size)
+		r = INVALID_VALUE;
+	for (int k = 0; r == OK && k < MAX_MAPS; k++) {
+		if (!maps[k].size || maps[k].p >= p + size ||
+		    p >= maps[k].p + maps[k].size)
+			continue;
+		madvise((void *)maps[k].p, maps[k].size, MADV_DONTNEED);
+		mprotect((void *)maps[k].p, maps[k].size, PROT_NONE);
+		vst.mapped_bytes -= maps[k].size;
+		maps[k].size = 0;
+	}
+	if (r == OK)
+		vst.unmaps++;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void *desc,
+			       size_t count)
+{
+	CUresult r;
+
+	pthread_mutex_lock(&lock);
+	r = desc && count && resv_of(p, size) ? OK : INVALID_VALUE;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
 /* ==== cuGetProcAddress: name + version + flags -> entry point ==== */
 
 EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
@@ -416,6 +613,8 @@ static const struct { const char *name; void *fn; } table[] = {
 	E(cuGetProcAddress), E(cuGetProcAddress_v2), E(cuEventCreate),
 	E(cuEventRecord), E(cuEventQuery), E(cuEventSynchronize),
 	E(cuEventDestroy_v2), E(cuStreamSynchronize), E(cuCtxSynchronize),
+	E(cuMemGetAllocationGranularity), E(cuMemAddressReserve),
+	E(cuMemAddressFree), E(cuMemMap), E(cuMemUnmap), E(cuMemSetAccess),
 #undef E
 };
 

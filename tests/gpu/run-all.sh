@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run-all.sh BUILD_DIR OUT_DIR PART... - run GPU parts on the GPU machine.
 #
-# Parts: catalog verify alloc traces pinned preload preload-ddp measure
-# measure-multi bench (each a
+# Parts: catalog verify alloc traces pinned preload preload-ddp alloc-train
+# measure measure-multi bench (each a
 # tests/gpu/run-*.sh or tools/ script; bench runs the host benchmarks on
 # the GPU machine's quieter CPU). BUILD_DIR is a build made
 # elsewhere and carried, with libyaml/jemalloc/cmocka .so files in
@@ -46,6 +46,8 @@ part_cmd() {
 	preload) $T bash "$here/tests/gpu/run-preload.sh" "$build" "$work/preload" ;;
 	preload-ddp) $T bash "$here/tests/gpu/run-preload-ddp.sh" "$build" \
 		"$work/preload-ddp" ;;
+	alloc-train) timeout -k 5 "${PART_TIMEOUT:-595}" bash \
+		"$here/tests/gpu/run-alloc-train.sh" "$build" "$work/alloc-train" ;;
 	measure) timeout -k 5 "${PART_TIMEOUT:-590}" bash \
 		"$here/tests/gpu/run-measure.sh" "$build" "$work/measure" ;;
 	measure-multi) timeout -k 5 "${PART_TIMEOUT:-590}" bash \

@@ -57,6 +57,12 @@ static CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t,
 			       unsigned);
 static CUresult (*total_mem)(size_t *, int);
 static void (*stats)(struct fakecuda_stats *);
+
+struct fakecuda_vmm_stats {
+	unsigned long reserves, address_frees, maps, unmaps;
+	unsigned long long reserved_bytes, mapped_bytes, peak_mapped_bytes;
+};
+static void (*vmm_stats)(struct fakecuda_vmm_stats *);
 static void *cuda;
 
 static int failures;
@@ -94,7 +100,8 @@ static void open_driver(void)
 	}
 	*(void **)&getproc = dlsym(cuda, "cuGetProcAddress_v2");
 	*(void **)&stats = dlsym(cuda, "fakecuda_stats");
-	if (!getproc || !stats) {
+	*(void **)&vmm_stats = dlsym(cuda, "fakecuda_vmm_stats");
+	if (!getproc || !stats || !vmm_stats) {
 		fprintf(stderr, "pl_probe: not the fake driver\n");
 		exit(1);
 	}
@@ -119,6 +126,13 @@ static struct fakecuda_stats snap(void)
 {
 	struct fakecuda_stats s;
 	stats(&s);
+	return s;
+}
+
+static struct fakecuda_vmm_stats vsnap(void)
+{
+	struct fakecuda_vmm_stats s;
+	vmm_stats(&s);
 	return s;
 }
 
@@ -324,6 +338,7 @@ struct churn {
 	unsigned seed;
 	int iterations;
 	unsigned max_kib;
+	int managed; /* cuMemAllocManaged: passes by any pool */
 	int bad;
 };
 
@@ -339,7 +354,8 @@ static void *churn(void *arg)
 			p[k] = 0;
 		} else {
 			size_t n = (rand_r(&c->seed) % c->max_kib + 1) * 1024;
-			CUresult r = mem_alloc(&p[k], n);
+			CUresult r = c->managed ? alloc_managed(&p[k], n, 1) :
+						  mem_alloc(&p[k], n);
 			c->bad |= r != 0 && r != 2;
 			if (r)
 				p[k] = 0;
@@ -767,6 +783,91 @@ static void sc_cache_threads(void)
 	      "the %zu bytes reported free", f);
 }
 
+/* GPUMEM_LIMIT=64MiB, expandable_segments:True: the pool maps 2 MiB
+ * granules instead of allocating segments, and shares the cap exactly
+ * with what passes through (here cuMemAllocManaged and a cuMemCreate
+ * handle of the program's own). */
+static void sc_cache_vseg(void)
+{
+	struct prop dev = {.type = 1, .loc = {1, 0}};
+	CUdeviceptr a, b, c, m;
+	unsigned long long h;
+	unsigned long creates;
+	size_t f, t;
+
+	CHECK(mem_alloc(&a, 4 * MiB) == 0, "a 4 MiB");
+	CHECK(snap().alloc_calls == 0, "a plain segment was allocated");
+	CHECK(snap().used == 4 * MiB && vsnap().mapped_bytes == 4 * MiB &&
+	      snap().create_calls == 2, "4 MiB in two granules: used %llu "
+	      "mapped %llu creates %lu", snap().used, vsnap().mapped_bytes,
+	      snap().create_calls);
+	CHECK(mem_free(a) == 0, "free a (cached)");
+	CHECK(vsnap().mapped_bytes == 4 * MiB, "the cache unmapped a");
+	/* 40 MiB pass-through + 4 MiB cached: 30 MiB more fits the pool's
+	 * own view of the cap (64) but not the shared cap; the refusal
+	 * comes before the driver is asked for the granule that would
+	 * pass it, and the cache is given back first. */
+	CHECK(alloc_managed(&m, 40 * MiB, 1) == 0, "40 MiB managed");
+	creates = snap().create_calls;
+	CHECK(mem_alloc(&b, 30 * MiB) == 2, "44 + 30 MiB is over the cap");
+	CHECK(snap().peak_used <= 64 * MiB, "the driver held %llu bytes",
+	      snap().peak_used);
+	CHECK(snap().used == 40 * MiB && vsnap().mapped_bytes == 0,
+	      "left mapped: used %llu mapped %llu", snap().used,
+	      vsnap().mapped_bytes);
+	CHECK(snap().create_calls == creates, "%lu granules created for "
+	      "a refusal", snap().create_calls - creates);
+	CHECK(mem_alloc(&b, 24 * MiB) == 0, "24 MiB: exactly to the cap");
+	CHECK(mem_alloc(&c, 512) == 2, "one granule more is over");
+	CHECK(mem_info(&f, &t) == 0 && f == 0 && t == 64 * MiB,
+	      "at the cap: free %zu total %zu", f, t);
+	CHECK(mem_free(m) == 0 && mem_free(b) == 0, "frees (b cached)");
+	CHECK(snap().used == 24 * MiB, "used %llu", snap().used);
+	/* The program's own handle: the cached granules make room. */
+	CHECK(mem_create(&h, 48 * MiB, &dev, 0) == 0, "48 MiB handle after "
+	      "the cache was given back");
+	CHECK(vsnap().mapped_bytes == 0 && snap().used == 48 * MiB,
+	      "cache not released: mapped %llu", vsnap().mapped_bytes);
+	CHECK(mem_release(h) == 0, "release");
+	CHECK(mem_info(&f, &t) == 0 && f == 64 * MiB, "free %zu", f);
+	CHECK(mem_alloc(&a, f) == 0, "the %zu bytes reported free", f);
+	CHECK(mem_free(a) == 0, "free");
+	CHECK(snap().peak_used <= 64 * MiB, "the driver held %llu bytes",
+	      snap().peak_used);
+	CHECK(snap().alloc_calls == 1, "%lu cuMemAlloc calls: only the "
+	      "managed one", snap().alloc_calls);
+}
+
+/* GPUMEM_LIMIT=64MiB, expandable_segments:True, slow frees: four
+ * threads churn the pool (granules mapped and unmapped as the cap
+ * forces the cache back) while four churn pass-through allocations; the
+ * driver never holds more than the cap (a granule's charge given back
+ * before its cuMemRelease returned would let another thread in). */
+static void sc_cache_vseg_threads(void)
+{
+	struct churn c[8];
+	pthread_t t[8];
+	struct fakecuda_vmm_stats v;
+
+	for (int i = 0; i < 8; i++) {
+		c[i] = (struct churn){.seed = (unsigned)i + 1,
+				      .iterations = 300, .max_kib = 8192,
+				      .managed = i >= 4};
+		pthread_create(&t[i], NULL, churn, &c[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(!c[i].bad, "worker %d", i);
+	}
+	v = vsnap();
+	CHECK(snap().peak_used <= 64 * MiB, "the driver held %llu bytes at "
+	      "once against a cap of %llu", snap().peak_used, 64 * MiB);
+	CHECK(v.unmaps > 0, "no granule was given back under the cap: %lu "
+	      "maps, %lu unmaps", v.maps, v.unmaps);
+	CHECK(snap().used == v.mapped_bytes, "driver holds %llu, mapped "
+	      "%llu", snap().used, v.mapped_bytes);
+}
+
 /* One cuMemAlloc of $PROBE_BYTES: answers $PROBE_EXPECT (0 or 2). */
 static void sc_alloc(void)
 {
@@ -797,6 +898,8 @@ static const struct {
 	{"cache_foreign", sc_cache_foreign},
 	{"cache_threads", sc_cache_threads},
 	{"cache_info", sc_cache_info},
+	{"cache_vseg", sc_cache_vseg},
+	{"cache_vseg_threads", sc_cache_vseg_threads},
 	{"pitch_cap", sc_pitch_cap},
 	{"cap_exact", sc_cap_exact},     {"cap_wrap", sc_cap_wrap},
 };

@@ -601,6 +601,116 @@ def case_cache_pluggable(c):
           d['pool_reserved_bytes'] == 40 * MiB, d)
 
 
+# ==== GPUMEM_MODE=cache with PyTorch's expandable_segments:True ====
+
+VSEG = 'expandable_segments:True'
+
+
+def case_cache_vseg(c):
+    rep = c.path('cv-%r.json')
+    prom = c.path('cv-%r.prom')
+    p = c.probe('cache_vseg', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+                PYTORCH_CUDA_ALLOC_CONF=' max_split_size_mb:128, '
+                'roundup_power2_divisions:[256:1,>:4],' + VSEG,
+                GPUMEM_REPORT=rep, GPUMEM_PROMETHEUS=prom, RANK='0')
+    check('PYTORCH' not in p.stderr, p.stderr)
+    d = load(c.path('cv-0.json'))['devices'][0]
+    check(d['pool_virtual_segments'] is True, d)
+    # The pool's granules are the pool's reserved bytes, not a program's
+    # own VMM handles; what it caches at the end is reserved.
+    want = {'peak_reserved_bytes': 64 * MiB, 'reserved_bytes': 64 * MiB,
+            'pool_reserved_bytes': 64 * MiB, 'pool_free_bytes': 64 * MiB,
+            'allocated_bytes': 0, 'vmm_bytes': 0, 'managed_bytes': 0,
+            'oom_cap_count': 2}
+    for k, v in want.items():
+        check(d.get(k) == v, f'{k}: {d.get(k)} != {v}')
+    check(d['pool']['num_device_alloc'] >= 3, d['pool'])
+    with open(c.path('cv-0.prom')) as f:
+        text = f.read()
+    line = 'gpumem_reserved_bytes{device="0",rank="0"} %d' % (64 * MiB)
+    check(line in text.splitlines(), f'missing {line!r} in\n{text}')
+
+
+def case_cache_vseg_threads(c):
+    rep = c.path('cvt.json')
+    c.probe('cache_vseg_threads', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+            FAKECUDA_FREE_DELAY_US=300, PYTORCH_CUDA_ALLOC_CONF=VSEG,
+            GPUMEM_REPORT=rep)
+    d = load(rep)['devices'][0]
+    check(d['pool_virtual_segments'] is True, d)
+    check(d['peak_reserved_bytes'] <= 64 * MiB and d['oom_cap_count'] > 0,
+          d)
+    check(d['allocated_bytes'] == 0 and d['managed_bytes'] == 0 and
+          d['reserved_bytes'] == d['pool_reserved_bytes'], d)
+
+
+def plain_pool(c, why, **env):
+    # cache_reuse sees one 20 MiB plain segment; the report says plain,
+    # and stderr says why, once.
+    rep = c.path('plain.json')
+    p = c.probe('cache_reuse', GPUMEM_MODE='cache', GPUMEM_LIMIT='1GiB',
+                GPUMEM_REPORT=rep, **env)
+    check(p.stderr.count('gpumem') == 1 and why in p.stderr and
+          'plain segments' in p.stderr, p.stderr)
+    check(load(rep)['devices'][0]['pool_virtual_segments'] is False,
+          load(rep))
+
+
+def case_cache_vseg_fallback(c):
+    # A device without virtual memory management: plain segments.
+    plain_pool(c, 'no virtual memory management',
+               PYTORCH_CUDA_ALLOC_CONF=VSEG, FAKECUDA_NO_VMM=1)
+
+
+def case_cache_vseg_conf(c):
+    # What PyTorch refuses is a warning and plain segments.
+    for v, why in (('expandable_segments:true',
+                    'expandable_segments:true is not True or False'),
+                   ('expandable_segments:1', 'expandable_segments:1 is'),
+                   ('expandable_segments', 'has no'),
+                   ('expandable_segments:True;max_split_size_mb:64',
+                    'is not True or False'),
+                   ('max_split_size_mb:[64,' + VSEG, "no closing ']'"),
+                   (VSEG + ',,', "where a key was expected")):
+        plain_pool(c, why, PYTORCH_CUDA_ALLOC_CONF=v)
+    # False, the last setting winning, and PYTORCH_ALLOC_CONF only when
+    # PYTORCH_CUDA_ALLOC_CONF is unset.
+    for env in ({'PYTORCH_CUDA_ALLOC_CONF': VSEG +
+                 ',expandable_segments:False'},
+                {'PYTORCH_CUDA_ALLOC_CONF': 'max_split_size_mb:64',
+                 'PYTORCH_ALLOC_CONF': VSEG}):
+        rep = c.path('f.json')
+        p = c.probe('cache_reuse', GPUMEM_MODE='cache', GPUMEM_LIMIT='1GiB',
+                    GPUMEM_REPORT=rep, **env)
+        check('gpumem' not in p.stderr, p.stderr)
+        check(load(rep)['devices'][0]['pool_virtual_segments'] is False,
+              env)
+    rep = c.path('alloc-conf.json')
+    c.probe('cache_vseg', GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+            PYTORCH_ALLOC_CONF=VSEG, GPUMEM_REPORT=rep)
+    check(load(rep)['devices'][0]['pool_virtual_segments'] is True,
+          load(rep))
+    # Limit mode leaves the setting to PyTorch: not read, no warning.
+    p = c.probe('cap', GPUMEM_LIMIT='1GiB',
+                PYTORCH_CUDA_ALLOC_CONF='expandable_segments:maybe')
+    check('expandable' not in p.stderr, p.stderr)
+
+
+def case_cache_vseg_pluggable(c):
+    # The CUDAPluggableAllocator pair: PyTorch's own allocator is not
+    # there to read the setting, the pool does.
+    rep = c.path('cvplug.json')
+    c.run([os.path.join(c.bin, 'pl_plug'), c.lib],
+          c.env(preload=False, GPUMEM_MODE='cache', GPUMEM_LIMIT='64MiB',
+                PYTORCH_CUDA_ALLOC_CONF=VSEG, GPUMEM_REPORT=rep))
+    d = load(rep)['devices'][0]
+    check(d['pool_virtual_segments'] is True and d['async_bytes'] == 0 and
+          d['peak_reserved_bytes'] == 40 * MiB and
+          d['oom_cap_count'] == 1 and d['alloc_count'] == 2 and
+          d['pool_reserved_bytes'] == 40 * MiB and
+          d['pool']['num_device_alloc'] >= 1, d)
+
+
 def oom_lines(p):
     return [ln for ln in p.stderr.splitlines()
             if ln.startswith('gpumem: ') and

@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "recipe.h"
+#include "model_megatron.h"
 #include "units.h"
 
 /* A figure printed as GiB with two decimals, as DeepSpeed's estimators
@@ -193,6 +194,106 @@ static void megatron_theoretical_bytes(void **state)
 	assert_string_equal(s.name, "megatron-distributed-optimizer-fp32");
 }
 
+
+/*
+ * Megatron-LM's report_theoretical_memory (megatron/training/
+ * theoretical_memory_usage.py at NVIDIA/Megatron-LM d98e8a6), run in
+ * Python on these arguments (Llama-2-7B: h 4096, 32 heads, kv_channels
+ * 128, ffn 11008, swiglu, RMSNorm, untied, vocab 32000, seq 4096;
+ * Llama-3-8B: 8 query groups, ffn 14336, vocab 128256; GPT: 12 layers,
+ * h 512, 8 heads, ffn 2048, LayerNorm, tied, vocab 50304, seq 1024,
+ * micro-batch 4) printed these MB (2^20 B); reproduced to 1e-9.
+ */
+static void megatron_theoretical_report(void **state)
+{
+	const struct gm_megatron_args l7 = {
+		.hidden_size = 4096, .num_attention_heads = 32,
+		.kv_channels = 128, .ffn_hidden_size = 11008, .num_layers = 32,
+		.padded_vocab_size = 32000, .swiglu = true, .rmsnorm = true,
+		.untie = true, .tp = 1, .pp = 1, .dp = 8, .seq_length = 4096,
+		.micro_batch_size = 1};
+	struct {
+		struct gm_megatron_args a;
+		double wo, act;
+	} c[5];
+	double wo, act;
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		c[i].a = l7;
+	c[0].wo = 115672.5703125;
+	c[0].act = 18591.3328125;
+	c[1].a.distributed_optimizer = true;
+	c[1].wo = 48196.904296875;
+	c[1].act = 18591.3328125;
+	c[2].a.tp = 2;
+	c[2].a.pp = 2;
+	c[2].a.vpp = 4;
+	c[2].a.dp = 2;
+	c[2].a.sequence_parallel = c[2].a.selective = true;
+	c[2].a.distributed_optimizer = true;
+	c[2].a.num_microbatches = 32;
+	c[2].wo = 19279.5234375;
+	c[2].act = 8298.03515625;
+	c[3].a.num_query_groups = 8;
+	c[3].a.ffn_hidden_size = 14336;
+	c[3].a.padded_vocab_size = 128256;
+	c[3].a.tp = 4;
+	c[3].a.pp = 2;
+	c[3].a.dp = 1;
+	c[3].a.num_microbatches = 3;
+	c[3].wo = 17232.78515625;
+	c[3].act = 8635.265625;
+	c[4].a = (struct gm_megatron_args){
+		.hidden_size = 512, .num_attention_heads = 8, .kv_channels = 64,
+		.ffn_hidden_size = 2048, .num_layers = 12,
+		.padded_vocab_size = 50304, .tp = 1, .pp = 1, .dp = 8,
+		.distributed_optimizer = true, .seq_length = 1024,
+		.micro_batch_size = 4};
+	c[4].wo = 454.40185546875;
+	c[4].act = 1275.7828125;
+	for (int i = 0; i < 5; i++) {
+		gm_megatron_theoretical(&c[i].a, &wo, &act);
+		assert_true(fabs(wo / c[i].wo - 1) < 1e-9);
+		assert_true(fabs(act / c[i].act - 1) < 1e-9);
+	}
+}
+
+/*
+ * Megatron's schedule (schedules.py get_schedule_table with
+ * microbatch_group_size_per_vp_stage = pp, get_pp_rank_microbatches):
+ * the chunks the forwards run, groups of pp micro-batches through each
+ * chunk in turn, the last group whatever is left; backwards in reverse
+ * chunk order; the warm-up forwards.
+ */
+static void megatron_schedule(void **state)
+{
+	/* pp 2, 2 chunks, 4 micro-batches: table (0,0)(1,0)(0,1)(1,1)
+	 * (2,0)(3,0)(2,1)(3,1) */
+	const unsigned want[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+	/* pp 2, 2 chunks, 3 micro-batches: a group of 2, then one of 1:
+	 * (0,0)(1,0)(0,1)(1,1)(2,0)(2,1) */
+	const unsigned want3[6] = {0, 0, 1, 1, 0, 1};
+
+	(void)state;
+	for (uint64_t k = 0; k < 8; k++) {
+		assert_int_equal(gm_mg_chunk(2, 2, 4, k, false), want[k]);
+		assert_int_equal(gm_mg_chunk(2, 2, 4, k, true), 1 - want[k]);
+	}
+	for (uint64_t k = 0; k < 6; k++)
+		assert_int_equal(gm_mg_chunk(2, 2, 3, k, false), want3[k]);
+	assert_int_equal(gm_mg_chunk(4, 1, 8, 5, false), 0);
+	assert_int_equal(gm_mg_warmup(4, 1, 0, 8), 3);
+	assert_int_equal(gm_mg_warmup(4, 1, 3, 8), 0);
+	assert_int_equal(gm_mg_warmup(4, 2, 0, 8), 10);
+	assert_int_equal(gm_mg_warmup(4, 2, 0, 4), 8);
+	assert_int_equal(gm_mg_warmup(1, 1, 0, 8), 0);
+	/* the vocabulary padding: multiples of 128 x tp */
+	assert_int_equal(gm_mg_padded_vocab(50257, 1), 50304);
+	assert_int_equal(gm_mg_padded_vocab(32000, 2), 32000);
+	assert_int_equal(gm_mg_padded_vocab(32000, 8), 32768);
+}
+
 /*
  * In-flight micro-batches (schedules.py get_pp_rank_microbatches)
  * against theoretical_memory_usage.py's compute_activation_memory:
@@ -330,6 +431,8 @@ int main(void)
 		cmocka_unit_test(deepspeed_rows_meet_estimators),
 		cmocka_unit_test(megatron_theoretical_bytes),
 		cmocka_unit_test(megatron_in_flight),
+		cmocka_unit_test(megatron_theoretical_report),
+		cmocka_unit_test(megatron_schedule),
 		cmocka_unit_test(fsdp2_param_dtype),
 		cmocka_unit_test(lora_parameters),
 		cmocka_unit_test(nf4_bytes),

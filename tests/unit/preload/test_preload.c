@@ -1,6 +1,7 @@
 /* Unit tests of the preload library's pure parts (no driver needed). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -131,6 +132,113 @@ static void test_opts_bad(void **state)
 	assert_true(n == 1 && d == 10000);
 }
 
+/* PyTorch's allocator setting, read as PyTorch's ConfigTokenizer and
+ * parseArgs read it: only expandable_segments matters to the pool. */
+static void test_alloc_conf(void **state)
+{
+	static const struct {
+		const char *v;
+		bool on;
+	} ok[] = {
+		{"expandable_segments:True", true},
+		{" expandable_segments : True ", true},
+		{"expandable_ segments:Tr ue", true}, /* spaces dropped */
+		{"max_split_size_mb:128,expandable_segments:True", true},
+		{"roundup_power2_divisions:[256:1,512:2,>:4],"
+		 "expandable_segments:True,garbage_collection_threshold:0.6",
+		 true},
+		{"expandable_segments:True,expandable_segments:False", false},
+		{"expandable_segments:False", false},
+		{"max_split_size_mb:128", false},
+		{"", false},
+		{"backend:cudaMallocAsync", false},
+	};
+	static const struct {
+		const char *v, *why;
+	} bad[] = {
+		{"expandable_segments:true", "expandable_segments:true is not "
+		 "True or False (PyTorch's spelling)"},
+		{"expandable_segments:TRUE", "is not True or False"},
+		{"expandable_segments:1", "is not True or False"},
+		{"expandable_segments:[True]", "expandable_segments:[...] is"},
+		{"expandable_segments", "expandable_segments has no ':'"},
+		{"expandable_segments:", "expandable_segments has no value"},
+		{"expandable_segments:,x:1", "has no value"},
+		{"expandable_segments=True", "has no ':'"},
+		{"expandable_segments:True;x:1", "is not True or False"},
+		{"expandable_segments:True x:1", "is not True or False"},
+		{"expandable_segments:True:x", "':' after the value of "
+		 "expandable_segments"},
+		{",expandable_segments:True", "',' where a key"},
+		{"expandable_segments:True,,", "',' where a key"},
+		{"roundup_power2_divisions:[256:1,expandable_segments:True",
+		 "no closing ']'"},
+	};
+	char why[256], longv[300];
+	bool on;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		on = !ok[i].on;
+		assert_int_equal(gm_pl_alloc_conf_parse(ok[i].v, &on, why,
+							sizeof(why)), 0);
+		assert_int_equal(on, ok[i].on);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		on = true;
+		why[0] = '\0';
+		assert_int_equal(gm_pl_alloc_conf_parse(bad[i].v, &on, why,
+							sizeof(why)),
+				 GM_EINVAL);
+		assert_false(on);
+		if (!strstr(why, bad[i].why))
+			fail_msg("%s: '%s' lacks '%s'", bad[i].v, why,
+				 bad[i].why);
+	}
+	/* a token longer than the lexer keeps matches nothing */
+	memset(longv, 'x', sizeof(longv));
+	memcpy(longv, "expandable_segments:True", 24);
+	longv[sizeof(longv) - 1] = '\0';
+	assert_int_equal(gm_pl_alloc_conf_parse(longv, &on, why, sizeof(why)),
+			 GM_EINVAL);
+	assert_false(on);
+	assert_int_equal(gm_pl_alloc_conf_parse(NULL, &on, why, sizeof(why)),
+			 0);
+	assert_false(on);
+}
+
+/* Cache mode reads PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF;
+ * limit mode neither. */
+static void test_opts_alloc_conf(void **state)
+{
+	char *cache[] = {"GPUMEM_MODE=cache",
+			 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+			 NULL};
+	char *limit[] = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+			 NULL};
+	char *generic[] = {"GPUMEM_MODE=cache",
+			   "PYTORCH_ALLOC_CONF=expandable_segments:True", NULL};
+	char *both[] = {"GPUMEM_MODE=cache",
+			"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64",
+			"PYTORCH_ALLOC_CONF=expandable_segments:True", NULL};
+	char *bad[] = {"GPUMEM_MODE=cache",
+		       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:yes", NULL};
+	struct gm_pl_opts o;
+
+	(void)state;
+	gm_pl_opts_parse(cache, &o);
+	assert_true(o.virtual_segments);
+	gm_pl_opts_parse(limit, &o);
+	assert_false(o.virtual_segments);
+	gm_pl_opts_parse(generic, &o);
+	assert_true(o.virtual_segments);
+	gm_pl_opts_parse(both, &o);
+	assert_false(o.virtual_segments);
+	gm_pl_opts_parse(bad, &o);
+	assert_false(o.virtual_segments);
+	assert_string_equal(o.bad, ""); /* not a cap setting */
+}
+
 static void test_ptrmap(void **state)
 {
 	static struct gm_ptrmap m;
@@ -241,6 +349,8 @@ int main(void)
 		cmocka_unit_test(test_opts),
 		cmocka_unit_test(test_opts_claimed),
 		cmocka_unit_test(test_opts_bad),
+		cmocka_unit_test(test_alloc_conf),
+		cmocka_unit_test(test_opts_alloc_conf),
 		cmocka_unit_test(test_fraction_cap),
 		cmocka_unit_test(test_ptrmap),
 		cmocka_unit_test(test_cap_and_clamp),

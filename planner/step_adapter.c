@@ -1,0 +1,121 @@
+/*
+ * step_adapter.c - PEFT LoRA in the training step (step_adapter.h).
+ */
+#include "step_adapter.h"
+
+#include "error.h"
+
+#include <string.h>
+
+bool gm_adapter_targets(const struct gm_spec_training *t, const char *name)
+{
+	if (!t || t->adapter == GM_ADAPTER_NONE || !name)
+		return false;
+	for (unsigned i = 0; i < t->n_lora_targets; i++)
+		if (!strcmp(t->lora_targets[i], "all-linear") ||
+		    !strcmp(t->lora_targets[i], name))
+			return true;
+	return false;
+}
+
+void gm_adapter_base_bytes(const struct gm_spec_training *t,
+			   struct gm_state_bytes *b)
+{
+	if (!t || t->adapter == GM_ADAPTER_NONE)
+		return;
+	b->weights = b->compute;
+	b->gradients = 0;
+	b->optimizer = 0;
+	b->master = 0;
+	b->residual = b->weights;
+}
+
+/* The module name of a layout tensor: its last component, a trailing
+ * ".weight" dropped ("h.*.attn.c_attn.weight" -> "c_attn"), into buf. */
+static void module_name(const char *path, char *buf, size_t n)
+{
+	size_t len = strlen(path);
+	const char *end = path + len, *dot;
+
+	if (len > 7 && !strcmp(end - 7, ".weight"))
+		end -= 7;
+	dot = end;
+	while (dot > path && dot[-1] != '.')
+		dot--;
+	len = (size_t)(end - dot);
+	if (len >= n)
+		len = n - 1;
+	memcpy(buf, dot, len);
+	buf[len] = '\0';
+}
+
+double gm_adapter_layer_params(const struct gm_param_layout *l,
+			       const struct gm_spec_training *t)
+{
+	double r = t ? (double)t->lora_rank : 0, n = 0;
+	char name[64];
+
+	if (!t || t->adapter == GM_ADAPTER_NONE)
+		return 0;
+	for (int i = 0; i < l->n; i++) {
+		const struct gm_ptensor *pt = &l->t[i];
+		if (!(pt->flags & GM_PT_LAYER) || !(pt->flags & GM_PT_MATMUL) ||
+		    pt->groups)
+			continue;
+		module_name(pt->name, name, sizeof(name));
+		if (gm_adapter_targets(t, name))
+			n += r * ((double)pt->rows + (double)pt->cols);
+	}
+	return n;
+}
+
+/* Append one adapter tensor of n elements. */
+static int add(struct gm_step *st, double n, double opt, int k, double tmp,
+	       double cache)
+{
+	struct gm_step_param *q;
+
+	if (st->n_param >= GM_PARAMS_MAX)
+		return GM_ERANGE;
+	q = &st->p[st->n_param++];
+	memset(q, 0, sizeof(*q));
+	q->where = GM_STEP_LAYER;
+	q->added = true;
+	q->weight = 4 * n;
+	q->grad = 4 * n;
+	q->cache = cache * n;
+	q->opt_tmp = tmp * n;
+	q->n_state = opt > 0 ? k : 0;
+	for (int j = 0; j < q->n_state; j++)
+		q->state[j] = n * opt / k;
+	return 0;
+}
+
+int gm_adapter_step_params(struct gm_step *st,
+			   const struct gm_spec_training *t, double opt,
+			   int n_states, double tmp, double cache)
+{
+	double r = (double)t->lora_rank;
+	int rc = 0;
+
+	if (n_states < 1)
+		n_states = 1;
+	if (n_states > GM_STEP_STATES)
+		n_states = GM_STEP_STATES;
+	for (int i = 0; i < st->n_param; i++) {
+		struct gm_step_param *q = &st->p[i];
+		q->grad = 0;
+		q->cache = 0;
+		q->opt_tmp = 0;
+		q->n_state = 0;
+	}
+	/* get_peft_model wraps each target module in turn, lora_A then
+	 * lora_B (LoraLayer.update_layer) */
+	for (int i = 0; i < st->blk.n_lora && !rc; i++) {
+		rc = add(st, r * st->blk.lora[i].in, opt, n_states, tmp, cache);
+		if (!rc)
+			rc = add(st, r * st->blk.lora[i].out, opt, n_states,
+				 tmp, cache);
+	}
+	return rc;
+}
