@@ -182,7 +182,8 @@ static void drop(struct gm_blk *b, int x)
 	if (--t->py > 0)
 		return;
 	if (t->saves > 0) {
-		if (t->alloc_op >= 0)
+		if (t->alloc_op >= 0 &&
+		    b->p->op[t->alloc_op].kind != GM_SK_KV)
 			b->p->op[t->alloc_op].kind = GM_SK_ACT;
 		emit(b, GM_BOP_DROP, r, 0, t->core_only);
 	} else {
@@ -651,6 +652,40 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 	return o;
 }
 
+/*
+ * DynamicLayer.update (transformers 5.17 cache_utils.py): the layer's
+ * first update makes empty keys and values in the dtype of key_states
+ * (lazy_initialization), then torch.cat([self.keys, key_states]) and
+ * likewise for the values: a copy of each, the values promoted to the
+ * keys' dtype (under autocast with an fp32 residual the rotary keys are
+ * fp32, so the bf16 values become fp32: the H200 trace of
+ * native-keep-llama-1.1b-bf16mixed shows two 8 MiB copies per layer
+ * where K and V are 4 MiB in bf16). The cache holds both (HOLD); the
+ * attention goes on with them and the originals' names are rebound.
+ * CatBackward saves nothing. Without sh->kv_cache, nothing.
+ */
+static void kv_cache(struct gm_blk *b, int *k, int *v)
+{
+	double ek = b->t[*k].eb;
+	int kc, vc;
+
+	if (!b->sh->kv_cache)
+		return;
+	kc = op(b, nel(b, *k), ek, (int[]){*k, END}, NULL);
+	if (b->t[kc].alloc_op >= 0)
+		b->p->op[b->t[kc].alloc_op].kind = GM_SK_KV;
+	emit(b, GM_BOP_HOLD, kc, 0, false);
+	vc = op(b, nel(b, *v), maxd(ek, b->t[*v].eb), (int[]){*v, END},
+		NULL);
+	if (b->t[vc].alloc_op >= 0)
+		b->p->op[b->t[vc].alloc_op].kind = GM_SK_KV;
+	emit(b, GM_BOP_HOLD, vc, 0, false);
+	drop(b, *k);
+	drop(b, *v);
+	*k = kc;
+	*v = vc;
+}
+
 /* A new gradient buffer of the given bytes. */
 static int galloc(struct gm_blk *b, double bytes)
 {
@@ -955,4 +990,9 @@ int gm_blk_dropout(struct gm_blk *b, int x)
 int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
 {
 	return attention(b, q, k, v);
+}
+
+void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v)
+{
+	kv_cache(b, k, v);
 }

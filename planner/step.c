@@ -45,6 +45,12 @@
  *    "one block's transient + held logits"); then the embedding's saved
  *    tensors are freed and the embedding's and the head's small
  *    gradients allocated;
+ *  - what the training loop keeps (planner/loop.c): the blocks'
+ *    past_key_values copies (HOLD ops) and, with keep_outputs, the
+ *    logits outlive the program; at each forward's end (after the loss's
+ *    forward part) the loop lets the last forward's go (this one's
+ *    without keep_outputs), then Lightning's zero_grad frees the last
+ *    step's gradients (grads_to_next_forward; see "The training loop");
  *  - pipeline parallelism: 1F1B (Narayanan et al. 2021): in_flight
  *    forwards, then backward/forward pairs, then the remaining backwards;
  *  - optimizer step: at the first step the states, tensor by tensor
@@ -67,6 +73,7 @@
 #include "arch/family.h"
 #include "backend.h"
 #include "step_emit.h"
+#include "step_ds.h"
 #include "step_megatron.h"
 #include "error.h"
 #include "pool.h"
@@ -146,6 +153,15 @@ struct gm_em {
 	uint32_t ag, rsin;       /* FSDP: the last all-gather output and
 				  * reduce-scatter input */
 	bool have_states;
+	/* the training loop (step.c, "The training loop") */
+	unsigned char *hold;     /* per slot id: HOLD_LOOP | HOLD_PROG */
+	uint32_t nhold;
+	uint32_t *kcur, *kprev;  /* kept by this forward's outputs, by the
+				  * previous one's (keep_outputs) */
+	size_t ncur, nprev, kcap;
+	uint32_t *gdef;          /* gradients zero_grad frees after the
+				  * next forward ((L + 1) x np) */
+	struct gm_ds_em *ds;     /* DeepSpeed's engine (step_ds.c) */
 };
 
 static uint32_t slot_get(struct gm_em *e)
@@ -323,6 +339,10 @@ static void fsdp_unshard(struct gm_em *e, uint64_t u)
 
 static void fsdp_reshard(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on) {
+		gm_ds_release_fwd(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	for (int i = 0; i < e->np; i++)
@@ -334,6 +354,8 @@ static void fsdp_reshard(struct gm_em *e, uint64_t u)
 /* Forward of unit u: unshard; the flat buffer is copied out. */
 static void fsdp_forward(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on)
+		gm_ds_fetch(e, u);
 	if (!e->st->fsdp)
 		return;
 	fsdp_unshard(e, u);
@@ -343,6 +365,10 @@ static void fsdp_forward(struct gm_em *e, uint64_t u)
 /* Pre-backward of block l: unshard it, prefetch block l - 1. */
 static void fsdp_pre_backward(struct gm_em *e, uint64_t l)
 {
+	if (e->st->ds.on) {
+		gm_ds_fetch(e, l);
+		return;
+	}
 	fsdp_unshard(e, l);
 	if (l > 0)
 		fsdp_unshard(e, l - 1);
@@ -353,6 +379,10 @@ static void fsdp_post_backward(struct gm_em *e, uint64_t u)
 	uint32_t *g = NULL, id;
 	double full;
 
+	if (e->st->ds.on) {
+		gm_ds_post_backward(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	fsdp_reshard(e, u);
@@ -413,6 +443,137 @@ static void transient(struct gm_em *e)
 	efree(e, &t);
 }
 
+/*
+ * The training loop (gm_step.keep_outputs, kv_cache,
+ * grads_to_next_forward; the rules and their sources: planner/loop.c).
+ * A tensor the DynamicCache or `outputs` references is held: hold[id]
+ * says who still does, HOLD_LOOP (the loop's kept set) and HOLD_PROG
+ * (the block program, which saved it or still names it); it is freed
+ * when both have let it go. The kept set of a forward is released when
+ * that forward returns (the loss alone leaves it), or with keep_outputs
+ * when the next forward has returned (`outputs = model(**batch)` rebinds
+ * the name only then).
+ */
+enum { HOLD_LOOP = 1, HOLD_PROG = 2 };
+
+static bool hold_room(struct gm_em *e, uint32_t id)
+{
+	uint32_t n;
+	unsigned char *h;
+
+	if (id < e->nhold)
+		return true;
+	n = e->nhold ? e->nhold : 1024;
+	while (n <= id)
+		n *= 2;
+	h = realloc(e->hold, n);
+	if (!h) {
+		e->err = GM_ENOMEM;
+		return false;
+	}
+	memset(h + e->nhold, 0, n - e->nhold);
+	e->hold = h;
+	e->nhold = n;
+	return true;
+}
+
+/* This forward's outputs take a reference to id; prog: the program
+ * keeps its own too. */
+static void loop_hold(struct gm_em *e, uint32_t id, bool prog)
+{
+	if (id == NONE || !hold_room(e, id))
+		return;
+	if (e->ncur == e->kcap) {
+		e->err = GM_EINVAL;
+		return;
+	}
+	e->hold[id] = HOLD_LOOP | (prog ? HOLD_PROG : 0);
+	e->kcur[e->ncur++] = id;
+}
+
+/* The program lets *id go: freed unless the loop still holds it. */
+static void prog_free(struct gm_em *e, uint32_t *id)
+{
+	if (*id != NONE && *id < e->nhold && e->hold[*id]) {
+		if (e->hold[*id] & HOLD_LOOP) {
+			e->hold[*id] &= (unsigned char)~HOLD_PROG;
+			*id = NONE;
+			return;
+		}
+		e->hold[*id] = 0;
+	}
+	efree(e, id);
+}
+
+/* The loop lets the n ids of set go (freed unless a program still
+ * holds one). */
+static void loop_release(struct gm_em *e, uint32_t *set, size_t *n)
+{
+	for (size_t k = 0; k < *n; k++) {
+		uint32_t id = set[k];
+		if (id >= e->nhold)
+			continue;
+		if (e->hold[id] & HOLD_PROG) {
+			e->hold[id] = HOLD_PROG;
+			continue;
+		}
+		e->hold[id] = 0;
+		efree(e, &id);
+	}
+	*n = 0;
+}
+
+/* The model's forward has returned: the outputs of the one before go
+ * (keep_outputs), else this one's (only the loss is kept); then
+ * Lightning's zero_grad frees the last step's gradients. */
+static void loop_forward_end(struct gm_em *e)
+{
+	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
+
+	if (e->st->keep_outputs) {
+		uint32_t *t = e->kprev;
+		loop_release(e, e->kprev, &e->nprev);
+		e->kprev = e->kcur;
+		e->nprev = e->ncur;
+		e->kcur = t;
+		e->ncur = 0;
+	} else {
+		loop_release(e, e->kcur, &e->ncur);
+	}
+	for (size_t j = 0; e->gdef && j < n; j++)
+		efree(e, &e->gdef[j]);
+}
+
+/* A block whose program does not take them (kv_block > 0; no program,
+ * or none written for the cache): the K and V its DynamicCache layer
+ * holds, kv_block bytes each. Under autocast they are copies (torch.cat
+ * promotes to the keys' dtype, sdpa saves its own casts), allocated in
+ * the forward (fwd); else they are the very K and V sdpa saved, which
+ * the analytic block frees in its backward: kept outputs keep them past
+ * it (allocated there again, into the forward's kept set, to hold the
+ * same live bytes). */
+static void loop_kv_analytic(struct gm_em *e, bool fwd)
+{
+	const struct gm_step *st = e->st;
+	uint32_t *set = fwd ? e->kcur : e->kprev;
+	size_t *n = fwd ? &e->ncur : &e->nprev;
+
+	if (!st->kv_cache || !(st->kv_block > 0) || st->kv_copies != fwd ||
+	    (!fwd && !st->keep_outputs))
+		return;
+	for (int k = 0; k < 2; k++) {
+		uint32_t id = ealloc(e, st->kv_block, GM_SK_KV);
+		if (id == NONE || !hold_room(e, id))
+			continue;
+		if (*n == e->kcap) {
+			e->err = GM_EINVAL;
+			return;
+		}
+		e->hold[id] = HOLD_LOOP;
+		set[(*n)++] = id;
+	}
+}
+
 /* Run loss ops [from, to) of the program (step.h). */
 static void loss_ops(struct gm_em *e, int from, int to)
 {
@@ -421,9 +582,14 @@ static void loss_ops(struct gm_em *e, int from, int to)
 		if (o->alloc) {
 			efree(e, &e->loss[o->id]);
 			e->loss[o->id] = ealloc(e, o->bytes, GM_SK_LOGITS);
-		}
-		else
+		} else if (o->id == 0 && e->st->keep_outputs &&
+			   i < e->st->n_loss_fwd) {
+			/* the logits: outputs.logits keeps them */
+			loop_hold(e, e->loss[0], false);
+			e->loss[0] = NONE;
+		} else {
 			efree(e, &e->loss[o->id]);
+		}
 	}
 }
 
@@ -451,7 +617,7 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 				break;
 			if (p->ckpt == GM_STEP_CKPT_FULL ||
 			    (p->ckpt == GM_STEP_CKPT_SELECTIVE && o->core))
-				efree(e, &B[o->id]);
+				prog_free(e, &B[o->id]);
 			break;
 		case GM_BOP_FREE:
 			if (o->id == GM_BLK_IN && p->ckpt == GM_STEP_CKPT_FULL)
@@ -461,7 +627,10 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 				B[GM_BLK_IN] = NONE;
 				break;
 			}
-			efree(e, &B[o->id]);
+			prog_free(e, &B[o->id]);
+			break;
+		case GM_BOP_HOLD:
+			loop_hold(e, B[o->id], true);
 			break;
 		default:
 			break;
@@ -551,7 +720,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 			B[o->id] = ealloc(e, o->bytes, o->kind);
 			break;
 		case GM_BOP_FREE:
-			efree(e, &B[o->id]);
+			prog_free(e, &B[o->id]);
 			efree(e, &e->rec[o->id]);
 			break;
 		case GM_BOP_RECOMPUTE:
@@ -565,7 +734,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 	e->gcarry = B[p->gin_id];
 	B[p->gin_id] = NONE;
 	for (int id = 0; id < p->n_ids; id++) {
-		efree(e, &B[id]);
+		prog_free(e, &B[id]);
 		efree(e, &e->rec[id]);
 	}
 }
@@ -703,6 +872,32 @@ void gm_em_free(struct gm_em *e, uint32_t *id)
 	efree(e, id);
 }
 
+const struct gm_step *gm_em_step(const struct gm_em *e)
+{
+	return e->st;
+}
+
+uint32_t *gm_em_wid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->w[pix(e, row, i)];
+}
+
+uint32_t *gm_em_gid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->g[pix(e, row, i)];
+}
+
+struct gm_ds_em **gm_em_ds(struct gm_em *e)
+{
+	return &e->ds;
+}
+
+void gm_em_fail(struct gm_em *e, int err)
+{
+	if (!e->err)
+		e->err = err;
+}
+
 static void forward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -725,6 +920,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 				mask = ealloc(e, st->blk.mask_bytes,
 					      GM_SK_TRANSIENT);
 			blk_forward(e, slot, l);
+			loop_kv_analytic(e, true);
 			if (l + 1 == e->L && st->head.n == 0)
 				efree(e, &mask);
 			fsdp_reshard(e, l);
@@ -732,6 +928,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 		}
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
+		loop_kv_analytic(e, true);
 		transient(e);
 		fsdp_reshard(e, l);
 	}
@@ -760,6 +957,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 		e->lp[0] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		efree(e, &copy);
 	}
+	loop_forward_end(e);
 }
 
 static void backward(struct gm_em *e, uint64_t slot)
@@ -810,6 +1008,7 @@ static void backward(struct gm_em *e, uint64_t slot)
 					head_backward(e, slot);
 			}
 			blk_backward(e, slot, l);
+			loop_kv_analytic(e, false);
 			cache_unref(e, l);
 			grads_of(e, l, GM_STEP_LAYER, false);
 			fsdp_post_backward(e, l);
@@ -823,6 +1022,7 @@ static void backward(struct gm_em *e, uint64_t slot)
 		}
 		for (int k = 0; k < st->n_act; k++)
 			efree(e, &a[k]);
+		loop_kv_analytic(e, false);
 		cache_unref(e, l);
 		grads_of(e, l, GM_STEP_LAYER, false);
 		fsdp_post_backward(e, l);
@@ -912,6 +1112,10 @@ static void optimizer(struct gm_em *e)
 	uint32_t *tmp;
 
 	phase(e->sk, GM_SP_OPTIMIZER);
+	if (st->ds.on) {
+		gm_ds_optimizer(e);
+		return;
+	}
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
 			const struct gm_step_param *p = &st->p[j % e->np];
@@ -948,8 +1152,13 @@ static void optimizer(struct gm_em *e)
 	for (size_t j = 0; j < n; j++)
 		efree(e, &tmp[j]);
 	free(tmp);
-	for (size_t j = 0; j < n; j++) /* zero_grad(set_to_none=True) */
+	for (size_t j = 0; j < n; j++) { /* zero_grad(set_to_none=True) */
+		if (e->gdef) { /* after the next forward */
+			e->gdef[j] = e->g[j];
+			e->g[j] = NONE;
+		}
 		efree(e, &e->g[j]);
+	}
 }
 
 /*
@@ -1353,6 +1562,11 @@ static void em_free_all(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 
+	loop_release(e, e->kprev, &e->nprev);
+	loop_release(e, e->kcur, &e->ncur);
+	for (size_t j = 0; e->gdef && j < n; j++)
+		efree(e, &e->gdef[j]);
+
 	for (size_t j = 0; j < e->na; j++)
 		efree(e, &e->a[j]);
 	for (size_t j = 0; j < e->nbid; j++)
@@ -1387,6 +1601,7 @@ static void em_free_all(struct gm_em *e)
 		efree(e, &e->up[j]);
 		efree(e, &e->ug[j]);
 	}
+	gm_ds_free(e);
 	efree(e, &e->ag);
 	efree(e, &e->rsin);
 	efree(e, &e->ws);
@@ -1484,13 +1699,21 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		rc = GM_ENOMEM;
 		goto out;
 	}
+	/* the loop's kept sets: K and V of every block, the logits */
+	e.kcap = 2 * (size_t)e.L + 2;
+	e.kcur = ids(e.kcap);
+	e.kprev = ids(e.kcap);
+	if (st->training && st->grads_to_next_forward)
+		e.gdef = ids(n);
 	if (st->fsdp && st->training) {
 		e.up = ids(n);
 		e.ug = ids(n);
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn ||
+	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || !e.kcur ||
+	    !e.kprev || (st->training && st->grads_to_next_forward &&
+			 !e.gdef) ||
 	    (st->fsdp && st->training &&
 	     (!e.up || !e.ug || !e.gathered))) {
 		rc = GM_ENOMEM;
@@ -1518,6 +1741,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 				e.w[pix(&e, l, i)] = ealloc(
 					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	shard_setup(&e);
+	if (st->ds.on && st->training)
+		gm_ds_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);
 	for (int k = 0, j = 0; k < st->n_comm; k++)
@@ -1556,6 +1781,10 @@ out:
 	free(e.own);
 	free(e.bid);
 	free(e.hid);
+	free(e.kcur);
+	free(e.kprev);
+	free(e.gdef);
+	free(e.hold);
 	free(e.freelist);
 	return rc;
 }

@@ -92,6 +92,10 @@ int gm_recipe_deepspeed(const struct gm_recipe_in *in,
 int gm_recipe_megatron(const struct gm_recipe_in *in,
 		       struct gm_recipe_states *out, struct gm_diag *diag);
 
+/* DeepSpeedZeroConfig's defaults (runtime/zero/config.py), for a run
+ * whose spec names no DeepSpeed JSON. */
+const struct gm_spec_deepspeed *gm_ds_defaults(void);
+
 /* ==== DeepSpeed's own estimators, reproduced (deepspeed.c) ==== */
 
 /*

@@ -425,7 +425,7 @@ static void deepspeed_config(void **state)
 		   "{\"lr\": 1e-4}},\n"
 		   "  \"zero_optimization\": {\"stage\": 3,\n"
 		   "    \"offload_optimizer\": {\"device\": \"cpu\"},\n"
-		   "    \"reduce_bucket_size\": 2e8,\n"
+		   "    \"reduce_bucket_size\": 2e8, \"sub_group_size\": 5e8,\n"
 		   "    \"stage3_prefetch_bucket_size\": \"auto\"}\n}\n");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n  precision: fp32\nparallelism:\n"
@@ -455,9 +455,11 @@ static void deepspeed_config(void **state)
 	assert_non_null(strstr(gm_spec_where(&spec, "parallelism.zero_stage",
 					     where, sizeof(where)),
 			       "ds.json:6:34"));
-	/* the step is not planned yet */
-	assert_int_equal(gm_spec_check_modelled(&spec, &diag), GM_EINVAL);
-	assert_non_null(strstr(diag.msg, "'deepspeed' is not modelled yet"));
+	/* the step is planned (planner/step_ds.c) */
+	assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
+	/* sub_group_size read; stage3_max_reuse_distance left out: 1e9 */
+	assert_int_equal(spec.deepspeed.sub_group_size, 500000000);
+	assert_int_equal(spec.deepspeed.max_reuse_distance, 1000000000);
 	/* --set wins over the JSON (a what-if) */
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", set, 1), 0);
