@@ -31,8 +31,8 @@ const struct gm_loop_rule *gm_loop_rule(enum gm_loop l);
 
 /*
  * Lightning 2.6.6's automatic optimization, a row no training.loop value
- * spells yet (models/README.md counts Lightning under `trainer`): the
- * step emitter models it when a caller sets it (tests/unit/planner).
+ * spells yet (the spec keys list Lightning under `trainer`): the step
+ * emitter models it when a caller sets it (tests/unit/planner).
  */
 extern const struct gm_loop_rule gm_loop_lightning;
 
