@@ -1306,6 +1306,46 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	return gm__spec_validate(&c);
 }
 
+int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
+		  struct gm_diag *diag)
+{
+	struct gm__spec_ctx c = {
+		.spec = spec, .diag = diag, .path = spec->path,
+		.root_line = 1, .root_col = 1,
+	};
+	bool from_json[GM_SPEC_MAX_KEYS];
+	int rc = 0;
+
+	for (int id = 0; id < GM_SPEC_MAX_KEYS; id++)
+		from_json[id] = spec->where[id].origin == GM_SPEC_DEEPSPEED;
+	for (int i = 0; !rc && i < n_sets; i++)
+		rc = apply_set(&c, sets[i]);
+	c.set_key = NULL;
+	if (rc)
+		return rc;
+	if (spec->training.deepspeed_config[0]) {
+		/* what the DeepSpeed JSON filled is read again after the
+		 * sets, as gm_spec_load() reads it after them (the batch it
+		 * derives depends on data_parallel, overlap_comm's default on
+		 * the stage); a set over a JSON value has no position, as
+		 * when it is loaded */
+		for (int id = 0; id < GM_SPEC_MAX_KEYS; id++) {
+			struct gm_spec_where *w = &spec->where[id];
+			if (!from_json[id])
+				continue;
+			if (w->origin == GM_SPEC_DEEPSPEED)
+				memset(w, 0, sizeof(*w));
+			else
+				w->line = w->column = 0;
+		}
+		rc = gm__spec_deepspeed(&c);
+		if (rc)
+			return rc;
+	}
+	gm__spec_defaults(spec);
+	return gm__spec_validate(&c);
+}
+
 /* ==== Queries ==== */
 
 bool gm_spec_given(const struct gm_spec *spec, const char *key)
