@@ -31,7 +31,7 @@ const struct gm_loop_rule *gm_loop_rule(enum gm_loop l);
 
 /*
  * Lightning 2.6.6's automatic optimization, a row no training.loop value
- * spells yet (INTERFACES.md lists Lightning under `trainer`): the step
+ * spells yet (the spec keys list Lightning under `trainer`): the step
  * emitter models it when a caller sets it (tests/unit/planner).
  */
 extern const struct gm_loop_rule gm_loop_lightning;

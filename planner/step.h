@@ -398,6 +398,9 @@ struct gm_step_result {
 	double oom_allocated;   /* live bytes (rounded) then */
 	double oom_reserved;    /* reserved then: what the card held */
 	double card_needed;     /* the simulated card's final capacity */
+	uint64_t served;        /* requests answered from a recorded cycle
+				 * instead of the pool (step.c; the other
+				 * figures are those of the full replay) */
 };
 
 /*
@@ -453,5 +456,17 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    uint64_t capacity_bytes,
 			    struct gm_step_result *out,
 			    const struct gm_step_observer *obs);
+
+/*
+ * The replay with every request made on the pool (the others answer a
+ * repeated run of small-pool requests from a record when that is
+ * provably the pool's answer: step.c, "Serving a repeated run"): as
+ * gm_step_replay_fits() when fits_only, else as
+ * gm_step_replay_observed(). For tests that both give the same figures
+ * and events.
+ */
+int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
+			 bool fits_only, struct gm_step_result *out,
+			 const struct gm_step_observer *obs);
 
 #endif
