@@ -352,7 +352,20 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 			.base_params = in.params,
 			.matmul_params = in.matmul_params,
 			.adapter_params = gm_adapter_layer_params(
-				c->pl, &sp->training) * (double)c->layers};
+				c->pl, &sp->training) * (double)c->layers,
+			.kbit_prepared = true};
+		for (int i = 0; i < c->pl->n; i++) {
+			const struct gm_ptensor *pt = &c->pl->t[i];
+			double n = (double)pt->rows * (double)pt->cols;
+			if (!gm_adapter_quantized(&sp->training, pt))
+				continue;
+			ai.quantized += n * (double)c->layers;
+			ai.quantized_bytes += gm_nf4_bytes(pt->rows *
+							   pt->cols) *
+					      (double)c->layers;
+			if (n > ai.largest_linear)
+				ai.largest_linear = n;
+		}
 		if (!gm_recipe_adapter(&ai, &rs, &diag)) {
 			snprintf(out->recipe, sizeof(out->recipe), "%s",
 				 rs.name);
@@ -434,6 +447,12 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.kv_cache = gm_loop_kv_cache(sp),
 		.adapter = &sp->training,
 		.in_no_grad = in_no_grad,
+		/* QLoRA: prepare_model_for_kbit_training enables
+		 * checkpointing with gradient_checkpointing_kwargs {}, so
+		 * torch.utils.checkpoint's reentrant default (the H200
+		 * trace: CheckpointFunction.backward re-runs each block) */
+		.reentrant = sp->training.adapter == GM_ADAPTER_QLORA &&
+			     ck == GM_CKPT_FULL,
 		.sms = c->gpu->multiprocessors,
 		.sm_threads = c->gpu->threads_per_sm};
 
@@ -482,6 +501,9 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			   pt->flags & GM_PT_EMBED ? GM_STEP_EMBED :
 			   GM_STEP_HEAD;
 		q->weight = per * c->sb.weights;
+		if (sp->task == GM_TASK_TRAIN &&
+		    gm_adapter_quantized(&sp->training, pt))
+			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's
@@ -847,7 +869,10 @@ static void train_adapter(const struct ctx *c, struct gm_terms *T,
 		return;
 	A = gm_adapter_layer_params(c->pl, &c->spec->training) *
 	    (double)c->layers;
-	T->weights += A * ab.weights;
+	T->weights += A * ab.weights +
+		      gm_adapter_quantized_delta(c->pl, &c->spec->training,
+						 c->sb.weights) *
+		      (double)c->layers;
 	T->gradients = A * ab.gradients;
 	T->optimizer_states = A * ab.optimizer;
 	x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;
@@ -1241,11 +1266,19 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	    (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1 ||
 	     loop_keeps(&st)))
 		sequence_peak(c, &st, T);
-	/* with an adapter the saved tensors are the program's (a frozen
-	 * base saves far less than activations.c's list): the largest is
-	 * what the sequence holds at its peak, the end of the forward */
-	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED)
-		T->activations = T->at_peak.activations;
+	/* with an adapter the saved tensors and transients are the
+	 * program's (a frozen base keeps far less than activations.c's
+	 * lists): each term's largest is the sequence's own */
+	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED) {
+		struct gm_step_peak pk;
+		if (!gm_step_peak(&st, (1u << GM_SK_ACT) | GM_STEP_NOGROUP,
+				  &pk))
+			T->activations = pk.peak;
+		if (!gm_step_peak(&st, (1u << GM_SK_TRANSIENT) |
+				  (1u << GM_SK_CACHE) | (1u << GM_SK_OPT_TMP) |
+				  GM_STEP_NOGROUP, &pk))
+			T->temporary = pk.peak;
+	}
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&x->fb);
 		double r1 = gm_reserved_from_allocated(&x->op);

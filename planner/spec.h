@@ -233,6 +233,17 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 		 const char *const *sets, int n_sets, struct gm_diag *diag);
 
 /*
+ * Apply n "dotted.key=value" strings (as --set gives them) over a spec
+ * gm_spec_load() returned, then fill the defaults again and validate:
+ * the spec is the one gm_spec_load() gives with these sets appended to
+ * its own (gpumem fit's search plans a change the user can paste as
+ * --set). On an error spec is half-changed: apply to a copy. Returns 0
+ * or GM_EINVAL with diag as gm_spec_load()'s.
+ */
+int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
+		  struct gm_diag *diag);
+
+/*
  * Refuse what a loaded spec asks for that `gpumem plan` does not model
  * yet (planner/README.md, "Not modelled"): a framework other than
  * pytorch, training.loop keep-outputs, past_key_values built in training

@@ -629,9 +629,10 @@ static int check_megatron(struct gm__spec_ctx *c)
 
 /*
  * What of training.adapter the step emitter plans (planner/step_adapter.c):
- * LoRA on one GPU over a causal LM whose family has an op-by-op block
- * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
- * is refused by the key that asks for it.
+ * LoRA and QLoRA (with a 16-bit compute dtype) on one GPU over a causal
+ * LM whose family has an op-by-op block (llama, qwen3, gpt2), with
+ * Adam(W) or SGD over the adapters. The rest is refused by the key that
+ * asks for it.
  */
 static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
 {
@@ -642,9 +643,11 @@ static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
 
 	if (t->adapter == GM_ADAPTER_NONE)
 		return 0;
-	if (t->adapter == GM_ADAPTER_QLORA)
-		return gm__spec_blame(c, GM_K_ADAPTER, "'qlora' (a 4-bit NF4 "
-				      "base, bitsandbytes) %s", tail);
+	if (t->adapter == GM_ADAPTER_QLORA && t->precision == GM_PREC_FP32)
+		return gm__spec_blame(c, GM_K_PRECISION, "'fp32' with training."
+				      "adapter 'qlora' %s (the 4-bit linears "
+				      "compute in 16 bits: bf16-mixed or "
+				      "fp16-mixed)", tail);
 	if (!gm_family(s->model.architecture)->block ||
 	    s->model.head != GM_HEAD_CAUSAL_LM)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "

@@ -686,7 +686,8 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 
 	for (int i = 0; i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
-		    p->op[i].kind == GM_SK_ACT && p->op[i].id != GM_BLK_OUT)
+		    p->op[i].kind == GM_SK_ACT &&
+		    (p->op[i].id != GM_BLK_OUT || (all && p->reentrant)))
 			last = i;
 	for (int i = 0; i <= last && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
@@ -700,9 +701,13 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 			efree(e, &e->rec[o->id]);
 		}
 	}
+	/* reentrant: torch.utils.checkpoint's CheckpointFunction.backward
+	 * holds the re-run's outputs until its torch.autograd.backward
+	 * returns (prog_backward frees them) */
 	for (int id = 0; id < p->n_ids; id++)
 		if (e->rec[id] != NONE && (e->reckind[id] != GM_SK_ACT ||
-					   id == GM_BLK_OUT))
+					   (id == GM_BLK_OUT &&
+					    !(all && p->reentrant))))
 			efree(e, &e->rec[id]);
 }
 
@@ -780,7 +785,7 @@ static bool head_wgrad16(struct gm_em *e)
 	int k = 0;
 
 	for (int i = 0; i < e->np && k < 2; i++)
-		if (head_copy(&e->st->p[i]))
+		if (head_copy(&e->st->p[i]) && e->st->p[i].grad > 0)
 			e->hw16[k++] = ealloc(e, e->st->p[i].cache,
 					      GM_SK_TRANSIENT);
 	return k > 0;
@@ -1940,6 +1945,95 @@ out:
 	return rc;
 }
 
+/*
+ * Serving a repeated run of small requests without the pool.
+ *
+ * Most calls of a long replay are small-pool requests (<= 1 MiB: a
+ * decode step's activations, 40 layers x 2048 steps of them in a long
+ * generation) that repeat one pattern layer after layer. The replay
+ * sink answers such a run from a record instead of the pool where that
+ * is provably what the pool would answer:
+ *
+ *  - The small pool of stream 0's arena decides (best fit by size and
+ *    address among its free blocks, splits, merges with free neighbours;
+ *    allocator/core/pool.c) from its own segments and blocks, plus the
+ *    backend when it needs a segment. Two equal small-pool states
+ *    (gm_pool_small_state: every segment, block and block state) answer
+ *    the same requests (rounded sizes; for a free, the address) with the
+ *    same blocks, and when the first run made no backend call
+ *    (gm_pool_device_calls unchanged) neither does the second.
+ *  - Other calls (large requests, other streams) touch the small pool
+ *    only when an allocation releases cached segments before its retry
+ *    (gm_pool_releases counts those) or reads the pool's allocated bytes
+ *    when it fails (rp_refused).
+ *  - Checkpoints: after each other allocation the small pool's state is
+ *    compared with the last LZ_CKPTS checkpoints'. Equal to one, with no
+ *    backend call and no release since: the small requests logged since
+ *    it are a cycle, and the small pool is in the cycle's start state.
+ *  - Armed (in the start state), each small request equal to the
+ *    cycle's next one gets the recorded block without a pool call; the
+ *    real pool lags behind by the requests served so far (pos). When the
+ *    whole cycle was served, the state is its start state again, which
+ *    the real pool holds: pos = 0. Another allocation made meanwhile is
+ *    tried with gm_pool_alloc_try(): if it is served without releasing
+ *    anything, its answer cannot depend on the small pool (the backend
+ *    sees the same segments: none was made or freed in the cycle) and it
+ *    changes nothing in it; if it would release, the lagging requests
+ *    are first made on the real pool (lz_flush, each returning the
+ *    recorded address), which brings it to the true state, and the
+ *    allocation is made as in the full replay. A small request that
+ *    differs from the cycle flushes too. Frees of other blocks touch no
+ *    small-pool block and call no backend.
+ * So every address, every reserved figure an event reports (no segment
+ * is made or freed by a served request) and every peak are those of the
+ * full replay (gm_step_replay_plain; tests/unit/planner/test_step_lazy.c
+ * compares both on random and long sequences).
+ */
+struct lz_op {
+	uint64_t x;             /* alloc: rounded size; free: address */
+	uint64_t addr;          /* alloc: the block's address */
+	bool alloc;
+};
+
+struct lz_words {
+	uint64_t *w;
+	size_t n, cap;
+};
+
+#define LZ_CKPTS 16
+#define LZ_LOG_MAX ((size_t)1 << 20)
+/* after LZ_MISSES checkpoints without a cycle, every next one costs a
+ * state for nothing: leave out misses / LZ_MISSES (at most LZ_SKIP_MAX)
+ * after each */
+#define LZ_MISSES 64
+#define LZ_SKIP_MAX 16
+
+struct lz {
+	bool on;
+	struct lz_op *log;      /* small requests since the oldest
+				 * checkpoint, all made on the pool */
+	size_t nlog, caplog;
+	int nck;                /* checkpoints: where the log stood, the
+				 * small pool's state then */
+	size_t ck_at[LZ_CKPTS];
+	struct lz_words ck[LZ_CKPTS];
+	struct lz_op *cyc;      /* the recorded cycle */
+	size_t ncyc, capcyc;
+	struct lz_words cst;    /* its start (and end) state */
+	bool armed;             /* the small pool is (virtually) in the
+				 * cycle, pos requests in */
+	size_t pos;
+	uint64_t *pbytes;       /* requested bytes of the lagging allocs */
+	size_t cappb;
+	struct lz_words tmp;
+	uint64_t passes, fails; /* its whole passes and its failures (a
+				 * request that differed from it) */
+	size_t minlen;          /* a new cycle must be longer */
+	uint64_t misses;        /* checkpoints since one armed a cycle */
+	uint64_t skip;          /* checkpoints left out from here */
+	uint64_t served;        /* requests answered from the cycle */
+};
+
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
 struct rp {
 	struct gm_pool *pool;
@@ -1954,6 +2048,7 @@ struct rp {
 	const struct gm_step_observer *obs;
 	struct gm_backend *be;
 	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
+	struct lz lz;       /* repeated runs of small requests */
 };
 
 /*
@@ -1999,13 +2094,272 @@ static int rp_refused(struct rp *p, uint64_t bytes, uintptr_t stream,
 	return rc;
 }
 
+static int lz_state(struct gm_pool *pool, struct lz_words *o)
+{
+	size_t n = gm_pool_small_state(pool, 0, o->w, o->cap);
+
+	if (n > o->cap) {
+		size_t c = n + n / 2 + 64;
+		uint64_t *w = realloc(o->w, c * sizeof(*w));
+
+		if (!w)
+			return GM_ENOMEM;
+		o->w = w;
+		o->cap = c;
+		n = gm_pool_small_state(pool, 0, o->w, o->cap);
+	}
+	o->n = n;
+	return 0;
+}
+
+static bool lz_same(const struct lz_words *a, const struct lz_words *b)
+{
+	return a->n == b->n &&
+	       (!a->n || !memcmp(a->w, b->w, a->n * sizeof(*a->w)));
+}
+
+static int lz_copy(struct lz_words *to, const struct lz_words *from)
+{
+	if (from->n > to->cap) {
+		uint64_t *w = realloc(to->w, from->n * sizeof(*w));
+
+		if (!w)
+			return GM_ENOMEM;
+		to->w = w;
+		to->cap = from->n;
+	}
+	if (from->n)
+		memcpy(to->w, from->w, from->n * sizeof(*to->w));
+	to->n = from->n;
+	return 0;
+}
+
+static void lz_swap(struct lz_words *a, struct lz_words *b)
+{
+	struct lz_words t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* Forget the checkpoints and the log (the state jumped, or the log is
+ * too long). */
+static void lz_reset(struct lz *z)
+{
+	z->nck = 0;
+	z->nlog = 0;
+}
+
+static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
+{
+	if (!z->nck)
+		return; /* nothing to find a cycle from */
+	if (z->nlog == z->caplog) {
+		size_t c = z->caplog ? 2 * z->caplog : 1024;
+		struct lz_op *l;
+
+		if (c > LZ_LOG_MAX ||
+		    !(l = realloc(z->log, c * sizeof(*l)))) {
+			lz_reset(z);
+			return;
+		}
+		z->log = l;
+		z->caplog = c;
+	}
+	z->log[z->nlog++] = (struct lz_op){x, addr, alloc};
+}
+
+/* Make the lagging requests (the cycle's first pos) on the real pool;
+ * the log then starts at the cycle's start state with them. */
+static int lz_flush(struct rp *p)
+{
+	struct lz *z = &p->lz;
+	uint64_t dc = gm_pool_device_calls(p->pool), a;
+	int rc;
+
+	/* A cycle that failed more often than it passed is one of the
+	 * pool's states but not of the requests (a layer's tensors swap
+	 * blocks every other layer): dropped, a longer one is looked for.
+	 * Else it is kept, to be armed again in its start state (a decode
+	 * step's own requests end its layers' run). */
+	z->minlen = 0;
+	if (++z->fails > z->passes) {
+		z->minlen = z->ncyc;
+		z->ncyc = 0;
+	}
+	z->armed = false;
+	lz_reset(z);
+	if ((rc = lz_copy(&z->ck[0], &z->cst)))
+		return rc;
+	z->ck_at[0] = 0;
+	z->nck = 1;
+	for (size_t i = 0; i < z->pos; i++) {
+		const struct lz_op *o = &z->cyc[i];
+
+		if (o->alloc) {
+			rc = gm_pool_alloc(p->pool, z->pbytes[i], 0, &a);
+			if (!rc && a != o->addr)
+				rc = GM_EINVAL; /* not the recorded block:
+						 * a bug, never a figure */
+		} else {
+			rc = gm_pool_free(p->pool, o->x);
+		}
+		if (rc)
+			return rc;
+		lz_log(z, o->alloc, o->x, o->addr);
+	}
+	z->pos = 0;
+	return gm_pool_device_calls(p->pool) != dc ? GM_EINVAL : 0;
+}
+
+/* A small request while armed: answered from the cycle (*addr for an
+ * alloc; true), else the lagging requests are flushed (false, *rc). */
+static bool lz_serve(struct rp *p, bool alloc, uint64_t x, uint64_t bytes,
+		     uint64_t *addr, int *rc)
+{
+	struct lz *z = &p->lz;
+	const struct lz_op *o = &z->cyc[z->pos];
+
+	*rc = 0;
+	if (o->alloc != alloc || o->x != x) {
+		*rc = lz_flush(p);
+		return false;
+	}
+	if (alloc) {
+		if (z->pos >= z->cappb) {
+			size_t c = z->cappb ? 2 * z->cappb : 1024;
+			uint64_t *b;
+
+			while (c <= z->pos)
+				c *= 2;
+			b = realloc(z->pbytes, c * sizeof(*b));
+			if (!b) {
+				*rc = lz_flush(p);
+				return false;
+			}
+			z->pbytes = b;
+			z->cappb = c;
+		}
+		z->pbytes[z->pos] = bytes;
+		*addr = o->addr;
+	}
+	z->served++;
+	if (++z->pos == z->ncyc) {
+		z->pos = 0; /* back in the start state, which the pool holds */
+		z->passes++;
+	}
+	return true;
+}
+
+/* A small request made on the pool (dc: device calls before it). */
+static void lz_made(struct rp *p, uint64_t dc, bool alloc, uint64_t x,
+		    uint64_t addr)
+{
+	if (gm_pool_device_calls(p->pool) != dc)
+		lz_reset(&p->lz); /* the backend was asked: no cycle
+				   * through here */
+	else
+		lz_log(&p->lz, alloc, x, addr);
+}
+
+/* After another allocation (rel: releases before it): a checkpoint,
+ * armed when the small pool came back to one's state. */
+static int lz_checkpoint(struct rp *p, uint64_t rel)
+{
+	struct lz *z = &p->lz;
+	int rc, j;
+
+	if (gm_pool_releases(p->pool) != rel) {
+		/* it released cached segments (after a flush, or in the
+		 * start state): the small pool changed; start again */
+		z->armed = false;
+		z->pos = 0;
+		lz_reset(z);
+	}
+	if (z->armed)
+		return 0;
+	if (z->skip) { /* a checkpoint is optional: none proves nothing */
+		z->skip--;
+		return 0;
+	}
+	if (++z->misses >= LZ_MISSES) /* no cycle for long: look less often */
+		z->skip = z->misses / LZ_MISSES < LZ_SKIP_MAX ?
+			  z->misses / LZ_MISSES : LZ_SKIP_MAX;
+	if ((rc = lz_state(p->pool, &z->tmp)))
+		return rc;
+	if (z->ncyc && lz_same(&z->tmp, &z->cst)) {
+		/* back in the kept cycle's start state */
+		z->armed = true;
+		z->pos = 0;
+		z->misses = 0;
+		lz_reset(z);
+		return 0;
+	}
+	for (j = z->nck - 1; j >= 0; j--)
+		if (z->nlog - z->ck_at[j] > z->minlen &&
+		    lz_same(&z->tmp, &z->ck[j]))
+			break;
+	if (j >= 0) {
+		size_t n = z->nlog - z->ck_at[j];
+
+		if (n > z->capcyc) {
+			struct lz_op *c = realloc(z->cyc, n * sizeof(*c));
+
+			if (!c)
+				return GM_ENOMEM;
+			z->cyc = c;
+			z->capcyc = n;
+		}
+		memcpy(z->cyc, z->log + z->ck_at[j], n * sizeof(*z->cyc));
+		z->ncyc = n;
+		lz_swap(&z->cst, &z->tmp);
+		z->armed = true;
+		z->pos = 0;
+		z->passes = z->fails = 0;
+		z->misses = 0;
+		lz_reset(z);
+		return 0;
+	}
+	if (z->nck == LZ_CKPTS) { /* drop the oldest */
+		struct lz_words w = z->ck[0];
+		size_t d = z->ck_at[1];
+
+		memmove(z->ck, z->ck + 1, (LZ_CKPTS - 1) * sizeof(*z->ck));
+		memmove(z->ck_at, z->ck_at + 1,
+			(LZ_CKPTS - 1) * sizeof(*z->ck_at));
+		z->ck[LZ_CKPTS - 1] = w;
+		z->nck--;
+		if (z->nlog > d)
+			memmove(z->log, z->log + d,
+				(z->nlog - d) * sizeof(*z->log));
+		z->nlog -= d;
+		for (int k = 0; k < z->nck; k++)
+			z->ck_at[k] -= d;
+	}
+	lz_swap(&z->ck[z->nck], &z->tmp);
+	z->ck_at[z->nck++] = z->nlog;
+	return 0;
+}
+
+static void lz_free_all(struct lz *z)
+{
+	free(z->log);
+	free(z->cyc);
+	free(z->pbytes);
+	for (int k = 0; k < LZ_CKPTS; k++)
+		free(z->ck[k].w);
+	free(z->cst.w);
+	free(z->tmp.w);
+}
+
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct rp *p = ctx;
 	uint64_t a, res;
 	uintptr_t stream;
-	int rc;
+	bool small;
+	int rc = 0;
 
 	if (id >= p->cap) {
 		uint32_t n = p->cap ? 2 * p->cap : 1024;
@@ -2029,11 +2383,41 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	}
 	/* FSDP's collectives allocate on their own streams (step.h) */
 	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
-	rc = gm_pool_alloc(p->pool, bytes, stream, &a);
-	if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
-		rc = rp_refused(p, bytes, stream, &a);
-	if (rc)
-		return rc;
+	small = p->lz.on && !stream && gm_pool_is_small(p->pool, bytes);
+	if (small) {
+		uint64_t x = gm_pool_round_size(p->pool, bytes), dc;
+
+		if (p->lz.armed && lz_serve(p, true, x, bytes, &a, &rc))
+			goto got;
+		if (rc)
+			return rc;
+		dc = gm_pool_device_calls(p->pool);
+		rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
+			rc = rp_refused(p, bytes, stream, &a);
+		if (rc)
+			return rc;
+		lz_made(p, dc, true, x, a);
+	} else {
+		uint64_t rel = p->lz.on ? gm_pool_releases(p->pool) : 0;
+
+		if (p->lz.armed && p->lz.pos) {
+			/* lagging: only an answer that releases nothing */
+			rc = gm_pool_alloc_try(p->pool, bytes, stream, &a);
+			if ((rc == GM_EDEVNOMEM || rc == GM_ELIMIT) &&
+			    !(rc = lz_flush(p)))
+				rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		} else {
+			rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		}
+		if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
+			rc = rp_refused(p, bytes, stream, &a);
+		if (rc)
+			return rc;
+		if (p->lz.on && (rc = lz_checkpoint(p, rel)))
+			return rc;
+	}
+got:
 	p->kind[id] = (unsigned char)kind;
 	if (p->obs) {
 		struct gm_step_event ev = {kind, p->phase, p->step,
@@ -2065,12 +2449,29 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 static int rp_free(void *ctx, uint32_t id)
 {
 	struct rp *p = ctx;
-	int rc;
+	int rc = 0;
 
 	p->live -= (double)p->req[id];
 	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
 	p->nlive--;
-	rc = gm_pool_free(p->pool, p->addr[id]);
+	if (p->lz.on && p->kind[id] != GM_SK_GATHER &&
+	    p->kind[id] != GM_SK_REDUCE &&
+	    gm_pool_is_small(p->pool, p->req[id])) {
+		uint64_t dc;
+
+		if (p->lz.armed &&
+		    lz_serve(p, false, p->addr[id], 0, NULL, &rc))
+			goto done;
+		if (rc)
+			return rc;
+		dc = gm_pool_device_calls(p->pool);
+		rc = gm_pool_free(p->pool, p->addr[id]);
+		if (!rc)
+			lz_made(p, dc, false, p->addr[id], 0);
+	} else {
+		rc = gm_pool_free(p->pool, p->addr[id]);
+	}
+done:
 	if (!rc && p->obs) {
 		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
@@ -2092,14 +2493,16 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
-		       const struct gm_step_observer *obs, bool stop)
+		       const struct gm_step_observer *obs, bool stop,
+		       bool lazy)
 {
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
 	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop};
+	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
+		       .lz = {.on = lazy}};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -2118,9 +2521,11 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 		goto out;
 	rc = gm_step_emit(st, &sk);
 	out->card_needed = (double)be->total_bytes;
+	out->served = p.lz.served;
 	gm_pool_destroy(p.pool);
 out:
 	be->ops->destroy(be);
+	lz_free_all(&p.lz);
 	free(p.addr);
 	free(p.req);
 	free(p.kind);
@@ -2136,14 +2541,14 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs)
 {
 	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			   out, obs, false);
+			   out, obs, false, true);
 }
 
 int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
 			struct gm_step_result *out)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, NULL, true);
+			     out, NULL, true, true);
 
 	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
@@ -2152,4 +2557,14 @@ int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out)
 {
 	return gm_step_replay_observed(st, capacity_bytes, out, NULL);
+}
+
+int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
+			 bool fits_only, struct gm_step_result *out,
+			 const struct gm_step_observer *obs)
+{
+	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			     out, obs, fits_only, false);
+
+	return fits_only && rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }

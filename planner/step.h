@@ -169,6 +169,10 @@ struct gm_step_block {
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
+	bool reentrant;         /* full checkpointing is reentrant
+				 * (CheckpointFunction): the backward
+				 * re-runs the whole forward, its output
+				 * kept to the block's backward's end */
 	int n_lora;             /* the LoRA adapters the program applies:
 				 * each linear's in and out features */
 	struct {
@@ -198,6 +202,8 @@ struct gm_step_shape {
 	 * block names (gm_blk_linear_named) that match lora_targets carry
 	 * LoRA's two matmuls of rank lora_rank (planner/step_adapter.c) */
 	const struct gm_spec_training *adapter;
+	bool reentrant;         /* full checkpointing by torch.utils.
+				 * checkpoint(use_reentrant=True) */
 	bool in_no_grad;        /* the block input does not require grad
 				 * (the first block under a frozen
 				 * embedding): ops on it alone record no
@@ -392,6 +398,9 @@ struct gm_step_result {
 	double oom_allocated;   /* live bytes (rounded) then */
 	double oom_reserved;    /* reserved then: what the card held */
 	double card_needed;     /* the simulated card's final capacity */
+	uint64_t served;        /* requests answered from a recorded cycle
+				 * instead of the pool (step.c; the other
+				 * figures are those of the full replay) */
 };
 
 /*
@@ -447,5 +456,17 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    uint64_t capacity_bytes,
 			    struct gm_step_result *out,
 			    const struct gm_step_observer *obs);
+
+/*
+ * The replay with every request made on the pool (the others answer a
+ * repeated run of small-pool requests from a record when that is
+ * provably the pool's answer: step.c, "Serving a repeated run"): as
+ * gm_step_replay_fits() when fits_only, else as
+ * gm_step_replay_observed(). For tests that both give the same figures
+ * and events.
+ */
+int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
+			 bool fits_only, struct gm_step_result *out,
+			 const struct gm_step_observer *obs);
 
 #endif

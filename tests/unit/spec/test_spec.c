@@ -341,10 +341,15 @@ static void recipe_defaults(void **state)
 		assert_int_equal(spec.training.n_lora_targets, 1);
 		assert_string_equal(spec.training.lora_targets[0],
 				    "all-linear");
-		/* LoRA is planned (planner/step_adapter.c), QLoRA not yet */
+		/* LoRA and QLoRA are planned (planner/step_adapter.c),
+		 * QLoRA in fp32 not */
 		assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
 		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
 				      "qlora\n", NULL, 0), 0);
+		assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
+				      "qlora\n  precision: fp32\n", NULL, 0),
+				 0);
 		assert_int_equal(gm_spec_check_modelled(&spec, &diag),
 				 GM_EINVAL);
 		assert_non_null(strstr(diag.msg, "not modelled yet"));
