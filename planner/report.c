@@ -155,7 +155,8 @@ struct gm_val *gm_plan_report_table(const struct gm_plan *p)
 }
 
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n, bool table)
+			     const struct gm_fit_change *ch, size_t n,
+			     bool table)
 {
 	struct gm_val *arr = gm_val_arr();
 
@@ -192,9 +193,118 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		gm_obj_set_uint(r, "min_gpus_micro_batch",
 				f[i].min_gpus_micro_batch);
 		gm_obj_set_uint(r, "device_used_bytes", u(f[i].device_used));
+		if (ch && !table)
+			gm_fit_change_set(r, &ch[i]);
 		gm_arr_push(arr, r);
 	}
 	return arr;
+}
+
+/* A change's --set strings and its plan's figures (gm_fit_change_set). */
+static struct gm_val *change_obj(const struct gm_fit_change *c)
+{
+	struct gm_val *o = gm_val_obj(), *sets = gm_val_arr();
+
+	for (unsigned i = 0; i < c->n_sets; i++)
+		gm_arr_push(sets, gm_val_str(c->sets[i]));
+	gm_obj_set(o, "set", sets);
+	gm_obj_set_uint(o, "gpus", c->change.gpus);
+	gm_obj_set_uint(o, "micro_batch", c->change.micro_batch);
+	gm_obj_set_uint(o, "gradient_accumulation_steps",
+			c->change.gradient_accumulation_steps);
+	gm_obj_set_uint(o, "peak_allocated_bytes", u(c->change.peak_allocated));
+	gm_obj_set_uint(o, "peak_reserved_bytes", u(c->change.peak_reserved));
+	gm_obj_set_uint(o, "device_used_bytes", u(c->change.device_used));
+	gm_obj_set_int(o, "headroom_bytes", c->change.headroom_bytes);
+	return o;
+}
+
+void gm_fit_change_set(struct gm_val *row, const struct gm_fit_change *c)
+{
+	if (c->refused[0]) {
+		gm_obj_set(row, "fits_as_given", gm_val_null());
+		gm_obj_set(row, "smallest_change", gm_val_null());
+		gm_obj_set_str(row, "search_refused", c->refused);
+		return;
+	}
+	gm_obj_set_bool(row, "fits_as_given", c->fits_as_given);
+	gm_obj_set(row, "smallest_change", c->found ? change_obj(c)
+						    : gm_val_null());
+	if (c->widest)
+		gm_obj_set(row, "widest_change", change_obj(c));
+}
+
+static double gib_signed(int64_t b)
+{
+	return (double)b / (double)GM_GiB;
+}
+
+/* " --set A --set B (N GPUs, micro-batch M, K gradient-accumulation
+ * steps: peak reserved, device used, headroom)" at buf + n; the new
+ * length. */
+static size_t change_words(const struct gm_fit_change *c, char *buf,
+			   size_t n, size_t len)
+{
+#define ROOM (n < len ? len - n : 0)
+	for (unsigned i = 0; i < c->n_sets; i++)
+		n += (size_t)snprintf(buf + n, ROOM, "%s--set %s",
+				      i ? " " : "", c->sets[i]);
+	n += (size_t)snprintf(buf + n, ROOM, " (%llu GPU%s, %s %llu",
+			      (unsigned long long)c->change.gpus,
+			      c->change.gpus == 1 ? "" : "s",
+			      c->training ? "micro-batch" : "batch",
+			      (unsigned long long)c->change.micro_batch);
+	if (c->training)
+		n += (size_t)snprintf(buf + n, ROOM,
+				      ", %llu gradient-accumulation step%s",
+				      (unsigned long long)
+				      c->change.gradient_accumulation_steps,
+				      c->change.gradient_accumulation_steps ==
+				      1 ? "" : "s");
+	n += (size_t)snprintf(buf + n, ROOM, ": peak reserved %.2f GiB, "
+			      "device used %.2f GiB, headroom %.2f GiB)",
+			      c->change.peak_reserved / (double)GM_GiB,
+			      c->change.device_used / (double)GM_GiB,
+			      gib_signed(c->change.headroom_bytes));
+	return n;
+#undef ROOM
+}
+
+char *gm_fit_change_text(const struct gm_fit_change *c, char *buf,
+			 size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (c->refused[0]) {
+		snprintf(buf, len, "not searched: %s", c->refused);
+		return buf;
+	}
+	if (c->fits_as_given) {
+		snprintf(buf, len, "fits as given (headroom %.2f GiB)",
+			 gib_signed(c->given.headroom_bytes));
+		return buf;
+	}
+	if (c->found) {
+		change_words(c, buf, 0, len);
+		return buf;
+	}
+	n = (size_t)snprintf(buf, len, "nothing searched fits (headroom as "
+			     "given %.2f GiB)",
+			     gib_signed(c->given.headroom_bytes));
+	if (!c->widest)
+		return buf;
+	n += (size_t)snprintf(buf + n, n < len ? len - n : 0, ", not even ");
+	n = change_words(c, buf, n, len);
+	/* data parallel stopped by the global batch (one sequence per
+	 * micro-batch per rank at most) */
+	if ((c->levers & (1u << GM_FL_DATA_PARALLEL)) &&
+	    c->change.global_batch && c->change.gradient_accumulation_steps ==
+	    1)
+		snprintf(buf + n, n < len ? len - n : 0, "; the global batch "
+			 "of %llu sequences bounds data parallel",
+			 (unsigned long long)c->change.global_batch);
+	return buf;
 }
 
 /* ==== SVG ==== */

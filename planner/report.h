@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "fit.h"
+#include "fit_search.h"
 #include "model.h"
 
 struct gm_val;
@@ -23,9 +24,26 @@ struct gm_val *gm_plan_report(const struct gm_plan *p);
  * largest, headed as not at the peak. */
 struct gm_val *gm_plan_report_table(const struct gm_plan *p);
 /* table: bf16 TFLOP/s of a card without bf16 as "125 (fp16)" (else a
- * number and bf16_is_fp16). */
+ * number and bf16_is_fp16). ch (NULL: none): each GPU's search,
+ * gm_fit_change_set()'s keys in every format but the table. */
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     size_t n, bool table);
+			     const struct gm_fit_change *ch, size_t n,
+			     bool table);
+
+/* gpumem fit's search (fit_search.h) into a row of gm_fit_report():
+ * "fits_as_given", and "smallest_change" (null where it fits as given
+ * or nothing searched fits): {set: ["KEY=VALUE", ...], gpus,
+ * micro_batch, gradient_accumulation_steps, peak_allocated_bytes,
+ * peak_reserved_bytes, device_used_bytes, headroom_bytes}; where
+ * nothing fits, "widest_change" (the same keys) is the widest change
+ * searched; where the search was refused, both null and
+ * "search_refused" says why. */
+void gm_fit_change_set(struct gm_val *row, const struct gm_fit_change *c);
+
+/* The same as one line of words into buf ("--set KEY=VALUE ... (N
+ * GPUs, ...)", or why nothing fits); returns buf. */
+char *gm_fit_change_text(const struct gm_fit_change *c, char *buf,
+			 size_t len);
 
 /* gpumem plan (fits NULL, one plan): a bar per stage; gpumem fit: a
  * row per GPU, plans[i] at fits[i]'s micro-batch. */

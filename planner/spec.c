@@ -1318,6 +1318,24 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 	return gm__spec_validate(&c);
 }
 
+int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
+		  struct gm_diag *diag)
+{
+	struct gm__spec_ctx c = {
+		.spec = spec, .diag = diag, .path = spec->path,
+		.root_line = 1, .root_col = 1,
+	};
+	int rc = 0;
+
+	for (int i = 0; !rc && i < n_sets; i++)
+		rc = apply_set(&c, sets[i]);
+	c.set_key = NULL;
+	if (rc)
+		return rc;
+	gm__spec_defaults(spec);
+	return gm__spec_validate(&c);
+}
+
 /* ==== Queries ==== */
 
 bool gm_spec_given(const struct gm_spec *spec, const char *key)
@@ -1325,6 +1343,14 @@ bool gm_spec_given(const struct gm_spec *spec, const char *key)
 	int id = find_dotted(key);
 
 	return id >= 0 && spec->where[id].origin != GM_SPEC_DEFAULT;
+}
+
+enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,
+				      const char *key)
+{
+	int id = find_dotted(key);
+
+	return id >= 0 ? spec->where[id].origin : GM_SPEC_DEFAULT;
 }
 
 char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,

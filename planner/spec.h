@@ -180,6 +180,8 @@ struct gm_spec_deepspeed {
 	uint64_t prefetch_bucket_size;   /* stage3_prefetch_bucket_size, 5e7 */
 	uint64_t max_live_parameters;    /* stage3_max_live_parameters, 1e9 */
 	uint64_t param_persistence_threshold; /* stage3_..., 1e5 */
+	uint64_t sub_group_size;         /* 1e9 */
+	uint64_t max_reuse_distance;     /* stage3_max_reuse_distance, 1e9 */
 	bool contiguous_gradients;       /* true */
 	bool overlap_comm;               /* default: stage == 3 */
 	bool overlap_comm_given;
@@ -240,6 +242,17 @@ int gm_spec_load(struct gm_spec *spec, const char *path,
 		 const char *const *sets, int n_sets, struct gm_diag *diag);
 
 /*
+ * Apply n "dotted.key=value" strings (as --set gives them) over a spec
+ * gm_spec_load() returned, then fill the defaults again and validate:
+ * the spec is the one gm_spec_load() gives with these sets appended to
+ * its own (gpumem fit's search plans a change the user can paste as
+ * --set). On an error spec is half-changed: apply to a copy. Returns 0
+ * or GM_EINVAL with diag as gm_spec_load()'s.
+ */
+int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
+		  struct gm_diag *diag);
+
+/*
  * Refuse what a loaded spec asks for that `gpumem plan` does not model
  * yet (planner/README.md, "Not modelled"): a framework other than
  * pytorch, training.loop keep-outputs, past_key_values built in training
@@ -254,6 +267,11 @@ int gm_spec_check_modelled(const struct gm_spec *spec, struct gm_diag *diag);
  * --set (false for defaults and for unknown keys).
  */
 bool gm_spec_given(const struct gm_spec *spec, const char *key);
+
+/* Where a dotted key's value came from (GM_SPEC_DEFAULT: not given, or
+ * no such key). */
+enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,
+				      const char *key);
 
 /*
  * Format where a dotted key's value came from into buf: "file:line:column"

@@ -107,6 +107,7 @@ static void block(struct gm_blk *b)
 	ke = gm_blk_rotary(b, kn);
 	gm_blk_drop(b, qn);
 	gm_blk_drop(b, kn);
+	gm_blk_kv_cache(b, &ke, &v);
 	at = gm_blk_attention(b, qe, ke, v);
 	o = gm_blk_linear_named(b, "o_proj", at, Q, h, false);
 	gm_blk_drop(b, at);

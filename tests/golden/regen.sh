@@ -27,6 +27,12 @@ done
 	--global-batch 512 > "$out/fit-mig.txt"
 "$gpumem" fit "$data/gpt2-a100.yaml" --gpu h100 --gpu l4 --global-batch 512 \
 	--fraction 0.9 > "$out/fit-fraction.txt"
+"$gpumem" fit "$root/models/gpt2-large.yaml" --gpu 'NVIDIA H200 MIG 1g.18gb' \
+	--gpu l4 --gpu h100 > "$out/fit-change.txt"
+"$gpumem" fit "$root/models/gpt3-175b-finetune.yaml" --gpu a100-40gb \
+	--format json > "$out/fit-change-zero3.json" || true
+"$gpumem" fit "$root/models/llama-3-70b.yaml" --gpu 'Tesla P4' \
+	> "$out/fit-change-none.txt" || true
 "$gpumem" plan --help > "$out/plan-help.txt"
 "$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).

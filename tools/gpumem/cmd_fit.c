@@ -1,7 +1,9 @@
 /*
  * cmd_fit.c - `gpumem fit SPEC.yaml`: per GPU (the catalog, or --gpu
  * ...), the largest micro-batch that fits, gradient-accumulation steps
- * for the global batch, and the fewest data-parallel GPUs that fit.
+ * for the global batch, the fewest data-parallel GPUs that fit, and
+ * where the spec as given does not fit, the smallest change that does
+ * (fit_search.h).
  * Exit: 0 when at least one GPU fits, 1 when none does, 2 bad input.
  */
 #include "cmd.h"
@@ -10,6 +12,7 @@
 #include "emit.h"
 #include "error.h"
 #include "fit.h"
+#include "fit_search.h"
 #include "gpu.h"
 #include "log.h"
 #include "report.h"
@@ -49,6 +52,20 @@ static void help(void)
 	       "compare cards\nfor a purchase. On a terminal, a progress "
 	       "line on stderr. SPEC.yaml \"-\" reads\nstandard input. "
 	       "--set hardware.gpu does not go with --gpu.\n\n"
+	       "Where the spec as given does not fit a GPU, the smallest "
+	       "change that fits,\nas --set arguments to paste into gpumem "
+	       "plan, with that plan's peak\nreserved, device used and "
+	       "headroom. Changes are tried one lever before two,\nin this "
+	       "order, each lever's smallest step first: a smaller "
+	       "micro-batch with\nmore gradient-accumulation steps (the "
+	       "global batch kept; inference: a\nsmaller batch), activation "
+	       "checkpointing (selective, then full), a higher\nZeRO stage "
+	       "(data_parallel above 1), more data-parallel GPUs, tensor\n"
+	       "parallel (x2, x4, ... up to 8), an adapter (lora, then "
+	       "qlora); only values\ngpumem plan models. Where nothing "
+	       "fits, the widest change searched and its\nheadroom. JSON: "
+	       "fits_as_given, smallest_change, widest_change\n"
+	       "(planner/README.md).\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --catalog FILE    add this file's GPUs to the built-in "
 	       "catalog (same name:\n                    replaces)\n"
@@ -121,6 +138,38 @@ static void progress_end(struct progress *pr)
 	pr->shown = false;
 }
 
+/*
+ * Below the table, for each GPU the spec as given does not fit: the
+ * smallest change that fits, as --set arguments, or why none does.
+ * Nothing where every GPU fits it as given. 0 or -1 (a write error).
+ */
+static int changes_print(const struct gm_fit *f,
+			 const struct gm_fit_change *c, size_t m)
+{
+	size_t w = 0;
+	char line[1024];
+	bool any = false;
+
+	for (size_t i = 0; i < m; i++) {
+		if (c[i].fits_as_given)
+			continue;
+		any = true;
+		if (strlen(f[i].gpu.name) > w)
+			w = strlen(f[i].gpu.name);
+	}
+	if (!any)
+		return 0;
+	printf("\nsmallest change that fits, where the spec as given does "
+	       "not:\n");
+	for (size_t i = 0; i < m; i++) {
+		if (c[i].fits_as_given)
+			continue;
+		printf("  %-*s  %s\n", (int)w, f[i].gpu.name,
+		       gm_fit_change_text(&c[i], line, sizeof(line)));
+	}
+	return fflush(stdout) || ferror(stdout) ? -1 : 0;
+}
+
 /* Whether GPU name is among the first m rows already. */
 static bool seen(const struct gm_fit *fits, size_t m, const char *name)
 {
@@ -187,6 +236,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
+	struct gm_fit_change *changes = calloc(MAX_GPUS, sizeof(*changes));
 	struct gm_plan *plans = NULL;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
@@ -196,8 +246,10 @@ int gm_cmd_fit(int argc, char **argv)
 	char *end;
 	struct progress pr = {{0, progress_tick, NULL}, "", 0, 0, 0, false};
 	bool tty = isatty(STDERR_FILENO);
+	char pre_set[64];
+	const char *pre[1] = {pre_set};
 
-	if (!spec || !fits) {
+	if (!spec || !fits || !changes) {
 		gm_error("out of memory");
 		goto out;
 	}
@@ -292,6 +344,9 @@ int gm_cmd_fit(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	/* the search plans what the table does: the global batch given */
+	snprintf(pre_set, sizeof(pre_set), "training.global_batch_size=%llu",
+		 gb);
 	named = n > 0;
 	if (!n)
 		for (size_t i = 0; i < cat->n && n < MAX_GPUS; i++)
@@ -324,6 +379,10 @@ int gm_cmd_fit(int argc, char **argv)
 		if (!rc)
 			rc = gm_fit_observed(spec, &g, &a.model, gb, &fits[m],
 					     tty ? &pr.p : NULL, &diag);
+		if (!rc)
+			rc = gm_fit_change(spec, &g, &a.model, pre, gb ? 1 : 0,
+					   &changes[m], tty ? &pr.p : NULL,
+					   &diag);
 		if (!rc && fits[m].max_micro_batch) {
 			s.training.micro_batch_size = fits[m].max_micro_batch;
 			s.inference.batch_size = fits[m].max_micro_batch;
@@ -352,7 +411,7 @@ int gm_cmd_fit(int argc, char **argv)
 		fprintf(stderr, "gpumem fit: --html: %s\n", diag.msg);
 		goto out;
 	}
-	v = gm_fit_report(spec->name, fits, m,
+	v = gm_fit_report(spec->name, fits, changes, m,
 			  a.format == GM_FORMAT_TABLE);
 	if (!v || (rc = gm_emit(stdout, v, a.format))) {
 		/* a write error: main() says why, once */
@@ -360,11 +419,16 @@ int gm_cmd_fit(int argc, char **argv)
 			gm_error("cannot print the report");
 		goto out;
 	}
+	if (a.format == GM_FORMAT_TABLE && changes_print(fits, changes, m)) {
+		gm_error("cannot print the report");
+		goto out;
+	}
 	code = any ? GM_EXIT_OK : GM_EXIT_NO;
 out:
 	gm_catalog_free(&catalog);
 	gm_val_free(v);
 	free(plans);
+	free(changes);
 	free(fits);
 	free(spec);
 	return code;

@@ -7,6 +7,7 @@
 #include "cmd.h"
 
 #include "emit.h"
+#include "fit_search.h"
 #include "pool.h"
 #include "sim.h"
 #include "error.h"
@@ -77,6 +78,9 @@ static void help(void)
 	       "them (\"*\" = each layer) and\n                   stop; no "
 	       "GPU needed\n"
 	       "  --help           this text\n\n"
+	       "Where it does not fit, one line on stderr names the smallest "
+	       "change that fits\n(gpumem fit's search) as --set "
+	       "arguments, or says that none searched fits.\n\n"
 	       "Exit status: 0 fits (under the cap, when one is given), 1 "
 	       "does not fit, 2 bad\ninput.\n");
 }
@@ -223,6 +227,27 @@ static int trace_write(const char *path, const struct trace_buf *t,
 	if (gm_file_end(&f, ok, diag))
 		return GM_EIO;
 	return ok ? 0 : GM_EIO;
+}
+
+/*
+ * Where the plan does not fit: one line on stderr with the smallest
+ * change gpumem fit's search finds (fit_search.h), as --set arguments,
+ * or that none it searches fits. Nothing if the search fails (the plan
+ * stands).
+ */
+static void plan_hint(const struct gm_spec *spec, const struct gm_plan_gpu *g,
+		      const struct gm_model_opts *o)
+{
+	struct gm_fit_change *c = calloc(1, sizeof(*c));
+	struct gm_diag diag = {{0}};
+	char line[1024];
+
+	if (c && !gm_fit_change(spec, g, o, NULL, 0, c, NULL, &diag) &&
+	    !c->fits_as_given)
+		fprintf(stderr, "gpumem plan: hint: %s%s\n",
+			c->found ? "fits with " : "",
+			gm_fit_change_text(c, line, sizeof(line)));
+	free(c);
 }
 
 int gm_cmd_plan(int argc, char **argv)
@@ -379,6 +404,8 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	if (!plan->fits)
+		plan_hint(spec, &g, &a.model);
 	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
 out:
 	free(tb.ev);
