@@ -99,22 +99,22 @@ void gm_act_attention(struct gm_act_layer *l, const struct gm_act_style *st,
 
 	if (st->attn == GM_ATTN_EAGER) {
 		if (!kv_saved_already) {
-			gm_act_add(l, "q", C, 0)->h = 1;
-			gm_act_add(l, "k, v repeated to all heads", C, 0)->h = 2;
+			gm_act_add(l, "q", C, 0)->q = 1;
+			gm_act_add(l, "k, v repeated to all heads", C, 0)->q = 2;
 		}
 		gm_act_add(l, "softmax output (fp32)", 4, GM_AT_CORE)->as = 1;
 		gm_act_add(l, "attention probabilities", C, GM_AT_CORE)->as = 1;
 		if (st->dropout)
 			gm_act_add(l, "attention dropout mask", 1,
 			    GM_AT_CORE)->as = 1;
-		gm_act_add(l, "attention output (contiguous)", C, 0)->h = 1;
+		gm_act_add(l, "attention output (contiguous)", C, 0)->q = 1;
 		return;
 	}
 	if (!kv_saved_already) {
-		gm_act_add(l, "q", C, 0)->h = 1;
+		gm_act_add(l, "q", C, 0)->q = 1;
 		gm_act_add(l, "k, v", C, 0)->kv = 2;
 	}
-	gm_act_add(l, "attention output", C, 0)->h = 1;
+	gm_act_add(l, "attention output", C, 0)->q = 1;
 	gm_act_add(l, "attention logsumexp", 4, 0)->a = 1;
 }
 
@@ -159,7 +159,8 @@ void gm_act_layer_hf(struct gm_act_layer *l, const struct gm_act_style *st)
 double gm_act_tensor_bytes(const struct gm_act_tensor *t,
 			   const struct gm_act_dims *d)
 {
-	double per_tok = t->h * d->h + t->kv * d->kv + t->f * d->f +
+	double per_tok = t->h * d->h + t->q * d->q + t->kv * d->kv +
+			 t->f * d->f +
 			 t->as * d->a * d->s + t->a * d->a + t->one +
 			 t->fe * d->fe;
 	double div = !(t->flags & GM_AT_SEQ) || d->sp ? d->t : 1;

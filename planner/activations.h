@@ -3,8 +3,8 @@
  * (activations.c).
  *
  * A block is described as the list of tensors autograd saves, each sized
- * per token (elements in units of h, the KV width, the FFN width, a*s for
- * attention scores, a) with its element size in bytes and how tensor /
+ * per token (elements in units of h, q_proj's width, the KV width, the
+ * FFN width, a*s for attention scores, a) with its element size in bytes and how tensor /
  * sequence parallelism divide it. Korthikanti et al. 2022 ("Reducing
  * Activation Recomputation in Large Transformer Models", section 4.1,
  * Table 2) count exactly such a list for Megatron's GPT block; the same
@@ -30,6 +30,9 @@ enum {
 struct gm_act_tensor {
 	const char *name;
 	double h, kv, f, as, a, one; /* elements per token, by unit */
+	double q;                   /* in units of q_proj's width (heads x
+				     * head_dim; hidden_size unless
+				     * model.head_dim decouples them) */
 	double fe;                  /* elements per token in units of one
 				     * expert's MLP width */
 	double bytes;               /* per element */
@@ -52,6 +55,7 @@ struct gm_act_layer {
 /* The shape one block sees on one rank. */
 struct gm_act_dims {
 	double h, kv, f, a;     /* hidden, K/V width, FFN width, heads */
+	double q;               /* q_proj's width (heads x head_dim) */
 	double fe;              /* one expert's MLP width (MoE), else 0 */
 	double s, b;            /* sequence length, micro-batch */
 	double t;               /* tensor parallel degree (>= 1) */

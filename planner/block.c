@@ -182,7 +182,8 @@ static void drop(struct gm_blk *b, int x)
 	if (--t->py > 0)
 		return;
 	if (t->saves > 0) {
-		if (t->alloc_op >= 0)
+		if (t->alloc_op >= 0 &&
+		    b->p->op[t->alloc_op].kind != GM_SK_KV)
 			b->p->op[t->alloc_op].kind = GM_SK_ACT;
 		emit(b, GM_BOP_DROP, r, 0, t->core_only);
 	} else {
@@ -346,6 +347,42 @@ static double nel(const struct gm_blk *b, int x)
 }
 
 /*
+ * A bitsandbytes Linear4bit (bitsandbytes 0.50 nn/modules.py
+ * Linear4bit.forward, autograd/_functions.py MatMul4Bit, backends/cuda/
+ * ops.py gemm_4bit) under PEFT's lora.bnb.Linear4bit: x cast to the
+ * compute dtype; past 1536 rows the 4-bit weight is dequantized into a
+ * compute-dtype copy of the whole weight (_dequant_linear_fallback), the
+ * matmul's output made, the copy freed; the output cast back to x's
+ * dtype; PEFT's defensive result.clone(). MatMul4Bit saves only the
+ * packed weight; its backward dequantizes the weight again (a transient
+ * before the input's gradient). The absmax dequantization's fp32
+ * buffers (n/16 bytes each) are left out.
+ */
+static int linear4bit(struct gm_blk *b, int x, double in, double out)
+{
+	const struct gm_step_shape *sh = b->sh;
+	double C = sh->c, eb = b->t[x].eb;
+	int xc = eb == C ? x : cast(b, x, C), dq, o, oc, r;
+	struct nd *d;
+
+	dq = tnew(b, in * out, C);
+	o = tnew(b, sh->tok * out, C);
+	d = node(b, (int[]){xc, END}, (int[]){o, END}, NULL);
+	d->tmp = in * out * C;
+	drop(b, dq);
+	oc = o;
+	if (eb != C) {
+		oc = cast(b, o, eb);
+		drop(b, o);
+	}
+	if (xc != x)
+		drop(b, xc);
+	r = op(b, nel(b, oc), b->t[oc].eb, (int[]){oc, END}, NULL);
+	drop(b, oc);
+	return r;
+}
+
+/*
  * PEFT's LoRA on a linear whose frozen output is res (peft 0.20
  * tuners/lora/layer.py, Linear.forward): result + lora_B(lora_A(
  * dropout(x))) * scaling, with x first cast to the adapter's dtype
@@ -360,7 +397,11 @@ static int lora(struct gm_blk *b, int x, int res, double in, double out)
 {
 	double r = (double)b->sh->adapter->lora_rank, rb = b->t[res].eb;
 	struct gm_step_block *p = b->p;
-	int x32 = b->t[x].eb == 4 ? x : cast(b, x, 4);
+	/* lora.bnb.Linear4bit casts x only when autocast is off
+	 * (requires_conversion = not torch.is_autocast_enabled()) */
+	bool conv = b->sh->adapter->adapter != GM_ADAPTER_QLORA ||
+		    !b->sh->autocast;
+	int x32 = b->t[x].eb == 4 || !conv ? x : cast(b, x, 4);
 	int a, lb, s, sum;
 
 	a = linear(b, x32, in, r, false);
@@ -396,9 +437,11 @@ static int linear_named(struct gm_blk *b, const char *name, int x,
 
 	if (!frozen(b))
 		return linear(b, x, in, out, bias);
-	o = frozen_linear(b, x, out);
-	if (b->sh->adapter->adapter == GM_ADAPTER_LORA && name &&
-	    gm_adapter_targets(b->sh->adapter, name))
+	/* QLoRA: every block linear is a Linear4bit (transformers'
+	 * bitsandbytes quantizer replaces each nn.Linear but the head) */
+	o = b->sh->adapter->adapter == GM_ADAPTER_QLORA ?
+	    linear4bit(b, x, in, out) : frozen_linear(b, x, out);
+	if (name && gm_adapter_targets(b->sh->adapter, name))
 		o = lora(b, x, o, in, out);
 	return o;
 }
@@ -651,6 +694,40 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 	return o;
 }
 
+/*
+ * DynamicLayer.update (transformers 5.17 cache_utils.py): the layer's
+ * first update makes empty keys and values in the dtype of key_states
+ * (lazy_initialization), then torch.cat([self.keys, key_states]) and
+ * likewise for the values: a copy of each, the values promoted to the
+ * keys' dtype (under autocast with an fp32 residual the rotary keys are
+ * fp32, so the bf16 values become fp32: the H200 trace of
+ * native-keep-llama-1.1b-bf16mixed shows two 8 MiB copies per layer
+ * where K and V are 4 MiB in bf16). The cache holds both (HOLD); the
+ * attention goes on with them and the originals' names are rebound.
+ * CatBackward saves nothing. Without sh->kv_cache, nothing.
+ */
+static void kv_cache(struct gm_blk *b, int *k, int *v)
+{
+	double ek = b->t[*k].eb;
+	int kc, vc;
+
+	if (!b->sh->kv_cache)
+		return;
+	kc = op(b, nel(b, *k), ek, (int[]){*k, END}, NULL);
+	if (b->t[kc].alloc_op >= 0)
+		b->p->op[b->t[kc].alloc_op].kind = GM_SK_KV;
+	emit(b, GM_BOP_HOLD, kc, 0, false);
+	vc = op(b, nel(b, *v), maxd(ek, b->t[*v].eb), (int[]){*v, END},
+		NULL);
+	if (b->t[vc].alloc_op >= 0)
+		b->p->op[b->t[vc].alloc_op].kind = GM_SK_KV;
+	emit(b, GM_BOP_HOLD, vc, 0, false);
+	drop(b, *k);
+	drop(b, *v);
+	*k = kc;
+	*v = vc;
+}
+
 /* A new gradient buffer of the given bytes. */
 static int galloc(struct gm_blk *b, double bytes)
 {
@@ -827,6 +904,7 @@ int gm_block_build(const struct gm_step_shape *sh, struct gm_step_block *out)
 	if (sh->eager && sh->fam->attn.mask)
 		out->mask_bytes = sh->tok * sh->seq * sh->r;
 	out->ckpt = sh->ckpt;
+	out->reentrant = sh->reentrant;
 	sh->fam->block(b);
 	/* the output: the residual dtype (LayerNorm: fp32 under autocast) */
 	return finish(b, GM_BLK_OUT);
@@ -955,4 +1033,9 @@ int gm_blk_dropout(struct gm_blk *b, int x)
 int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
 {
 	return attention(b, q, k, v);
+}
+
+void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v)
+{
+	kv_cache(b, k, v);
 }

@@ -92,5 +92,10 @@ int gm_blk_dropout(struct gm_blk *b, int x);
 /* The attention function: q, k, v -> tok x q (sdpa or eager as the
  * shape says, the family's eager variant). */
 int gm_blk_attention(struct gm_blk *b, int q, int k, int v);
+/* past_key_values.update(k, v) where the forward builds the cache
+ * (sh->kv_cache): *k, *v become the cache's copies, which the cache
+ * holds; the caller's references to the originals are dropped. Call it
+ * where the family's attention does, before gm_blk_attention(). */
+void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v);
 
 #endif

@@ -84,6 +84,24 @@ static void model_words(FILE *out, const struct gm_spec *s,
 		n >= 1e9 ? "billion" : "million");
 }
 
+/* Megatron-LM's precisions (planner/model_megatron.c). */
+static const char *megatron_precision_words(enum gm_precision p)
+{
+	switch (p) {
+	case GM_PREC_FP32:
+		return "everything in fp32";
+	case GM_PREC_FP16_MIXED:
+	case GM_PREC_FP16_TRUE:
+		return "fp16 weights and gradients, fp32 master weights, "
+		       "main gradients and Adam states";
+	case GM_PREC_BF16_MIXED:
+	case GM_PREC_BF16_TRUE:
+		break;
+	}
+	return "bf16 weights, fp32 main gradients, master weights and Adam "
+	       "states";
+}
+
 static void run_words(FILE *out, const struct gm_spec *s,
 		      const struct gm_model_opts *o, const struct gm_plan *p,
 		      const struct gm_fit *fits)
@@ -95,8 +113,12 @@ static void run_words(FILE *out, const struct gm_spec *s,
 	if (s->task == GM_TASK_TRAIN) {
 		const struct gm_spec_training *t = &s->training;
 
+		bool mg = t->framework == GM_FW_MEGATRON;
+
 		fprintf(out, "<li>Training with %s: %s (%s), optimizer %s.</li>\n",
-			recipe_words(o->recipe), gm_precision_name(t->precision),
+			recipe_words(mg ? GM_RECIPE_MEGATRON : o->recipe),
+			gm_precision_name(t->precision),
+			mg ? megatron_precision_words(t->precision) :
 			precision_words(t->precision),
 			gm_optimizer_name(t->optimizer));
 		if (fits)

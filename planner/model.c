@@ -8,6 +8,7 @@
 #include "activations.h"
 #include "arch/family.h"
 #include "block.h"
+#include "loop.h"
 #include "loss.h"
 #include "model_megatron.h"
 #include "error.h"
@@ -193,6 +194,7 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	double hd = head_dim(m);
 
 	d->h = (double)m->hidden_size;
+	d->q = q_width(m);
 	d->kv = hd * (double)m->kv_heads;
 	d->f = (double)m->ffn_hidden_size;
 	d->fe = (double)m->moe_ffn_hidden_size;
@@ -291,6 +293,37 @@ static double largest_unit(const struct ctx *c)
 	return root > blk ? root : blk;
 }
 
+/* What the recipe table needs of the stage in c (terms T). */
+static void recipe_in(const struct ctx *c, const struct gm_terms *T,
+		      struct gm_recipe_in *in)
+{
+	const struct gm_spec *sp = c->spec;
+
+	memset(in, 0, sizeof(*in));
+	in->params = (double)T->parameters;
+	in->trainable = in->params;
+	in->matmul_params = matmul_elems(c);
+	in->largest_layer = largest_unit(c);
+	in->precision = sp->training.precision;
+	/* the build does not depend on the optimizer; Adafactor's states
+	 * are per tensor shape (above) */
+	in->optimizer = sp->training.optimizer == GM_OPT_ADAFACTOR
+			       ? GM_OPT_SGD : sp->training.optimizer;
+	in->dp = (uint64_t)c->d;
+	in->zero = sp->parallelism.zero_stage;
+	in->built_whole = sp->parallelism.built_whole;
+	for (int i = 0; in->built_whole && i < c->pl->n; i++) {
+		double cnt;
+		in->built_params += stage_elems(c, &c->pl->t[i], &cnt) *
+				    tdiv(c, &c->pl->t[i]);
+	}
+	in->fsdp_mp = sp->parallelism.fsdp_mixed_precision;
+	in->distributed_optimizer = sp->parallelism.distributed_optimizer;
+	in->offload_optimizer = sp->parallelism.offload_optimizer;
+	in->offload_parameters = sp->parallelism.offload_parameters;
+	in->ds = sp->deepspeed.loaded ? &sp->deepspeed : NULL;
+}
+
 /*
  * The recipe's name, host bytes and build peak (planner/recipe/) for the
  * stage in c whose terms are T. Inference: the weights loaded.
@@ -299,7 +332,7 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 		       struct gm_plan *out)
 {
 	const struct gm_spec *sp = c->spec;
-	struct gm_recipe_in in = {0};
+	struct gm_recipe_in in;
 	struct gm_recipe_states rs;
 	struct gm_diag diag;
 
@@ -310,25 +343,7 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 		out->host = 0;
 		return;
 	}
-	in.params = (double)T->parameters;
-	in.trainable = in.params;
-	in.matmul_params = matmul_elems(c);
-	in.largest_layer = largest_unit(c);
-	in.precision = sp->training.precision;
-	/* the build does not depend on the optimizer; Adafactor's states
-	 * are per tensor shape (above) */
-	in.optimizer = sp->training.optimizer == GM_OPT_ADAFACTOR
-			       ? GM_OPT_SGD : sp->training.optimizer;
-	in.dp = (uint64_t)c->d;
-	in.zero = sp->parallelism.zero_stage;
-	in.built_whole = sp->parallelism.built_whole;
-	for (int i = 0; in.built_whole && i < c->pl->n; i++) {
-		double cnt;
-		in.built_params += stage_elems(c, &c->pl->t[i], &cnt) *
-				   tdiv(c, &c->pl->t[i]);
-	}
-	in.fsdp_mp = sp->parallelism.fsdp_mixed_precision;
-	in.distributed_optimizer = sp->parallelism.distributed_optimizer;
+	recipe_in(c, T, &in);
 	if (adapter_on(c)) {
 		struct gm_adapter_in ai = {
 			.adapter = sp->training.adapter,
@@ -337,7 +352,20 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 			.base_params = in.params,
 			.matmul_params = in.matmul_params,
 			.adapter_params = gm_adapter_layer_params(
-				c->pl, &sp->training) * (double)c->layers};
+				c->pl, &sp->training) * (double)c->layers,
+			.kbit_prepared = true};
+		for (int i = 0; i < c->pl->n; i++) {
+			const struct gm_ptensor *pt = &c->pl->t[i];
+			double n = (double)pt->rows * (double)pt->cols;
+			if (!gm_adapter_quantized(&sp->training, pt))
+				continue;
+			ai.quantized += n * (double)c->layers;
+			ai.quantized_bytes += gm_nf4_bytes(pt->rows *
+							   pt->cols) *
+					      (double)c->layers;
+			if (n > ai.largest_linear)
+				ai.largest_linear = n;
+		}
 		if (!gm_recipe_adapter(&ai, &rs, &diag)) {
 			snprintf(out->recipe, sizeof(out->recipe), "%s",
 				 rs.name);
@@ -416,8 +444,15 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
 		.qkv_bias = m->qkv_bias,
+		.kv_cache = gm_loop_kv_cache(sp),
 		.adapter = &sp->training,
 		.in_no_grad = in_no_grad,
+		/* QLoRA: prepare_model_for_kbit_training enables
+		 * checkpointing with gradient_checkpointing_kwargs {}, so
+		 * torch.utils.checkpoint's reentrant default (the H200
+		 * trace: CheckpointFunction.backward re-runs each block) */
+		.reentrant = sp->training.adapter == GM_ADAPTER_QLORA &&
+			     ck == GM_CKPT_FULL,
 		.sms = c->gpu->multiprocessors,
 		.sm_threads = c->gpu->threads_per_sm};
 
@@ -466,6 +501,9 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			   pt->flags & GM_PT_EMBED ? GM_STEP_EMBED :
 			   GM_STEP_HEAD;
 		q->weight = per * c->sb.weights;
+		if (sp->task == GM_TASK_TRAIN &&
+		    gm_adapter_quantized(&sp->training, pt))
+			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's
@@ -628,6 +666,7 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
 		.optimizer_states = k[GM_SK_STATE],
 		.activations = k[GM_SK_ACT], .logits = k[GM_SK_LOGITS],
+		.kv_cache = k[GM_SK_KV],
 		.temporary = k[GM_SK_TRANSIENT] + k[GM_SK_CACHE] +
 			     k[GM_SK_OPT_TMP],
 		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
@@ -830,7 +869,10 @@ static void train_adapter(const struct ctx *c, struct gm_terms *T,
 		return;
 	A = gm_adapter_layer_params(c->pl, &c->spec->training) *
 	    (double)c->layers;
-	T->weights += A * ab.weights;
+	T->weights += A * ab.weights +
+		      gm_adapter_quantized_delta(c->pl, &c->spec->training,
+						 c->sb.weights) *
+		      (double)c->layers;
 	T->gradients = A * ab.gradients;
 	T->optimizer_states = A * ab.optimizer;
 	x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;
@@ -996,6 +1038,145 @@ static void train_peak(const struct ctx *c, struct gm_terms *T,
 	}
 }
 
+/* Whether block program p takes past_key_values' K and V (HOLD ops). */
+static bool holds_cache(const struct gm_step_block *p)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->op[i].op == GM_BOP_HOLD)
+			return true;
+	return false;
+}
+
+/*
+ * What the training loop keeps (loop.h) on the step st of x's shapes:
+ * the loop's rule and, where the forward builds past_key_values and the
+ * block has no program that takes them, one block's cached K and V
+ * (each tok x kv heads x head_dim per tensor-parallel rank) in the keys'
+ * dtype: the rotary output's, fp32 under autocast with fp32 residual
+ * (cos and sin come in the residual dtype and promote), copies under
+ * autocast (the attention saves its own 16-bit casts), else the tensors
+ * the attention saved.
+ */
+static void loop_step(const struct ctx *c, struct gm_step *st,
+		      const struct train *x, bool prog)
+{
+	const struct gm_spec_model *m = &c->spec->model;
+	double key = c->full.autocast ? fmax(c->full.compute,
+					     c->full.residual) :
+		     c->full.compute;
+
+	gm_loop_apply(gm_loop_rule(c->spec->training.loop), c->spec, st);
+	if (!st->kv_cache)
+		return;
+	st->kv_copies = c->full.autocast;
+	if (!prog || !holds_cache(&st->blk))
+		st->kv_block = x->tok * head_dim(m) * (double)m->kv_heads /
+			       c->t * key;
+}
+
+/* Bytes of one block's cached K and V in st (the program's HOLD ids,
+ * or kv_block each). */
+static double cache_per_block(const struct gm_step *st)
+{
+	const struct gm_step_block *p = &st->blk;
+	double b = 0;
+
+	if (st->kv_block > 0)
+		return 2 * st->kv_block;
+	for (int i = 0; i < p->n_fwd; i++) {
+		if (p->op[i].op != GM_BOP_HOLD)
+			continue;
+		for (int j = i; j-- > 0;)
+			if (p->op[j].op == GM_BOP_ALLOC &&
+			    p->op[j].id == p->op[i].id) {
+				b += p->op[j].bytes;
+				break;
+			}
+	}
+	return b;
+}
+
+/* The closed-form terms of what the loop keeps: the cache at its
+ * largest (every block's K and V; with keep-outputs the last forward's
+ * too, until the next one returns) and the kept logits (the loss
+ * program's first tensor) on top of the loss's own. */
+static void loop_terms(const struct gm_step *st, struct gm_terms *T)
+{
+	if (st->kv_cache)
+		T->kv_cache = (st->keep_outputs ? 2 : 1) * (double)T->layers *
+			      cache_per_block(st);
+	for (int i = 0; st->keep_outputs && i < st->n_loss; i++)
+		if (st->loss[i].alloc && st->loss[i].id == 0) {
+			T->logits += st->loss[i].bytes;
+			break;
+		}
+}
+
+/* Whether the loop keeps anything the closed-form terms do not hold. */
+static bool loop_keeps(const struct gm_step *st)
+{
+	return st->keep_outputs || st->kv_cache || st->grads_to_next_forward;
+}
+
+/* Whether the stage trains under DeepSpeed's engine (step_ds.h). */
+static bool ds_engine(const struct ctx *c)
+{
+	return c->spec->task == GM_TASK_TRAIN &&
+	       c->spec->training.framework == GM_FW_DEEPSPEED;
+}
+
+/*
+ * DeepSpeed: the engine's description for the step (step_ds.h), from
+ * the run's DeepSpeed JSON (or DeepSpeedZeroConfig's defaults); the
+ * parameters keep no optimizer states of their own (the engine emits
+ * its partitions). Model-state rows from the recipe (deepspeed.c).
+ */
+static void ds_describe(const struct ctx *c, struct gm_terms *T,
+			struct gm_step *st)
+{
+	const struct gm_spec *sp = c->spec;
+	const struct gm_spec_deepspeed *ds = sp->deepspeed.loaded ?
+		&sp->deepspeed : gm_ds_defaults();
+	enum gm_optimizer o = sp->training.optimizer;
+	struct gm_recipe_in in;
+	struct gm_recipe_states rs;
+	struct gm_diag diag;
+
+	st->ds = (struct gm_step_ds){
+		.on = true, .stage = sp->parallelism.zero_stage, .d = c->d,
+		.b = c->full.weights, .master = c->full.master > 0,
+		.states = gm_optimizer_elem_states(o),
+		/* torch.optim's foreach Adam(W) as the client optimizer;
+		 * the JSON's optimizer is DeepSpeed's FusedAdam or
+		 * DeepSpeedCPUAdam (engine.py _configure_basic_optimizer),
+		 * which step in place */
+		.foreach_tmp = (o == GM_OPT_ADAM || o == GM_OPT_ADAMW) &&
+			       gm_spec_origin_of(sp, "training.optimizer") !=
+				       GM_SPEC_DEEPSPEED,
+		.bucket = (double)ds->reduce_bucket_size,
+		.contiguous = ds->contiguous_gradients,
+		.overlap = sp->deepspeed.loaded ? ds->overlap_comm :
+			   sp->parallelism.zero_stage == 3,
+		.sub_group = (double)ds->sub_group_size,
+		.max_live = (double)ds->max_live_parameters,
+		.max_reuse = (double)ds->max_reuse_distance,
+		.persist = (double)ds->param_persistence_threshold,
+		.off_opt = sp->parallelism.offload_optimizer == GM_OFFLOAD_CPU,
+		.off_param = sp->parallelism.offload_parameters ==
+			     GM_OFFLOAD_CPU};
+	for (int i = 0; i < st->n_param; i++) {
+		st->p[i].n_state = 0;
+		st->p[i].opt_tmp = 0;
+	}
+	st->n_comm = 0;
+	recipe_in(c, T, &in);
+	if (gm_recipe_deepspeed(&in, &rs, &diag))
+		return;
+	T->weights = rs.weights;
+	T->gradients = rs.gradients;
+	T->optimizer_states = rs.optimizer;
+}
+
 /* The step's allocation sequence (step.h) from the terms, its peak of
  * live bytes where it has programs, and the reserve: replayed, or the
  * analytic model's from the blocks. */
@@ -1071,19 +1252,33 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				st.act[st.n_act++] =
 					gm_act_tensor_bytes(&x->l.t[i], &x->d);
 	loss_program(c, &st, x->tok);
-	step_comm(c, &st, x->comm);
+	loop_step(c, &st, x, prog);
+	loop_terms(&st, T);
+	if (ds_engine(c))
+		ds_describe(c, T, &st);
+	else
+		step_comm(c, &st, x->comm);
 	/* the analytic reserve model (gm_fit()'s searches) keeps the
 	 * closed-form peak: microseconds, not the sequence's milliseconds;
 	 * with the replay, block programs and the distributed sequences
 	 * (FSDP units, ZeRO-1 partition, TP) give the peak of live bytes */
 	if (c->o->reserve == GM_RESERVE_SIMULATED &&
-	    (prog || st.fsdp || st.zero1_d || c->t > 1))
+	    (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1 ||
+	     loop_keeps(&st)))
 		sequence_peak(c, &st, T);
-	/* with an adapter the saved tensors are the program's (a frozen
-	 * base saves far less than activations.c's list): the largest is
-	 * what the sequence holds at its peak, the end of the forward */
-	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED)
-		T->activations = T->at_peak.activations;
+	/* with an adapter the saved tensors and transients are the
+	 * program's (a frozen base keeps far less than activations.c's
+	 * lists): each term's largest is the sequence's own */
+	if (adapter_on(c) && prog && c->o->reserve == GM_RESERVE_SIMULATED) {
+		struct gm_step_peak pk;
+		if (!gm_step_peak(&st, (1u << GM_SK_ACT) | GM_STEP_NOGROUP,
+				  &pk))
+			T->activations = pk.peak;
+		if (!gm_step_peak(&st, (1u << GM_SK_TRANSIENT) |
+				  (1u << GM_SK_CACHE) | (1u << GM_SK_OPT_TMP) |
+				  GM_STEP_NOGROUP, &pk))
+			T->temporary = pk.peak;
+	}
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		double r0 = gm_reserved_from_allocated(&x->fb);
 		double r1 = gm_reserved_from_allocated(&x->op);
@@ -1393,6 +1588,12 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.full = gm_state_bytes(opts->recipe, prec,
 				spec->task == GM_TASK_TRAIN ?
 				spec->training.optimizer : GM_OPT_SGD);
+	if (spec->task == GM_TASK_TRAIN &&
+	    spec->training.framework == GM_FW_DEEPSPEED)
+		/* DeepSpeed's engine: a 16-bit module (no autocast) whose
+		 * fp32 masters the optimizer keeps (step_ds.c) */
+		c.full = gm_state_bytes(GM_RECIPE_DEEPSPEED, prec,
+					spec->training.optimizer);
 	if (spec->task == GM_TASK_TRAIN)
 		/* a PEFT adapter: the frozen base's bytes (step_adapter.h);
 		 * the adapters' own come with train_adapter() */
@@ -1411,6 +1612,10 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	}
 	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
 			      par->zero_stage : 0, (unsigned long)c.d);
+	if (spec->task == GM_TASK_TRAIN &&
+	    spec->training.framework == GM_FW_DEEPSPEED)
+		c.sb = c.full; /* the module's tensors as built; the engine
+				* partitions them (step_ds.c) */
 	c.ws = (double)gm_cublas_workspace_bytes(gpu->sm_major);
 	c.gpu = gpu;
 	c.ga = 1;
@@ -1425,8 +1630,13 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->n_stages = c.p;
 	for (c.r = 0; c.r < c.p; c.r++) {
 		struct gm_terms *T = &out->stages[c.r];
-		/* inference replicas do not communicate: no DP group */
-		unsigned comms = (spec->task == GM_TASK_TRAIN && c.d > 1) +
+		/* inference replicas do not communicate: no DP group.
+		 * DeepSpeed's engine has one on a single rank too
+		 * (engine.py: init_distributed with NCCL, the parameters'
+		 * broadcast in _configure_distributed_model, its
+		 * all-reduces and barriers on the data-parallel group) */
+		unsigned comms = (spec->task == GM_TASK_TRAIN &&
+				  (c.d > 1 || ds_engine(&c))) +
 				 (c.t > 1) + (c.p > 1);
 
 		c.layers = stage_layers(pl.layers, c.p, c.r);

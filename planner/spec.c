@@ -1333,6 +1333,14 @@ bool gm_spec_given(const struct gm_spec *spec, const char *key)
 	return id >= 0 && spec->where[id].origin != GM_SPEC_DEFAULT;
 }
 
+enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,
+				      const char *key)
+{
+	int id = find_dotted(key);
+
+	return id >= 0 ? spec->where[id].origin : GM_SPEC_DEFAULT;
+}
+
 char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		    size_t len)
 {

@@ -171,6 +171,8 @@ struct gm_spec_deepspeed {
 	uint64_t prefetch_bucket_size;   /* stage3_prefetch_bucket_size, 5e7 */
 	uint64_t max_live_parameters;    /* stage3_max_live_parameters, 1e9 */
 	uint64_t param_persistence_threshold; /* stage3_..., 1e5 */
+	uint64_t sub_group_size;         /* 1e9 */
+	uint64_t max_reuse_distance;     /* stage3_max_reuse_distance, 1e9 */
 	bool contiguous_gradients;       /* true */
 	bool overlap_comm;               /* default: stage == 3 */
 	bool overlap_comm_given;
@@ -256,6 +258,11 @@ int gm_spec_check_modelled(const struct gm_spec *spec, struct gm_diag *diag);
  * --set (false for defaults and for unknown keys).
  */
 bool gm_spec_given(const struct gm_spec *spec, const char *key);
+
+/* Where a dotted key's value came from (GM_SPEC_DEFAULT: not given, or
+ * no such key). */
+enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,
+				      const char *key);
 
 /*
  * Format where a dotted key's value came from into buf: "file:line:column"

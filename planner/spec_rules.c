@@ -542,6 +542,31 @@ static int check_adapter(struct gm__spec_ctx *c)
 }
 
 /*
+ * training.loop where it means nothing (planner/loop.c models it):
+ * keep-outputs needs a loop that receives the model's outputs, which a
+ * pipeline schedule never hands back (torch.distributed.pipelining,
+ * PipelineSchedule.step returns the losses). Under framework megatron
+ * check_megatron() refuses the Hugging Face loop keys altogether.
+ */
+static int check_loop(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+
+	if (s->task != GM_TASK_TRAIN)
+		return 0;
+	if (t->loop == GM_LOOP_KEEP_OUTPUTS &&
+	    s->parallelism.pipeline_parallel > 1)
+		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' with "
+				      "pipeline_parallel %llu: a pipeline "
+				      "schedule returns only the losses, no "
+				      "outputs to keep",
+				      (unsigned long long)
+				      s->parallelism.pipeline_parallel);
+	return 0;
+}
+
+/*
  * training.framework megatron (model_megatron.c): Megatron-Core's GPT
  * model with the Llama layer (SwiGLU, RMSNorm, rotary) or the GPT-2 one
  * (GeLU, LayerNorm, learned positions), Adam. Megatron runs its own
@@ -569,6 +594,27 @@ static int check_megatron(struct gm__spec_ctx *c)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under megatron is "
 				      "not modelled yet",
 				      gm_adapter_name(t->adapter));
+	/* the interleaved schedule runs groups of pipeline_parallel
+	 * micro-batches through each chunk and raises when a step has
+	 * fewer (schedules.py forward_backward_pipelining_with_
+	 * interleaving, microbatch_group_size_per_vp_stage) */
+	if (s->parallelism.virtual_pipeline_stages > 1) {
+		uint64_t per = t->micro_batch_size *
+			       (s->parallelism.data_parallel ?
+				s->parallelism.data_parallel : 1);
+		uint64_t m = t->global_batch_size && per ?
+			     t->global_batch_size / per : 1;
+		if (m < s->parallelism.pipeline_parallel)
+			return gm__spec_blame(c, GM_K_VPP, "needs at least "
+					      "pipeline_parallel (%llu) "
+					      "micro-batches per step, not "
+					      "%llu (Megatron-LM's interleaved "
+					      "schedule; set training."
+					      "global_batch_size)",
+					      (unsigned long long)s->
+					      parallelism.pipeline_parallel,
+					      (unsigned long long)m);
+	}
 	if (given(s, GM_K_LOOP))
 		return gm__spec_blame(c, GM_K_LOOP, "applies to framework "
 				      "pytorch; Megatron-LM runs its own loop "
@@ -583,9 +629,10 @@ static int check_megatron(struct gm__spec_ctx *c)
 
 /*
  * What of training.adapter the step emitter plans (planner/step_adapter.c):
- * LoRA on one GPU over a causal LM whose family has an op-by-op block
- * (llama, qwen3, gpt2), with Adam(W) or SGD over the adapters. The rest
- * is refused by the key that asks for it.
+ * LoRA and QLoRA (with a 16-bit compute dtype) on one GPU over a causal
+ * LM whose family has an op-by-op block (llama, qwen3, gpt2), with
+ * Adam(W) or SGD over the adapters. The rest is refused by the key that
+ * asks for it.
  */
 static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
 {
@@ -596,9 +643,11 @@ static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
 
 	if (t->adapter == GM_ADAPTER_NONE)
 		return 0;
-	if (t->adapter == GM_ADAPTER_QLORA)
-		return gm__spec_blame(c, GM_K_ADAPTER, "'qlora' (a 4-bit NF4 "
-				      "base, bitsandbytes) %s", tail);
+	if (t->adapter == GM_ADAPTER_QLORA && t->precision == GM_PREC_FP32)
+		return gm__spec_blame(c, GM_K_PRECISION, "'fp32' with training."
+				      "adapter 'qlora' %s (the 4-bit linears "
+				      "compute in 16 bits: bf16-mixed or "
+				      "fp16-mixed)", tail);
 	if (!gm_family(s->model.architecture)->block ||
 	    s->model.head != GM_HEAD_CAUSAL_LM)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "
@@ -628,6 +677,43 @@ static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
  * Their analytic model-state rows exist (planner/recipe/); the step
  * emitter does not use them yet.
  */
+/*
+ * What of a DeepSpeed run the step emitter (planner/step_ds.c) does not
+ * hold: nvme offload (its swap buffers, runtime/swap_tensor/), stage 0
+ * with fp32 (the client optimizer runs unwrapped) or with the JSON's
+ * own optimizer (FP16_Optimizer's flat groups, engine.py
+ * _configure_fp16_optimizer), and DeepSpeed's pipeline and tensor
+ * parallel engines.
+ */
+static int check_ds_modelled(struct gm__spec_ctx *c, const char *tail)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_parallel *p = &s->parallelism;
+
+	if (p->offload_optimizer == GM_OFFLOAD_NVME)
+		return gm__spec_blame(c, GM_K_OFFLOAD_OPT, "'nvme' (DeepSpeed's "
+				      "swap buffers) %s", tail);
+	if (p->offload_parameters == GM_OFFLOAD_NVME)
+		return gm__spec_blame(c, GM_K_OFFLOAD_PARAM, "'nvme' (DeepSpeed's "
+				      "swap buffers) %s", tail);
+	if (p->zero_stage == 0 && s->training.precision == GM_PREC_FP32)
+		return gm__spec_blame(c, GM_K_ZERO, "0 with fp32 under "
+				      "DeepSpeed (the client optimizer "
+				      "unwrapped) %s", tail);
+	if (p->zero_stage == 0 &&
+	    s->where[GM_K_OPTIMIZER].origin == GM_SPEC_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_OPTIMIZER, "the DeepSpeed JSON's "
+				      "optimizer at ZeRO stage 0 "
+				      "(FP16_Optimizer's flat groups) %s",
+				      tail);
+	if (p->tensor_parallel > 1 || p->pipeline_parallel > 1)
+		return gm__spec_blame(c, p->tensor_parallel > 1 ? GM_K_TP
+							       : GM_K_PP,
+				      "above 1 under DeepSpeed (its pipeline "
+				      "and tensor-parallel engines) %s", tail);
+	return 0;
+}
+
 static int check_modelled(struct gm__spec_ctx *c)
 {
 	const struct gm_spec *s = c->spec;
@@ -638,22 +724,29 @@ static int check_modelled(struct gm__spec_ctx *c)
 		return 0;
 	if (t->framework == GM_FW_MEGATRON)
 		return check_megatron(c);
-	if (t->framework != GM_FW_PYTORCH)
-		return gm__spec_blame(c, given(s, GM_K_FRAMEWORK) ? GM_K_FRAMEWORK
-								  : GM_K_DS_CONFIG,
-				      "'%s' %s (its model-state rows are "
-				      "derived, the step is not: see "
-				      "models/README.md)",
-				      gm_framework_name(t->framework), tail);
-	if (t->loop == GM_LOOP_KEEP_OUTPUTS)
-		return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' %s",
-				      tail);
-	if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
-	    GM_HEAD_CAUSAL_LM && t->activation_checkpointing == GM_CKPT_NONE)
-		return gm__spec_blame(c, GM_K_USE_CACHE, "'%s' (past_key_values "
-				      "built in training: a copy of every "
-				      "layer's keys and values) %s",
-				      gm_use_cache_name(t->use_cache), tail);
+	if (t->framework == GM_FW_DEEPSPEED) {
+		int rc = check_ds_modelled(c, tail);
+
+		if (rc)
+			return rc;
+		/* the loop and adapter rules are the PyTorch loop's; with
+		 * DeepSpeed's engine they are not checked yet */
+		if (t->loop == GM_LOOP_KEEP_OUTPUTS)
+			return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' "
+					      "under deepspeed %s", tail);
+		if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
+		    GM_HEAD_CAUSAL_LM && t->activation_checkpointing ==
+		    GM_CKPT_NONE)
+			return gm__spec_blame(c, GM_K_USE_CACHE, "'%s' "
+					      "(past_key_values built in "
+					      "training) under deepspeed %s",
+					      gm_use_cache_name(t->use_cache),
+					      tail);
+		if (t->adapter != GM_ADAPTER_NONE)
+			return gm__spec_blame(c, GM_K_ADAPTER, "'%s' under "
+					      "deepspeed %s",
+					      gm_adapter_name(t->adapter), tail);
+	}
 	return adapter_modelled(c, tail);
 }
 
@@ -662,7 +755,7 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
-		check_adapter,
+		check_adapter,  check_loop,
 	};
 	int rc;
 

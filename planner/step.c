@@ -45,6 +45,12 @@
  *    "one block's transient + held logits"); then the embedding's saved
  *    tensors are freed and the embedding's and the head's small
  *    gradients allocated;
+ *  - what the training loop keeps (planner/loop.c): the blocks'
+ *    past_key_values copies (HOLD ops) and, with keep_outputs, the
+ *    logits outlive the program; at each forward's end (after the loss's
+ *    forward part) the loop lets the last forward's go (this one's
+ *    without keep_outputs), then Lightning's zero_grad frees the last
+ *    step's gradients (grads_to_next_forward; see "The training loop");
  *  - pipeline parallelism: 1F1B (Narayanan et al. 2021): in_flight
  *    forwards, then backward/forward pairs, then the remaining backwards;
  *  - optimizer step: at the first step the states, tensor by tensor
@@ -67,6 +73,7 @@
 #include "arch/family.h"
 #include "backend.h"
 #include "step_emit.h"
+#include "step_ds.h"
 #include "step_megatron.h"
 #include "error.h"
 #include "pool.h"
@@ -146,6 +153,15 @@ struct gm_em {
 	uint32_t ag, rsin;       /* FSDP: the last all-gather output and
 				  * reduce-scatter input */
 	bool have_states;
+	/* the training loop (step.c, "The training loop") */
+	unsigned char *hold;     /* per slot id: HOLD_LOOP | HOLD_PROG */
+	uint32_t nhold;
+	uint32_t *kcur, *kprev;  /* kept by this forward's outputs, by the
+				  * previous one's (keep_outputs) */
+	size_t ncur, nprev, kcap;
+	uint32_t *gdef;          /* gradients zero_grad frees after the
+				  * next forward ((L + 1) x np) */
+	struct gm_ds_em *ds;     /* DeepSpeed's engine (step_ds.c) */
 };
 
 static uint32_t slot_get(struct gm_em *e)
@@ -323,6 +339,10 @@ static void fsdp_unshard(struct gm_em *e, uint64_t u)
 
 static void fsdp_reshard(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on) {
+		gm_ds_release_fwd(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	for (int i = 0; i < e->np; i++)
@@ -334,6 +354,8 @@ static void fsdp_reshard(struct gm_em *e, uint64_t u)
 /* Forward of unit u: unshard; the flat buffer is copied out. */
 static void fsdp_forward(struct gm_em *e, uint64_t u)
 {
+	if (e->st->ds.on)
+		gm_ds_fetch(e, u);
 	if (!e->st->fsdp)
 		return;
 	fsdp_unshard(e, u);
@@ -343,6 +365,10 @@ static void fsdp_forward(struct gm_em *e, uint64_t u)
 /* Pre-backward of block l: unshard it, prefetch block l - 1. */
 static void fsdp_pre_backward(struct gm_em *e, uint64_t l)
 {
+	if (e->st->ds.on) {
+		gm_ds_fetch(e, l);
+		return;
+	}
 	fsdp_unshard(e, l);
 	if (l > 0)
 		fsdp_unshard(e, l - 1);
@@ -353,6 +379,10 @@ static void fsdp_post_backward(struct gm_em *e, uint64_t u)
 	uint32_t *g = NULL, id;
 	double full;
 
+	if (e->st->ds.on) {
+		gm_ds_post_backward(e, u);
+		return;
+	}
 	if (!e->st->fsdp)
 		return;
 	fsdp_reshard(e, u);
@@ -413,6 +443,137 @@ static void transient(struct gm_em *e)
 	efree(e, &t);
 }
 
+/*
+ * The training loop (gm_step.keep_outputs, kv_cache,
+ * grads_to_next_forward; the rules and their sources: planner/loop.c).
+ * A tensor the DynamicCache or `outputs` references is held: hold[id]
+ * says who still does, HOLD_LOOP (the loop's kept set) and HOLD_PROG
+ * (the block program, which saved it or still names it); it is freed
+ * when both have let it go. The kept set of a forward is released when
+ * that forward returns (the loss alone leaves it), or with keep_outputs
+ * when the next forward has returned (`outputs = model(**batch)` rebinds
+ * the name only then).
+ */
+enum { HOLD_LOOP = 1, HOLD_PROG = 2 };
+
+static bool hold_room(struct gm_em *e, uint32_t id)
+{
+	uint32_t n;
+	unsigned char *h;
+
+	if (id < e->nhold)
+		return true;
+	n = e->nhold ? e->nhold : 1024;
+	while (n <= id)
+		n *= 2;
+	h = realloc(e->hold, n);
+	if (!h) {
+		e->err = GM_ENOMEM;
+		return false;
+	}
+	memset(h + e->nhold, 0, n - e->nhold);
+	e->hold = h;
+	e->nhold = n;
+	return true;
+}
+
+/* This forward's outputs take a reference to id; prog: the program
+ * keeps its own too. */
+static void loop_hold(struct gm_em *e, uint32_t id, bool prog)
+{
+	if (id == NONE || !hold_room(e, id))
+		return;
+	if (e->ncur == e->kcap) {
+		e->err = GM_EINVAL;
+		return;
+	}
+	e->hold[id] = HOLD_LOOP | (prog ? HOLD_PROG : 0);
+	e->kcur[e->ncur++] = id;
+}
+
+/* The program lets *id go: freed unless the loop still holds it. */
+static void prog_free(struct gm_em *e, uint32_t *id)
+{
+	if (*id != NONE && *id < e->nhold && e->hold[*id]) {
+		if (e->hold[*id] & HOLD_LOOP) {
+			e->hold[*id] &= (unsigned char)~HOLD_PROG;
+			*id = NONE;
+			return;
+		}
+		e->hold[*id] = 0;
+	}
+	efree(e, id);
+}
+
+/* The loop lets the n ids of set go (freed unless a program still
+ * holds one). */
+static void loop_release(struct gm_em *e, uint32_t *set, size_t *n)
+{
+	for (size_t k = 0; k < *n; k++) {
+		uint32_t id = set[k];
+		if (id >= e->nhold)
+			continue;
+		if (e->hold[id] & HOLD_PROG) {
+			e->hold[id] = HOLD_PROG;
+			continue;
+		}
+		e->hold[id] = 0;
+		efree(e, &id);
+	}
+	*n = 0;
+}
+
+/* The model's forward has returned: the outputs of the one before go
+ * (keep_outputs), else this one's (only the loss is kept); then
+ * Lightning's zero_grad frees the last step's gradients. */
+static void loop_forward_end(struct gm_em *e)
+{
+	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
+
+	if (e->st->keep_outputs) {
+		uint32_t *t = e->kprev;
+		loop_release(e, e->kprev, &e->nprev);
+		e->kprev = e->kcur;
+		e->nprev = e->ncur;
+		e->kcur = t;
+		e->ncur = 0;
+	} else {
+		loop_release(e, e->kcur, &e->ncur);
+	}
+	for (size_t j = 0; e->gdef && j < n; j++)
+		efree(e, &e->gdef[j]);
+}
+
+/* A block whose program does not take them (kv_block > 0; no program,
+ * or none written for the cache): the K and V its DynamicCache layer
+ * holds, kv_block bytes each. Under autocast they are copies (torch.cat
+ * promotes to the keys' dtype, sdpa saves its own casts), allocated in
+ * the forward (fwd); else they are the very K and V sdpa saved, which
+ * the analytic block frees in its backward: kept outputs keep them past
+ * it (allocated there again, into the forward's kept set, to hold the
+ * same live bytes). */
+static void loop_kv_analytic(struct gm_em *e, bool fwd)
+{
+	const struct gm_step *st = e->st;
+	uint32_t *set = fwd ? e->kcur : e->kprev;
+	size_t *n = fwd ? &e->ncur : &e->nprev;
+
+	if (!st->kv_cache || !(st->kv_block > 0) || st->kv_copies != fwd ||
+	    (!fwd && !st->keep_outputs))
+		return;
+	for (int k = 0; k < 2; k++) {
+		uint32_t id = ealloc(e, st->kv_block, GM_SK_KV);
+		if (id == NONE || !hold_room(e, id))
+			continue;
+		if (*n == e->kcap) {
+			e->err = GM_EINVAL;
+			return;
+		}
+		e->hold[id] = HOLD_LOOP;
+		set[(*n)++] = id;
+	}
+}
+
 /* Run loss ops [from, to) of the program (step.h). */
 static void loss_ops(struct gm_em *e, int from, int to)
 {
@@ -421,9 +582,14 @@ static void loss_ops(struct gm_em *e, int from, int to)
 		if (o->alloc) {
 			efree(e, &e->loss[o->id]);
 			e->loss[o->id] = ealloc(e, o->bytes, GM_SK_LOGITS);
-		}
-		else
+		} else if (o->id == 0 && e->st->keep_outputs &&
+			   i < e->st->n_loss_fwd) {
+			/* the logits: outputs.logits keeps them */
+			loop_hold(e, e->loss[0], false);
+			e->loss[0] = NONE;
+		} else {
 			efree(e, &e->loss[o->id]);
+		}
 	}
 }
 
@@ -451,7 +617,7 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 				break;
 			if (p->ckpt == GM_STEP_CKPT_FULL ||
 			    (p->ckpt == GM_STEP_CKPT_SELECTIVE && o->core))
-				efree(e, &B[o->id]);
+				prog_free(e, &B[o->id]);
 			break;
 		case GM_BOP_FREE:
 			if (o->id == GM_BLK_IN && p->ckpt == GM_STEP_CKPT_FULL)
@@ -461,7 +627,10 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 				B[GM_BLK_IN] = NONE;
 				break;
 			}
-			efree(e, &B[o->id]);
+			prog_free(e, &B[o->id]);
+			break;
+		case GM_BOP_HOLD:
+			loop_hold(e, B[o->id], true);
 			break;
 		default:
 			break;
@@ -517,7 +686,8 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 
 	for (int i = 0; i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
-		    p->op[i].kind == GM_SK_ACT && p->op[i].id != GM_BLK_OUT)
+		    p->op[i].kind == GM_SK_ACT &&
+		    (p->op[i].id != GM_BLK_OUT || (all && p->reentrant)))
 			last = i;
 	for (int i = 0; i <= last && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
@@ -531,9 +701,13 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 			efree(e, &e->rec[o->id]);
 		}
 	}
+	/* reentrant: torch.utils.checkpoint's CheckpointFunction.backward
+	 * holds the re-run's outputs until its torch.autograd.backward
+	 * returns (prog_backward frees them) */
 	for (int id = 0; id < p->n_ids; id++)
 		if (e->rec[id] != NONE && (e->reckind[id] != GM_SK_ACT ||
-					   id == GM_BLK_OUT))
+					   (id == GM_BLK_OUT &&
+					    !(all && p->reentrant))))
 			efree(e, &e->rec[id]);
 }
 
@@ -551,7 +725,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 			B[o->id] = ealloc(e, o->bytes, o->kind);
 			break;
 		case GM_BOP_FREE:
-			efree(e, &B[o->id]);
+			prog_free(e, &B[o->id]);
 			efree(e, &e->rec[o->id]);
 			break;
 		case GM_BOP_RECOMPUTE:
@@ -565,7 +739,7 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 	e->gcarry = B[p->gin_id];
 	B[p->gin_id] = NONE;
 	for (int id = 0; id < p->n_ids; id++) {
-		efree(e, &B[id]);
+		prog_free(e, &B[id]);
 		efree(e, &e->rec[id]);
 	}
 }
@@ -611,7 +785,7 @@ static bool head_wgrad16(struct gm_em *e)
 	int k = 0;
 
 	for (int i = 0; i < e->np && k < 2; i++)
-		if (head_copy(&e->st->p[i]))
+		if (head_copy(&e->st->p[i]) && e->st->p[i].grad > 0)
 			e->hw16[k++] = ealloc(e, e->st->p[i].cache,
 					      GM_SK_TRANSIENT);
 	return k > 0;
@@ -703,6 +877,32 @@ void gm_em_free(struct gm_em *e, uint32_t *id)
 	efree(e, id);
 }
 
+const struct gm_step *gm_em_step(const struct gm_em *e)
+{
+	return e->st;
+}
+
+uint32_t *gm_em_wid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->w[pix(e, row, i)];
+}
+
+uint32_t *gm_em_gid(struct gm_em *e, uint64_t row, int i)
+{
+	return &e->g[pix(e, row, i)];
+}
+
+struct gm_ds_em **gm_em_ds(struct gm_em *e)
+{
+	return &e->ds;
+}
+
+void gm_em_fail(struct gm_em *e, int err)
+{
+	if (!e->err)
+		e->err = err;
+}
+
 static void forward(struct gm_em *e, uint64_t slot)
 {
 	const struct gm_step *st = e->st;
@@ -725,6 +925,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 				mask = ealloc(e, st->blk.mask_bytes,
 					      GM_SK_TRANSIENT);
 			blk_forward(e, slot, l);
+			loop_kv_analytic(e, true);
 			if (l + 1 == e->L && st->head.n == 0)
 				efree(e, &mask);
 			fsdp_reshard(e, l);
@@ -732,6 +933,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 		}
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
+		loop_kv_analytic(e, true);
 		transient(e);
 		fsdp_reshard(e, l);
 	}
@@ -760,6 +962,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 		e->lp[0] = ealloc(e, st->logits_piece, GM_SK_LOGITS);
 		efree(e, &copy);
 	}
+	loop_forward_end(e);
 }
 
 static void backward(struct gm_em *e, uint64_t slot)
@@ -810,6 +1013,7 @@ static void backward(struct gm_em *e, uint64_t slot)
 					head_backward(e, slot);
 			}
 			blk_backward(e, slot, l);
+			loop_kv_analytic(e, false);
 			cache_unref(e, l);
 			grads_of(e, l, GM_STEP_LAYER, false);
 			fsdp_post_backward(e, l);
@@ -823,6 +1027,7 @@ static void backward(struct gm_em *e, uint64_t slot)
 		}
 		for (int k = 0; k < st->n_act; k++)
 			efree(e, &a[k]);
+		loop_kv_analytic(e, false);
 		cache_unref(e, l);
 		grads_of(e, l, GM_STEP_LAYER, false);
 		fsdp_post_backward(e, l);
@@ -912,6 +1117,10 @@ static void optimizer(struct gm_em *e)
 	uint32_t *tmp;
 
 	phase(e->sk, GM_SP_OPTIMIZER);
+	if (st->ds.on) {
+		gm_ds_optimizer(e);
+		return;
+	}
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
 			const struct gm_step_param *p = &st->p[j % e->np];
@@ -948,8 +1157,13 @@ static void optimizer(struct gm_em *e)
 	for (size_t j = 0; j < n; j++)
 		efree(e, &tmp[j]);
 	free(tmp);
-	for (size_t j = 0; j < n; j++) /* zero_grad(set_to_none=True) */
+	for (size_t j = 0; j < n; j++) { /* zero_grad(set_to_none=True) */
+		if (e->gdef) { /* after the next forward */
+			e->gdef[j] = e->g[j];
+			e->g[j] = NONE;
+		}
 		efree(e, &e->g[j]);
+	}
 }
 
 /*
@@ -1353,6 +1567,11 @@ static void em_free_all(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 
+	loop_release(e, e->kprev, &e->nprev);
+	loop_release(e, e->kcur, &e->ncur);
+	for (size_t j = 0; e->gdef && j < n; j++)
+		efree(e, &e->gdef[j]);
+
 	for (size_t j = 0; j < e->na; j++)
 		efree(e, &e->a[j]);
 	for (size_t j = 0; j < e->nbid; j++)
@@ -1387,6 +1606,7 @@ static void em_free_all(struct gm_em *e)
 		efree(e, &e->up[j]);
 		efree(e, &e->ug[j]);
 	}
+	gm_ds_free(e);
 	efree(e, &e->ag);
 	efree(e, &e->rsin);
 	efree(e, &e->ws);
@@ -1484,13 +1704,21 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		rc = GM_ENOMEM;
 		goto out;
 	}
+	/* the loop's kept sets: K and V of every block, the logits */
+	e.kcap = 2 * (size_t)e.L + 2;
+	e.kcur = ids(e.kcap);
+	e.kprev = ids(e.kcap);
+	if (st->training && st->grads_to_next_forward)
+		e.gdef = ids(n);
 	if (st->fsdp && st->training) {
 		e.up = ids(n);
 		e.ug = ids(n);
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn ||
+	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || !e.kcur ||
+	    !e.kprev || (st->training && st->grads_to_next_forward &&
+			 !e.gdef) ||
 	    (st->fsdp && st->training &&
 	     (!e.up || !e.ug || !e.gathered))) {
 		rc = GM_ENOMEM;
@@ -1518,6 +1746,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 				e.w[pix(&e, l, i)] = ealloc(
 					&e, built_bytes(&st->p[i]), GM_SK_WEIGHT);
 	shard_setup(&e);
+	if (st->ds.on && st->training)
+		gm_ds_setup(&e);
 	if (st->ddp && st->training)
 		ddp_setup(&e);
 	for (int k = 0, j = 0; k < st->n_comm; k++)
@@ -1556,6 +1786,10 @@ out:
 	free(e.own);
 	free(e.bid);
 	free(e.hid);
+	free(e.kcur);
+	free(e.kprev);
+	free(e.gdef);
+	free(e.hold);
 	free(e.freelist);
 	return rc;
 }
@@ -1711,6 +1945,95 @@ out:
 	return rc;
 }
 
+/*
+ * Serving a repeated run of small requests without the pool.
+ *
+ * Most calls of a long replay are small-pool requests (<= 1 MiB: a
+ * decode step's activations, 40 layers x 2048 steps of them in a long
+ * generation) that repeat one pattern layer after layer. The replay
+ * sink answers such a run from a record instead of the pool where that
+ * is provably what the pool would answer:
+ *
+ *  - The small pool of stream 0's arena decides (best fit by size and
+ *    address among its free blocks, splits, merges with free neighbours;
+ *    allocator/core/pool.c) from its own segments and blocks, plus the
+ *    backend when it needs a segment. Two equal small-pool states
+ *    (gm_pool_small_state: every segment, block and block state) answer
+ *    the same requests (rounded sizes; for a free, the address) with the
+ *    same blocks, and when the first run made no backend call
+ *    (gm_pool_device_calls unchanged) neither does the second.
+ *  - Other calls (large requests, other streams) touch the small pool
+ *    only when an allocation releases cached segments before its retry
+ *    (gm_pool_releases counts those) or reads the pool's allocated bytes
+ *    when it fails (rp_refused).
+ *  - Checkpoints: after each other allocation the small pool's state is
+ *    compared with the last LZ_CKPTS checkpoints'. Equal to one, with no
+ *    backend call and no release since: the small requests logged since
+ *    it are a cycle, and the small pool is in the cycle's start state.
+ *  - Armed (in the start state), each small request equal to the
+ *    cycle's next one gets the recorded block without a pool call; the
+ *    real pool lags behind by the requests served so far (pos). When the
+ *    whole cycle was served, the state is its start state again, which
+ *    the real pool holds: pos = 0. Another allocation made meanwhile is
+ *    tried with gm_pool_alloc_try(): if it is served without releasing
+ *    anything, its answer cannot depend on the small pool (the backend
+ *    sees the same segments: none was made or freed in the cycle) and it
+ *    changes nothing in it; if it would release, the lagging requests
+ *    are first made on the real pool (lz_flush, each returning the
+ *    recorded address), which brings it to the true state, and the
+ *    allocation is made as in the full replay. A small request that
+ *    differs from the cycle flushes too. Frees of other blocks touch no
+ *    small-pool block and call no backend.
+ * So every address, every reserved figure an event reports (no segment
+ * is made or freed by a served request) and every peak are those of the
+ * full replay (gm_step_replay_plain; tests/unit/planner/test_step_lazy.c
+ * compares both on random and long sequences).
+ */
+struct lz_op {
+	uint64_t x;             /* alloc: rounded size; free: address */
+	uint64_t addr;          /* alloc: the block's address */
+	bool alloc;
+};
+
+struct lz_words {
+	uint64_t *w;
+	size_t n, cap;
+};
+
+#define LZ_CKPTS 16
+#define LZ_LOG_MAX ((size_t)1 << 20)
+/* after LZ_MISSES checkpoints without a cycle, every next one costs a
+ * state for nothing: leave out misses / LZ_MISSES (at most LZ_SKIP_MAX)
+ * after each */
+#define LZ_MISSES 64
+#define LZ_SKIP_MAX 16
+
+struct lz {
+	bool on;
+	struct lz_op *log;      /* small requests since the oldest
+				 * checkpoint, all made on the pool */
+	size_t nlog, caplog;
+	int nck;                /* checkpoints: where the log stood, the
+				 * small pool's state then */
+	size_t ck_at[LZ_CKPTS];
+	struct lz_words ck[LZ_CKPTS];
+	struct lz_op *cyc;      /* the recorded cycle */
+	size_t ncyc, capcyc;
+	struct lz_words cst;    /* its start (and end) state */
+	bool armed;             /* the small pool is (virtually) in the
+				 * cycle, pos requests in */
+	size_t pos;
+	uint64_t *pbytes;       /* requested bytes of the lagging allocs */
+	size_t cappb;
+	struct lz_words tmp;
+	uint64_t passes, fails; /* its whole passes and its failures (a
+				 * request that differed from it) */
+	size_t minlen;          /* a new cycle must be longer */
+	uint64_t misses;        /* checkpoints since one armed a cycle */
+	uint64_t skip;          /* checkpoints left out from here */
+	uint64_t served;        /* requests answered from the cycle */
+};
+
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
 struct rp {
 	struct gm_pool *pool;
@@ -1725,6 +2048,7 @@ struct rp {
 	const struct gm_step_observer *obs;
 	struct gm_backend *be;
 	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
+	struct lz lz;       /* repeated runs of small requests */
 };
 
 /*
@@ -1770,13 +2094,272 @@ static int rp_refused(struct rp *p, uint64_t bytes, uintptr_t stream,
 	return rc;
 }
 
+static int lz_state(struct gm_pool *pool, struct lz_words *o)
+{
+	size_t n = gm_pool_small_state(pool, 0, o->w, o->cap);
+
+	if (n > o->cap) {
+		size_t c = n + n / 2 + 64;
+		uint64_t *w = realloc(o->w, c * sizeof(*w));
+
+		if (!w)
+			return GM_ENOMEM;
+		o->w = w;
+		o->cap = c;
+		n = gm_pool_small_state(pool, 0, o->w, o->cap);
+	}
+	o->n = n;
+	return 0;
+}
+
+static bool lz_same(const struct lz_words *a, const struct lz_words *b)
+{
+	return a->n == b->n &&
+	       (!a->n || !memcmp(a->w, b->w, a->n * sizeof(*a->w)));
+}
+
+static int lz_copy(struct lz_words *to, const struct lz_words *from)
+{
+	if (from->n > to->cap) {
+		uint64_t *w = realloc(to->w, from->n * sizeof(*w));
+
+		if (!w)
+			return GM_ENOMEM;
+		to->w = w;
+		to->cap = from->n;
+	}
+	if (from->n)
+		memcpy(to->w, from->w, from->n * sizeof(*to->w));
+	to->n = from->n;
+	return 0;
+}
+
+static void lz_swap(struct lz_words *a, struct lz_words *b)
+{
+	struct lz_words t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* Forget the checkpoints and the log (the state jumped, or the log is
+ * too long). */
+static void lz_reset(struct lz *z)
+{
+	z->nck = 0;
+	z->nlog = 0;
+}
+
+static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
+{
+	if (!z->nck)
+		return; /* nothing to find a cycle from */
+	if (z->nlog == z->caplog) {
+		size_t c = z->caplog ? 2 * z->caplog : 1024;
+		struct lz_op *l;
+
+		if (c > LZ_LOG_MAX ||
+		    !(l = realloc(z->log, c * sizeof(*l)))) {
+			lz_reset(z);
+			return;
+		}
+		z->log = l;
+		z->caplog = c;
+	}
+	z->log[z->nlog++] = (struct lz_op){x, addr, alloc};
+}
+
+/* Make the lagging requests (the cycle's first pos) on the real pool;
+ * the log then starts at the cycle's start state with them. */
+static int lz_flush(struct rp *p)
+{
+	struct lz *z = &p->lz;
+	uint64_t dc = gm_pool_device_calls(p->pool), a;
+	int rc;
+
+	/* A cycle that failed more often than it passed is one of the
+	 * pool's states but not of the requests (a layer's tensors swap
+	 * blocks every other layer): dropped, a longer one is looked for.
+	 * Else it is kept, to be armed again in its start state (a decode
+	 * step's own requests end its layers' run). */
+	z->minlen = 0;
+	if (++z->fails > z->passes) {
+		z->minlen = z->ncyc;
+		z->ncyc = 0;
+	}
+	z->armed = false;
+	lz_reset(z);
+	if ((rc = lz_copy(&z->ck[0], &z->cst)))
+		return rc;
+	z->ck_at[0] = 0;
+	z->nck = 1;
+	for (size_t i = 0; i < z->pos; i++) {
+		const struct lz_op *o = &z->cyc[i];
+
+		if (o->alloc) {
+			rc = gm_pool_alloc(p->pool, z->pbytes[i], 0, &a);
+			if (!rc && a != o->addr)
+				rc = GM_EINVAL; /* not the recorded block:
+						 * a bug, never a figure */
+		} else {
+			rc = gm_pool_free(p->pool, o->x);
+		}
+		if (rc)
+			return rc;
+		lz_log(z, o->alloc, o->x, o->addr);
+	}
+	z->pos = 0;
+	return gm_pool_device_calls(p->pool) != dc ? GM_EINVAL : 0;
+}
+
+/* A small request while armed: answered from the cycle (*addr for an
+ * alloc; true), else the lagging requests are flushed (false, *rc). */
+static bool lz_serve(struct rp *p, bool alloc, uint64_t x, uint64_t bytes,
+		     uint64_t *addr, int *rc)
+{
+	struct lz *z = &p->lz;
+	const struct lz_op *o = &z->cyc[z->pos];
+
+	*rc = 0;
+	if (o->alloc != alloc || o->x != x) {
+		*rc = lz_flush(p);
+		return false;
+	}
+	if (alloc) {
+		if (z->pos >= z->cappb) {
+			size_t c = z->cappb ? 2 * z->cappb : 1024;
+			uint64_t *b;
+
+			while (c <= z->pos)
+				c *= 2;
+			b = realloc(z->pbytes, c * sizeof(*b));
+			if (!b) {
+				*rc = lz_flush(p);
+				return false;
+			}
+			z->pbytes = b;
+			z->cappb = c;
+		}
+		z->pbytes[z->pos] = bytes;
+		*addr = o->addr;
+	}
+	z->served++;
+	if (++z->pos == z->ncyc) {
+		z->pos = 0; /* back in the start state, which the pool holds */
+		z->passes++;
+	}
+	return true;
+}
+
+/* A small request made on the pool (dc: device calls before it). */
+static void lz_made(struct rp *p, uint64_t dc, bool alloc, uint64_t x,
+		    uint64_t addr)
+{
+	if (gm_pool_device_calls(p->pool) != dc)
+		lz_reset(&p->lz); /* the backend was asked: no cycle
+				   * through here */
+	else
+		lz_log(&p->lz, alloc, x, addr);
+}
+
+/* After another allocation (rel: releases before it): a checkpoint,
+ * armed when the small pool came back to one's state. */
+static int lz_checkpoint(struct rp *p, uint64_t rel)
+{
+	struct lz *z = &p->lz;
+	int rc, j;
+
+	if (gm_pool_releases(p->pool) != rel) {
+		/* it released cached segments (after a flush, or in the
+		 * start state): the small pool changed; start again */
+		z->armed = false;
+		z->pos = 0;
+		lz_reset(z);
+	}
+	if (z->armed)
+		return 0;
+	if (z->skip) { /* a checkpoint is optional: none proves nothing */
+		z->skip--;
+		return 0;
+	}
+	if (++z->misses >= LZ_MISSES) /* no cycle for long: look less often */
+		z->skip = z->misses / LZ_MISSES < LZ_SKIP_MAX ?
+			  z->misses / LZ_MISSES : LZ_SKIP_MAX;
+	if ((rc = lz_state(p->pool, &z->tmp)))
+		return rc;
+	if (z->ncyc && lz_same(&z->tmp, &z->cst)) {
+		/* back in the kept cycle's start state */
+		z->armed = true;
+		z->pos = 0;
+		z->misses = 0;
+		lz_reset(z);
+		return 0;
+	}
+	for (j = z->nck - 1; j >= 0; j--)
+		if (z->nlog - z->ck_at[j] > z->minlen &&
+		    lz_same(&z->tmp, &z->ck[j]))
+			break;
+	if (j >= 0) {
+		size_t n = z->nlog - z->ck_at[j];
+
+		if (n > z->capcyc) {
+			struct lz_op *c = realloc(z->cyc, n * sizeof(*c));
+
+			if (!c)
+				return GM_ENOMEM;
+			z->cyc = c;
+			z->capcyc = n;
+		}
+		memcpy(z->cyc, z->log + z->ck_at[j], n * sizeof(*z->cyc));
+		z->ncyc = n;
+		lz_swap(&z->cst, &z->tmp);
+		z->armed = true;
+		z->pos = 0;
+		z->passes = z->fails = 0;
+		z->misses = 0;
+		lz_reset(z);
+		return 0;
+	}
+	if (z->nck == LZ_CKPTS) { /* drop the oldest */
+		struct lz_words w = z->ck[0];
+		size_t d = z->ck_at[1];
+
+		memmove(z->ck, z->ck + 1, (LZ_CKPTS - 1) * sizeof(*z->ck));
+		memmove(z->ck_at, z->ck_at + 1,
+			(LZ_CKPTS - 1) * sizeof(*z->ck_at));
+		z->ck[LZ_CKPTS - 1] = w;
+		z->nck--;
+		if (z->nlog > d)
+			memmove(z->log, z->log + d,
+				(z->nlog - d) * sizeof(*z->log));
+		z->nlog -= d;
+		for (int k = 0; k < z->nck; k++)
+			z->ck_at[k] -= d;
+	}
+	lz_swap(&z->ck[z->nck], &z->tmp);
+	z->ck_at[z->nck++] = z->nlog;
+	return 0;
+}
+
+static void lz_free_all(struct lz *z)
+{
+	free(z->log);
+	free(z->cyc);
+	free(z->pbytes);
+	for (int k = 0; k < LZ_CKPTS; k++)
+		free(z->ck[k].w);
+	free(z->cst.w);
+	free(z->tmp.w);
+}
+
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct rp *p = ctx;
 	uint64_t a, res;
 	uintptr_t stream;
-	int rc;
+	bool small;
+	int rc = 0;
 
 	if (id >= p->cap) {
 		uint32_t n = p->cap ? 2 * p->cap : 1024;
@@ -1800,11 +2383,41 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	}
 	/* FSDP's collectives allocate on their own streams (step.h) */
 	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
-	rc = gm_pool_alloc(p->pool, bytes, stream, &a);
-	if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
-		rc = rp_refused(p, bytes, stream, &a);
-	if (rc)
-		return rc;
+	small = p->lz.on && !stream && gm_pool_is_small(p->pool, bytes);
+	if (small) {
+		uint64_t x = gm_pool_round_size(p->pool, bytes), dc;
+
+		if (p->lz.armed && lz_serve(p, true, x, bytes, &a, &rc))
+			goto got;
+		if (rc)
+			return rc;
+		dc = gm_pool_device_calls(p->pool);
+		rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
+			rc = rp_refused(p, bytes, stream, &a);
+		if (rc)
+			return rc;
+		lz_made(p, dc, true, x, a);
+	} else {
+		uint64_t rel = p->lz.on ? gm_pool_releases(p->pool) : 0;
+
+		if (p->lz.armed && p->lz.pos) {
+			/* lagging: only an answer that releases nothing */
+			rc = gm_pool_alloc_try(p->pool, bytes, stream, &a);
+			if ((rc == GM_EDEVNOMEM || rc == GM_ELIMIT) &&
+			    !(rc = lz_flush(p)))
+				rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		} else {
+			rc = gm_pool_alloc(p->pool, bytes, stream, &a);
+		}
+		if (rc == GM_EDEVNOMEM || rc == GM_ELIMIT)
+			rc = rp_refused(p, bytes, stream, &a);
+		if (rc)
+			return rc;
+		if (p->lz.on && (rc = lz_checkpoint(p, rel)))
+			return rc;
+	}
+got:
 	p->kind[id] = (unsigned char)kind;
 	if (p->obs) {
 		struct gm_step_event ev = {kind, p->phase, p->step,
@@ -1836,12 +2449,29 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 static int rp_free(void *ctx, uint32_t id)
 {
 	struct rp *p = ctx;
-	int rc;
+	int rc = 0;
 
 	p->live -= (double)p->req[id];
 	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
 	p->nlive--;
-	rc = gm_pool_free(p->pool, p->addr[id]);
+	if (p->lz.on && p->kind[id] != GM_SK_GATHER &&
+	    p->kind[id] != GM_SK_REDUCE &&
+	    gm_pool_is_small(p->pool, p->req[id])) {
+		uint64_t dc;
+
+		if (p->lz.armed &&
+		    lz_serve(p, false, p->addr[id], 0, NULL, &rc))
+			goto done;
+		if (rc)
+			return rc;
+		dc = gm_pool_device_calls(p->pool);
+		rc = gm_pool_free(p->pool, p->addr[id]);
+		if (!rc)
+			lz_made(p, dc, false, p->addr[id], 0);
+	} else {
+		rc = gm_pool_free(p->pool, p->addr[id]);
+	}
+done:
 	if (!rc && p->obs) {
 		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
@@ -1863,14 +2493,16 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
-		       const struct gm_step_observer *obs, bool stop)
+		       const struct gm_step_observer *obs, bool stop,
+		       bool lazy)
 {
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
 	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
-	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop};
+	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
+		       .lz = {.on = lazy}};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -1889,9 +2521,11 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 		goto out;
 	rc = gm_step_emit(st, &sk);
 	out->card_needed = (double)be->total_bytes;
+	out->served = p.lz.served;
 	gm_pool_destroy(p.pool);
 out:
 	be->ops->destroy(be);
+	lz_free_all(&p.lz);
 	free(p.addr);
 	free(p.req);
 	free(p.kind);
@@ -1907,14 +2541,14 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs)
 {
 	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			   out, obs, false);
+			   out, obs, false, true);
 }
 
 int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
 			struct gm_step_result *out)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, NULL, true);
+			     out, NULL, true, true);
 
 	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
@@ -1923,4 +2557,14 @@ int gm_step_replay(const struct gm_step *st, uint64_t capacity_bytes,
 		   struct gm_step_result *out)
 {
 	return gm_step_replay_observed(st, capacity_bytes, out, NULL);
+}
+
+int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
+			 bool fits_only, struct gm_step_result *out,
+			 const struct gm_step_observer *obs)
+{
+	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			     out, obs, fits_only, false);
+
+	return fits_only && rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }

@@ -25,6 +25,7 @@
 
 #include "activations.h"
 #include "params.h"
+#include "step_ds.h"
 
 /* What an allocation holds (for tests and reports). GATHER: FSDP's
  * all-gather output, REDUCE: its reduce-scatter output (the sharded
@@ -125,11 +126,17 @@ struct gm_step_infer {
  *  backward;
  *  RECOMPUTE: selective checkpointing re-runs the forward's core ops
  *  (the attention function) here; full checkpointing re-runs the whole
- *  forward at the start of the backward instead.
+ *  forward at the start of the backward instead;
+ *  HOLD id: an object outside the block takes a reference to the tensor
+ *  (the DynamicCache past_key_values, gm_step.kv_cache): the program's
+ *  own FREE / DROP of it then only drops the program's reference, and
+ *  the tensor lives until the training loop lets the cache go too
+ *  (gm_step.keep_outputs).
  * core marks the ops of the attention function (tools/measure/
  * selective.py wraps exactly that function in torch.utils.checkpoint).
  */
-enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE };
+enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE,
+		   GM_BOP_HOLD };
 
 enum { GM_BLK_IN, GM_BLK_OUT, GM_BLK_GOUT, GM_BLK_GIN, GM_BLK_FIRST };
 
@@ -162,6 +169,10 @@ struct gm_step_block {
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
+	bool reentrant;         /* full checkpointing is reentrant
+				 * (CheckpointFunction): the backward
+				 * re-runs the whole forward, its output
+				 * kept to the block's backward's end */
 	int n_lora;             /* the LoRA adapters the program applies:
 				 * each linear's in and out features */
 	struct {
@@ -179,6 +190,9 @@ struct gm_step_shape {
 	bool dropout;           /* training dropout p > 0 (the family's
 				 * default) */
 	bool qkv_bias;          /* q/k/v biases (model.qkv_bias) */
+	bool kv_cache;          /* the forward builds past_key_values
+				 * (planner/loop.h): the block calls
+				 * gm_blk_kv_cache() */
 	enum gm_step_ckpt ckpt;
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;
@@ -188,6 +202,8 @@ struct gm_step_shape {
 	 * block names (gm_blk_linear_named) that match lora_targets carry
 	 * LoRA's two matmuls of rank lora_rank (planner/step_adapter.c) */
 	const struct gm_spec_training *adapter;
+	bool reentrant;         /* full checkpointing by torch.utils.
+				 * checkpoint(use_reentrant=True) */
 	bool in_no_grad;        /* the block input does not require grad
 				 * (the first block under a frozen
 				 * embedding): ops on it alone record no
@@ -245,6 +261,20 @@ struct gm_step {
 	 * still live then is freed after the head's gradients */
 	int n_loss, n_loss_fwd;
 	struct gm_step_lossop loss[GM_STEP_LOSS_OPS];
+	/*
+	 * What the training loop keeps across a forward's end (planner/
+	 * loop.h; step.c, "The training loop"): keep_outputs: the logits
+	 * (loss program id 0) and the cache of one forward live until the
+	 * next forward has returned; else the cache goes when the forward
+	 * returns. kv_cache: the blocks' DynamicCache (HOLD ops of a block
+	 * program; without a program, kv_block bytes for each of K and V
+	 * per block, copies under autocast, else the saved K and V
+	 * themselves). grads_to_next_forward: zero_grad runs after the
+	 * next forward, before its backward (Lightning's closure), so a
+	 * step's gradients live through the next forward.
+	 */
+	bool keep_outputs, kv_cache, kv_copies, grads_to_next_forward;
+	double kv_block;
 	bool opt_tmp_per_tensor; /* Adafactor: 3 temporaries per tensor,
 				  * freed before the next; else one foreach
 				  * list over all tensors */
@@ -292,6 +322,10 @@ struct gm_step {
 	 */
 	unsigned zero1_d;
 	struct gm_step_infer inf; /* inference: the pass's shapes */
+	/* DeepSpeed's engine (step_ds.h; ds.on false: none). p[].weight and
+	 * grad are then the 16-bit tensors as built, n_state 0: the engine
+	 * emits its partitions, masters and states itself. */
+	struct gm_step_ds ds;
 	/* Megatron-LM: when set, the step is this one, emitted by
 	 * gm_mg_emit() (step_megatron.h), and the fields above are unused */
 	const struct gm_mg_step *megatron;
@@ -364,6 +398,9 @@ struct gm_step_result {
 	double oom_allocated;   /* live bytes (rounded) then */
 	double oom_reserved;    /* reserved then: what the card held */
 	double card_needed;     /* the simulated card's final capacity */
+	uint64_t served;        /* requests answered from a recorded cycle
+				 * instead of the pool (step.c; the other
+				 * figures are those of the full replay) */
 };
 
 /*
@@ -419,5 +456,17 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    uint64_t capacity_bytes,
 			    struct gm_step_result *out,
 			    const struct gm_step_observer *obs);
+
+/*
+ * The replay with every request made on the pool (the others answer a
+ * repeated run of small-pool requests from a record when that is
+ * provably the pool's answer: step.c, "Serving a repeated run"): as
+ * gm_step_replay_fits() when fits_only, else as
+ * gm_step_replay_observed(). For tests that both give the same figures
+ * and events.
+ */
+int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
+			 bool fits_only, struct gm_step_result *out,
+			 const struct gm_step_observer *obs);
 
 #endif

@@ -4,6 +4,7 @@
 #include "step_adapter.h"
 
 #include "error.h"
+#include "recipe.h"
 
 #include <string.h>
 
@@ -23,7 +24,9 @@ void gm_adapter_base_bytes(const struct gm_spec_training *t,
 {
 	if (!t || t->adapter == GM_ADAPTER_NONE)
 		return;
-	b->weights = b->compute;
+	/* QLoRA: prepare_model_for_kbit_training (peft utils/other.py)
+	 * casts every 16-bit parameter that is not Params4bit to fp32 */
+	b->weights = t->adapter == GM_ADAPTER_QLORA ? 4 : b->compute;
 	b->gradients = 0;
 	b->optimizer = 0;
 	b->master = 0;
@@ -104,8 +107,16 @@ int gm_adapter_step_params(struct gm_step *st,
 		n_states = GM_STEP_STATES;
 	for (int i = 0; i < st->n_param; i++) {
 		struct gm_step_param *q = &st->p[i];
+		/* QLoRA's fp32 lm_head (prepare_model_for_kbit_training)
+		 * under autocast: F.linear casts its weight each forward
+		 * (not cached: it does not require grad), and the matmul
+		 * keeps the cast for the input's gradient until its
+		 * backward (the H200 trace of
+		 * qlora-llama-1.1b-r16-alllinear-fullckpt: 125 MiB) */
+		bool cast = t->adapter == GM_ADAPTER_QLORA && cache > 0 &&
+			    q->where == GM_STEP_HEAD && q->grad_at_loss;
 		q->grad = 0;
-		q->cache = 0;
+		q->cache = cast ? q->weight / 4 * cache : 0;
 		q->opt_tmp = 0;
 		q->n_state = 0;
 	}
@@ -118,4 +129,28 @@ int gm_adapter_step_params(struct gm_step *st,
 				 tmp, cache);
 	}
 	return rc;
+}
+
+bool gm_adapter_quantized(const struct gm_spec_training *t,
+			  const struct gm_ptensor *pt)
+{
+	return t && t->adapter == GM_ADAPTER_QLORA &&
+	       (pt->flags & GM_PT_LAYER) && (pt->flags & GM_PT_MATMUL) &&
+	       !pt->groups;
+}
+
+double gm_adapter_quantized_delta(const struct gm_param_layout *l,
+				  const struct gm_spec_training *t,
+				  double base_b)
+{
+	double d = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		const struct gm_ptensor *pt = &l->t[i];
+		double n = (double)pt->rows * (double)pt->cols;
+		if (!gm_adapter_quantized(t, pt))
+			continue;
+		d += gm_nf4_bytes(pt->rows * pt->cols) - n * base_b;
+	}
+	return d;
 }

@@ -1,8 +1,10 @@
 /*
- * step_adapter.h - what a PEFT adapter (training.adapter: lora) changes
- * in a training step's allocation sequence (step_adapter.c): which
- * linears carry LoRA, the frozen base's bytes per parameter, and the
- * adapters' own parameter tensors for the step emitter (step.h).
+ * step_adapter.h - what a PEFT adapter (training.adapter: lora, qlora)
+ * changes in a training step's allocation sequence (step_adapter.c):
+ * which linears carry LoRA, the frozen base's bytes per parameter (NF4
+ * for QLoRA's block linears), and the adapters' own parameter tensors
+ * for the step emitter (step.h). The ops of a frozen, 4-bit or LoRA
+ * linear are block.c's.
  *
  * Sources, each at the version the H200 measurements of
  * tests/data/calibration/pending/loops/measured-h200.json ran (PEFT
@@ -67,5 +69,19 @@ double gm_adapter_layer_params(const struct gm_param_layout *l,
 int gm_adapter_step_params(struct gm_step *st,
 			   const struct gm_spec_training *t, double opt,
 			   int n_states, double tmp, double cache);
+
+/*
+ * QLoRA (transformers' bitsandbytes quantizer, BitsAndBytesConfig(
+ * load_in_4bit=True, bnb_4bit_quant_type="nf4",
+ * bnb_4bit_use_double_quant=True)): whether layout tensor pt is stored
+ * as a Params4bit (every block linear; the head, embeddings and norms
+ * stay in their dtype), and the bytes one block's quantized tensors
+ * change (gm_nf4_bytes() each, less their base_b bytes per element).
+ */
+bool gm_adapter_quantized(const struct gm_spec_training *t,
+			  const struct gm_ptensor *pt);
+double gm_adapter_quantized_delta(const struct gm_param_layout *l,
+				  const struct gm_spec_training *t,
+				  double base_b);
 
 #endif

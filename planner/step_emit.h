@@ -19,6 +19,7 @@
 #define GM_EM_NONE UINT32_MAX
 
 struct gm_em;
+struct gm_ds_em;
 
 /* One forward: its tokens and the KV length before it. */
 struct gm_em_fwd {
@@ -53,5 +54,16 @@ uint32_t gm_em_rotary(struct gm_em *e, double bytes);
 void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs);
 /* DynamicCache.update of layer l's K and V for forward f. */
 void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f);
+
+/* For the framework engines beside the emitter (step_ds.c): the step
+ * described, the ids of parameter i's weight and gradient in row `row`
+ * (a block, or the layer count for the embeddings and head; GM_EM_NONE
+ * when not live), the engine's own state, and an error that ends the
+ * emission (the first one is kept). */
+const struct gm_step *gm_em_step(const struct gm_em *e);
+uint32_t *gm_em_wid(struct gm_em *e, uint64_t row, int i);
+uint32_t *gm_em_gid(struct gm_em *e, uint64_t row, int i);
+struct gm_ds_em **gm_em_ds(struct gm_em *e);
+void gm_em_fail(struct gm_em *e, int err);
 
 #endif

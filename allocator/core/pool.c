@@ -98,6 +98,7 @@ struct seg {
 	struct arena *arena;
 	struct blk *first, *last;
 	struct seg *sprev, *snext;
+	struct seg *pprev, *pnext; /* the arena's segments of this pool */
 	uint32_t nused;       /* allocated + pending blocks */
 	uint64_t used;        /* their bytes */
 	uint64_t mapped;      /* virtual: bytes mapped (size - holes) */
@@ -131,6 +132,7 @@ struct arena {
 	struct gm_tnode *empty_tree[NPOOLS];
 	struct gm_tnode *hole_tree[NPOOLS]; /* B_HOLE blocks (virtual) */
 	struct seg *segs;
+	struct seg *psegs[NPOOLS]; /* the same, per pool (pprev, pnext) */
 	struct seg *vseg[NPOOLS];
 	/* Stream safety for other streams: frees are numbered; done_seq is
 	 * the highest number known complete on the device. */
@@ -1331,6 +1333,16 @@ fail:
 	return err;
 }
 
+/* Put s first in its arena's list of segments of its pool. */
+static void seg_plink(struct arena *a, struct seg *s)
+{
+	s->pprev = NULL;
+	s->pnext = a->psegs[s->pool];
+	if (s->pnext)
+		s->pnext->pprev = s;
+	a->psegs[s->pool] = s;
+}
+
 /* Add a segment (all free, one block) to arena a. Caller holds a->lock. */
 static void seg_adopt(struct gm_pool *p, struct arena *a, struct seg *s)
 {
@@ -1341,6 +1353,7 @@ static void seg_adopt(struct gm_pool *p, struct arena *a, struct seg *s)
 	if (a->segs)
 		a->segs->sprev = s;
 	a->segs = s;
+	seg_plink(a, s);
 	tree_put(a, s->first);
 	if (!s->virt)
 		empty_put(a, s);
@@ -1358,6 +1371,13 @@ static void seg_unlink(struct arena *a, struct seg *s)
 	if (s->snext)
 		s->snext->sprev = s->sprev;
 	s->sprev = s->snext = NULL;
+	if (s->pprev)
+		s->pprev->pnext = s->pnext;
+	else
+		a->psegs[s->pool] = s->pnext;
+	if (s->pnext)
+		s->pnext->pprev = s->pprev;
+	s->pprev = s->pnext = NULL;
 }
 
 /* Return an unlinked empty plain segment to the backend. */
@@ -1677,6 +1697,7 @@ static struct seg *vseg_get(struct gm_pool *p, struct arena *a, int pool,
 	if (a->segs)
 		a->segs->sprev = s;
 	a->segs = s;
+	seg_plink(a, s);
 	a->vseg[pool] = s;
 	gstat_add(&p->segments, 1);
 	return s;
@@ -2104,7 +2125,7 @@ static void record_oom(struct gm_pool *p, int err, uint64_t size,
  */
 static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 			      uint64_t size, uint64_t rounded, int *err,
-			      bool *counted)
+			      bool *counted, bool try_only)
 {
 	struct seg *s = NULL;
 	struct blk *b;
@@ -2138,6 +2159,8 @@ static struct blk *alloc_slow(struct gm_pool *p, struct arena *a, int pool,
 		if (*err != GM_ELIMIT && *err != GM_EDEVNOMEM)
 			return NULL;
 		if (attempt == 0) {
+			if (try_only) /* gm_pool_alloc_try: stop here */
+				return NULL;
 			atomic_fetch_add(&p->retries, 1);
 			gm_pool_release_cached(p);
 		}
@@ -2196,8 +2219,9 @@ static int alloc_window(struct gm_pool *p, struct arena *a, struct blk *b,
 	return err;
 }
 
-int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
-		  uint64_t *addr)
+static inline __attribute__((always_inline)) int
+pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
+	   uint64_t *addr, bool try_only)
 {
 	struct gm_tnode **at;
 	struct arena *a;
@@ -2221,9 +2245,11 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
 	if (!b) {
 		ulk(&a->lock);
-		b = alloc_slow(pool, a, pl, size, rounded, &err, &counted);
+		b = alloc_slow(pool, a, pl, size, rounded, &err, &counted,
+			       try_only);
 		if (!b) {
-			if (err == GM_ELIMIT || err == GM_EDEVNOMEM)
+			if (!try_only &&
+			    (err == GM_ELIMIT || err == GM_EDEVNOMEM))
 				record_oom(pool, err, size, rounded, stream);
 			return err;
 		}
@@ -2242,6 +2268,18 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	if (!err)
 		*addr = b->node.addr;
 	return err;
+}
+
+int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
+		  uint64_t *addr)
+{
+	return pool_alloc(pool, size, stream, addr, false);
+}
+
+int gm_pool_alloc_try(struct gm_pool *pool, uint64_t size, uintptr_t stream,
+		      uint64_t *addr)
+{
+	return pool_alloc(pool, size, stream, addr, true);
 }
 
 /* ==== Release ==== */
@@ -2511,6 +2549,59 @@ void gm_pool_reset_peaks(struct gm_pool *pool)
 uint64_t gm_pool_reserved(const struct gm_pool *pool)
 {
 	return atomic_load(&((struct gm_pool *)pool)->reserved.cur);
+}
+
+bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size)
+{
+	return size && size <= MAX_REQUEST && !pool->opt.no_cache &&
+	       !pool->opt.virtual_segments &&
+	       pool_of(round_size(pool, size)) == POOL_SMALL;
+}
+
+size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
+			   uint64_t *buf, size_t cap)
+{
+	unsigned slot;
+	struct arena *a = arena_find(pool, stream, &slot);
+	size_t n = 0;
+
+#define PUT(v) do { if (n < cap) buf[n] = (v); n++; } while (0)
+	if (!a)
+		return 0;
+	lk_arena(a);
+	for (const struct seg *s = a->psegs[POOL_SMALL]; s; s = s->pnext) {
+		size_t nb = 0;
+
+		for (const struct blk *b = s->first; b; b = b->next)
+			nb++;
+		PUT(s->node.addr);
+		PUT(s->node.size);
+		PUT(nb);
+		for (const struct blk *b = s->first; b; b = b->next) {
+			PUT(b->node.addr);
+			PUT(b->node.size);
+			PUT(b->state);
+		}
+	}
+	ulk(&a->lock);
+#undef PUT
+	return n;
+}
+
+uint64_t gm_pool_releases(const struct gm_pool *pool)
+{
+	struct gm_pool *p = (struct gm_pool *)pool;
+
+	return atomic_load(&p->retries) + atomic_load(&p->dev_free);
+}
+
+uint64_t gm_pool_device_calls(const struct gm_pool *pool)
+{
+	struct gm_pool *p = (struct gm_pool *)pool;
+
+	return atomic_load(&p->dev_alloc) + atomic_load(&p->dev_free) +
+	       atomic_load(&p->retries) + atomic_load(&p->ooms) +
+	       atomic_load(&p->limit_rej) + atomic_load(&p->xstream);
 }
 
 bool gm_pool_virtual(const struct gm_pool *pool)

@@ -170,6 +170,15 @@ int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		  uint64_t *addr);
 
 /*
+ * gm_pool_alloc() that stops where that would first release cached
+ * segments (PyTorch's release_cached_blocks before its retry): it then
+ * returns GM_ELIMIT or GM_EDEVNOMEM with nothing released, recorded or
+ * left charged (the pool as before the call). Else as gm_pool_alloc().
+ */
+int gm_pool_alloc_try(struct gm_pool *pool, uint64_t size, uintptr_t stream,
+		      uint64_t *addr);
+
+/*
  * Free a block returned by gm_pool_alloc (addr must be its start).
  * The block is reusable at once on its own stream (stream order makes
  * that safe), on other streams only once the streams' work that
@@ -251,5 +260,30 @@ bool gm_pool_virtual(const struct gm_pool *pool);
 
 /* The size a request is rounded to under the pool's options. */
 uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);
+
+/*
+ * For a replay that serves a repeated run of small-pool requests without
+ * the pool (planner/step.c). gm_pool_is_small: a request of size bytes
+ * goes to the small pool (rounded <= 1 MiB, plain segments, caching on;
+ * false for virtual or uncached pools). gm_pool_small_state: the small
+ * pool of stream's arena as words into buf[0 .. cap): each segment in
+ * the arena's order (address, size, its block count), then each of its
+ * blocks in address order (address, size, state: free, live or pending).
+ * That is every input of the small pool's decisions (best fit by size
+ * and address among its free blocks, splits, merges with free
+ * neighbours, the empty segments a release would free), so two equal
+ * states answer the same requests with the same blocks. Returns the
+ * number of words (more than cap: buf holds the first cap). Caller:
+ * no thread uses the pool meanwhile. gm_pool_device_calls: segment
+ * allocations and frees, releases and failures so far; unchanged over a
+ * run of calls, none of them reached the backend or released a cached
+ * segment.
+ */
+bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size);
+size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
+			   uint64_t *buf, size_t cap);
+uint64_t gm_pool_device_calls(const struct gm_pool *pool);
+/* Releases of cached segments (and segment frees) so far. */
+uint64_t gm_pool_releases(const struct gm_pool *pool);
 
 #endif

@@ -96,6 +96,7 @@ static void block(struct gm_blk *b)
 	gm_blk_set_grad_bytes(b, v, T * K * gm_blk_eb(b, qkv));
 	gm_blk_node(b, (int[]){qkv, GM_BLK_END}, (int[]){q, k, v, GM_BLK_END}, NULL);
 	gm_blk_drop(b, qkv);
+	gm_blk_kv_cache(b, &k, &v);
 	at = gm_blk_attention(b, q, k, v);
 	gm_blk_drop(b, q);
 	gm_blk_drop(b, k);

@@ -92,6 +92,7 @@ static void block(struct gm_blk *b)
 	ke = gm_blk_rotary(b, k);
 	gm_blk_drop(b, q);
 	gm_blk_drop(b, k);
+	gm_blk_kv_cache(b, &ke, &v);
 	at = gm_blk_attention(b, qe, ke, v);
 	o = gm_blk_linear_named(b, "o_proj", at, Q, h, false);
 	gm_blk_drop(b, at);

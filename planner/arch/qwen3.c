@@ -16,6 +16,7 @@
  * version).
  */
 #include "arch/family.h"
+#include "arch/qwen3.h"
 
 #include "activations.h"
 #include "block.h"
@@ -62,18 +63,24 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
  * Qwen3DecoderLayer, the analytic list: Llama's (llama.c), with the q/k
  * norms' inputs (q and k, which their fp32 copies save as the norm
  * input does; the rotary embedding saves only cos/sin, the norms'
- * outputs are what the attention core reads). q is counted in units
- * of the hidden size, exact where heads x head_dim = hidden_size
- * (Qwen3-8B); the op-by-op block below has q's own width.
+ * outputs are what the attention core reads), q at q_proj's width.
  */
-static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
+void gm_qwen3_saved_attention(struct gm_act_layer *l,
+			      const struct gm_act_style *st)
 {
 	double C = st->compute;
 
 	gm_act_norm(l, st, true, 3, "q/k/v input");
-	gm_act_add(l, "q_norm input (q)", C, 0)->h = 1;
+	gm_act_add(l, "q_norm input (q)", C, 0)->q = 1;
 	gm_act_add(l, "k_norm input (k)", C, 0)->kv = 1;
 	gm_act_attention(l, st, false);
+}
+
+static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
+{
+	double C = st->compute;
+
+	gm_qwen3_saved_attention(l, st);
 	gm_act_norm(l, st, true, 2, "gate/up input");
 	gm_act_add(l, "gate output (SiLU input)", C, 0)->f = 1;
 	gm_act_add(l, "SiLU output, up output", C, 0)->f = 2;
@@ -100,6 +107,7 @@ static void block(struct gm_blk *b)
 	ke = gm_blk_rotary(b, kn);
 	gm_blk_drop(b, qn);
 	gm_blk_drop(b, kn);
+	gm_blk_kv_cache(b, &ke, &v);
 	at = gm_blk_attention(b, qe, ke, v);
 	o = gm_blk_linear_named(b, "o_proj", at, Q, h, false);
 	gm_blk_drop(b, at);
@@ -129,17 +137,14 @@ static void block(struct gm_blk *b)
 	gm_blk_drop(b, GM_BLK_IN);
 }
 
-/* One Qwen3DecoderLayer in inference: returns its output; the caller
- * frees the input. */
-static uint32_t infer_layer(struct gm_em *e, uint64_t l,
-			    const struct gm_em_fwd *f)
+/* Qwen3DecoderLayer's attention half in inference (arch/qwen3.h). */
+uint32_t gm_qwen3_infer_attention(struct gm_em *e, uint64_t l,
+				  const struct gm_em_fwd *f, uint32_t *n2)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double T = (double)f->T, c = in->c;
 	double X = T * in->hidden * c, Q = T * in->q * c, K = T * in->kv * c;
-	double I = T * in->ffn * c;
-	uint32_t n1, q, qn, k, kn, v, qe, ke, o, p, r, n2, gt, s, up, m, d;
-	uint32_t out;
+	uint32_t n1, q, qn, k, kn, v, qe, ke, o, p, r;
 
 	n1 = gm_em_rms_norm(e, T);
 	q = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* q_proj */
@@ -163,7 +168,21 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	gm_em_free(e, &n1);
 	r = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* residual + */
 	gm_em_free(e, &p);
-	n2 = gm_em_rms_norm(e, T);
+	*n2 = gm_em_rms_norm(e, T);
+	return r;
+}
+
+/* One Qwen3DecoderLayer in inference: returns its output; the caller
+ * frees the input. */
+static uint32_t infer_layer(struct gm_em *e, uint64_t l,
+			    const struct gm_em_fwd *f)
+{
+	const struct gm_step_infer *in = gm_em_infer(e);
+	double T = (double)f->T, c = in->c;
+	double X = T * in->hidden * c, I = T * in->ffn * c;
+	uint32_t r, n2, gt, s, up, m, d, out;
+
+	r = gm_qwen3_infer_attention(e, l, f, &n2);
 	gt = gm_em_alloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
 	s = gm_em_alloc(e, I, GM_SK_TRANSIENT);          /* silu */
 	gm_em_free(e, &gt);

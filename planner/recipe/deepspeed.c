@@ -53,11 +53,16 @@ static const struct gm_spec_deepspeed ds_default = {
 	.prefetch_bucket_size = 50000000,
 	.max_live_parameters = 1000000000,
 	.param_persistence_threshold = 100000,
+	.sub_group_size = 1000000000,
+	.max_reuse_distance = 1000000000,
 	.contiguous_gradients = true,
 };
 
-/* sub_group_size's default (DeepSpeedZeroConfig, 1e9 elements). */
-#define GM_DS_SUB_GROUP 1e9
+const struct gm_spec_deepspeed *gm_ds_defaults(void)
+{
+	return &ds_default;
+}
+
 
 static double min2(double a, double b)
 {
@@ -153,7 +158,7 @@ int gm_recipe_deepspeed(const struct gm_recipe_in *in,
 	o->optimizer = o->master + adam * T / d;
 	/* step, one sub-group at a time (_prepare_fp32_grad_for_sub_group:
 	 * its gradients flattened, then cast to fp32) */
-	o->step = (half ? b + 4 : 4) * min2(GM_DS_SUB_GROUP, T / d);
+	o->step = (half ? b + 4 : 4) * min2((double)ds->sub_group_size, T / d);
 	o->buffers = ds->contiguous_gradients ? bucket : 0;
 	o->gathered = b * min2(U + (double)ds->prefetch_bucket_size,
 			       max2(U, (double)ds->max_live_parameters)) +

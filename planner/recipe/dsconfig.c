@@ -43,7 +43,7 @@ enum ds_act {
 	DS_FP16, DS_BF16,               /* fp16.enabled, bf16.enabled */
 	DS_STAGE, DS_CONTIG, DS_OVERLAP,
 	DS_REDUCE_BUCKET, DS_ALLGATHER_BUCKET, DS_PREFETCH, DS_MAX_LIVE,
-	DS_PERSIST,
+	DS_PERSIST, DS_SUB_GROUP, DS_REUSE,
 	DS_OFF_OPT, DS_OFF_PARAM,       /* offload_*.device */
 	DS_OPT_TYPE,                    /* optimizer.type */
 	DS_REFUSE_TRUE,  /* a bool whose true is not modelled */
@@ -98,12 +98,12 @@ static const struct ds_key ds_keys[] = {
 	{"overlap_comm", S_ZERO, DS_OVERLAP},
 	{"load_from_fp32_weights", S_ZERO, DS_IGNORE_BOOL},
 	{"elastic_checkpoint", S_ZERO, DS_IGNORE_BOOL},
-	{"sub_group_size", S_ZERO, DS_IGNORE_INT},
+	{"sub_group_size", S_ZERO, DS_SUB_GROUP},
 	{"stage3_prefetch_bucket_size", S_ZERO, DS_PREFETCH},
 	{"stage3_param_persistence_threshold", S_ZERO, DS_PERSIST},
 	{"stage3_model_persistence_threshold", S_ZERO, DS_IGNORE_INT},
 	{"stage3_max_live_parameters", S_ZERO, DS_MAX_LIVE},
-	{"stage3_max_reuse_distance", S_ZERO, DS_IGNORE_INT},
+	{"stage3_max_reuse_distance", S_ZERO, DS_REUSE},
 	{"stage3_gather_16bit_weights_on_model_save", S_ZERO, DS_IGNORE_BOOL},
 	{"stage3_gather_fp16_weights_on_model_save", S_ZERO, DS_IGNORE_BOOL},
 	{"stage3_module_granularity_threshold", S_ZERO, DS_IGNORE_INT},
@@ -500,6 +500,10 @@ static int value(struct ds_read *r, const yaml_node_t *v, int id)
 		return get_count(r, v, id, &ds->max_live_parameters);
 	case DS_PERSIST:
 		return get_count(r, v, id, &ds->param_persistence_threshold);
+	case DS_SUB_GROUP:
+		return get_count(r, v, id, &ds->sub_group_size);
+	case DS_REUSE:
+		return get_count(r, v, id, &ds->max_reuse_distance);
 	case DS_OFF_OPT:
 		return offload(r, v, id, GM_K_OFFLOAD_OPT,
 			       &sp->parallelism.offload_optimizer);
@@ -689,6 +693,8 @@ static void zero_defaults(struct gm_spec_deepspeed *ds)
 	ds->prefetch_bucket_size = 50000000;
 	ds->max_live_parameters = 1000000000;
 	ds->param_persistence_threshold = 100000;
+	ds->sub_group_size = 1000000000;
+	ds->max_reuse_distance = 1000000000;
 	ds->contiguous_gradients = true;
 }
 

@@ -10,7 +10,8 @@
  *   deepspeed.c  DeepSpeed 0.19.6 ZeRO 0-3 with buckets and offload
  *   megatron.c   Megatron-LM core_v0.15 (main_grad buffer, distributed
  *                optimizer, 1F1B and interleaved in-flight micro-batches)
- *   adapter.c    PEFT 0.20 LoRA and bitsandbytes 0.50 NF4 (QLoRA)
+ *   adapter.c    PEFT 0.20 LoRA and bitsandbytes 0.50 NF4 (QLoRA); the
+ *                step emitter's adapter rules: planner/step_adapter.c
  * recipe.c holds the table that picks a framework's function.
  *
  * All sizes are bytes (doubles: fractions of a byte per parameter add
@@ -91,6 +92,10 @@ int gm_recipe_deepspeed(const struct gm_recipe_in *in,
 			struct gm_recipe_states *out, struct gm_diag *diag);
 int gm_recipe_megatron(const struct gm_recipe_in *in,
 		       struct gm_recipe_states *out, struct gm_diag *diag);
+
+/* DeepSpeedZeroConfig's defaults (runtime/zero/config.py), for a run
+ * whose spec names no DeepSpeed JSON. */
+const struct gm_spec_deepspeed *gm_ds_defaults(void);
 
 /* ==== DeepSpeed's own estimators, reproduced (deepspeed.c) ==== */
 

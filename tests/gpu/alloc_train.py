@@ -4,7 +4,7 @@ real training and generation, one GPU (tests/gpu/run-alloc-train.sh).
 
     alloc_train.py drive --build BUILD --out OUT [--rounds N] [--total-s S]
                          [--part-s S] [--workloads W,...] [--configs C,...]
-                         [--stub]
+                         [--stub | --tiny [--device cpu]]
     alloc_train.py child --workload W --config C --round R --out PART
                          [--device cuda|cpu] [--tiny] [--stub]
     alloc_train.py summarize --out OUT
@@ -214,6 +214,8 @@ def drive(args):
                "--out", part]
         if args.stub:
             cmd.append("--stub")
+        if args.tiny:  # a dry run of the real code, e.g. on CPU
+            cmd += ["--tiny", "--device", args.device]
         t = time.monotonic()
         with open(os.path.join(parts, name + ".log"), "w") as log:
             try:
@@ -649,7 +651,8 @@ def selftest():
         out = os.path.join(tmp, "out")
         ns = argparse.Namespace(build=build, out=out, rounds=2,
                                 total_s=300.0, part_s=60.0, workloads="",
-                                configs="", stub=True)
+                                configs="", stub=True, tiny=False,
+                                device="cuda")
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
         os.environ["GPUMEM_LIMIT"] = "1GiB"
         os.environ["LD_PRELOAD"] = "/nonexistent/libx.so"
@@ -742,6 +745,10 @@ def main(argv=None):
     d.add_argument("--workloads", default="")
     d.add_argument("--configs", default="")
     d.add_argument("--stub", action="store_true")
+    d.add_argument("--tiny", action="store_true",
+                   help="tiny models and 1 + 2 steps (a dry run)")
+    d.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                   help="with --tiny: where the runs go")
     c = sub.add_parser("child")
     c.add_argument("--workload", required=True, choices=list(WORKLOADS))
     c.add_argument("--config", required=True, choices=list(CONFIGS))

@@ -464,4 +464,6 @@ def shape_key(spec):
         keys += ["experts", "moe_ffn_hidden_size"]
     if m["architecture"] == "qwen3":
         keys.append("head_dim")
+    if m["architecture"] == "qwen3-moe":
+        keys += ["head_dim", "experts", "moe_ffn_hidden_size"]
     return ",".join(f"{k}={m[k]}" for k in keys).lower()

@@ -28,6 +28,7 @@ def model_class_name(spec):
         ("qwen2", "causal-lm"): "Qwen2ForCausalLM",
         ("qwen2", "classification"): "Qwen2ForSequenceClassification",
         ("qwen3", "causal-lm"): "Qwen3ForCausalLM",
+        ("qwen3-moe", "causal-lm"): "Qwen3MoeForCausalLM",
         ("gpt2", "causal-lm"): "GPT2LMHeadModel",
         ("gpt2", "classification"): "GPT2ForSequenceClassification",
         ("bert", "masked-lm"): "BertForMaskedLM",
@@ -48,7 +49,7 @@ def config_kwargs(spec, attn_implementation=None):
     m = spec["model"]
     arch = m["architecture"]
     kw = {}
-    if arch in ("llama", "qwen3"):
+    if arch in ("llama", "qwen3", "qwen3-moe"):
         kw = dict(hidden_size=m["hidden_size"],
                   intermediate_size=m["ffn_hidden_size"],
                   num_hidden_layers=m["layers"],
@@ -60,6 +61,15 @@ def config_kwargs(spec, attn_implementation=None):
         if arch == "qwen3":
             # Qwen3Config's head_dim (default 128), not hidden / heads
             kw["head_dim"] = m["head_dim"] or 128
+        if arch == "qwen3-moe":
+            # every layer sparse (decoder_sparse_step 1, no
+            # mlp_only_layers), as the planner's qwen3-moe family
+            kw.update(num_experts=m["experts"],
+                      num_experts_per_tok=m["experts_per_token"],
+                      moe_intermediate_size=m["moe_ffn_hidden_size"],
+                      decoder_sparse_step=1, mlp_only_layers=[])
+            if m["head_dim"]:
+                kw["head_dim"] = m["head_dim"]
     elif arch == "gpt2":
         if m["kv_heads"] != m["attention_heads"]:
             raise Unsupported("model.kv_heads: GPT-2 has no grouped-query "
@@ -102,6 +112,7 @@ def build_config(spec, attn_implementation=None):
                                                         attn_implementation))
     cls = {"llama": transformers.LlamaConfig,
            "qwen3": transformers.Qwen3Config,
+           "qwen3-moe": transformers.Qwen3MoeConfig,
            "gpt2": transformers.GPT2Config,
            "bert": transformers.BertConfig}[spec["model"]["architecture"]]
     return cls(**config_kwargs(spec, attn_implementation))

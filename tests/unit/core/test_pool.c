@@ -662,6 +662,62 @@ static void lookup_and_snapshot(void **state)
 	done(&f);
 }
 
+
+/* gm_pool_alloc_try: where the allocation would release cached segments
+ * it refuses with nothing released, recorded or charged; gm_pool_alloc
+ * then releases and succeeds. gm_pool_small_state: equal after a run of
+ * small requests that brings the small pool back, different while a
+ * block is live; gm_pool_is_small follows the 1 MiB rounding. */
+static void try_alloc_and_small_state(void **state)
+{
+	struct fx f;
+	uint64_t a, b, s1[64], s2[64], s3[64], dc;
+	size_t n1, n2, n3;
+	struct gm_pool_stats st;
+
+	(void)state;
+	make(&f, 100 * GM_MiB, false, NULL);
+	assert_true(gm_pool_is_small(f.pool, GM_MiB));
+	assert_false(gm_pool_is_small(f.pool, GM_MiB + 1));
+	assert_false(gm_pool_is_small(f.pool, 0));
+	assert_int_equal(gm_pool_alloc(f.pool, 60 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_free(f.pool, a), 0); /* cached */
+	dc = gm_pool_device_calls(f.pool);
+	assert_int_equal(gm_pool_alloc_try(f.pool, 70 * GM_MiB, 0, &b),
+			 GM_EDEVNOMEM);
+	st = stats(&f);
+	assert_int_equal(st.reserved_bytes.current, 60 * GM_MiB);
+	assert_int_equal(st.num_alloc_retries, 0);
+	assert_int_equal(st.num_ooms, 0);
+	assert_int_equal(gm_pool_releases(f.pool), 0);
+	assert_int_equal(gm_pool_device_calls(f.pool), dc);
+	assert_int_equal(gm_pool_alloc(f.pool, 70 * GM_MiB, 0, &b), 0);
+	assert_true(gm_pool_releases(f.pool) > 0);
+	assert_int_equal(stats(&f).reserved_bytes.current, 70 * GM_MiB);
+	/* a cached block serves the try as gm_pool_alloc would */
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	assert_int_equal(gm_pool_alloc_try(f.pool, 70 * GM_MiB, 0, &a), 0);
+	assert_int_equal(a, b);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &a), 0);
+	n1 = gm_pool_small_state(f.pool, 0, s1, 64);
+	assert_int_equal(n1, 3 + 3 * 2); /* one segment: a and the rest */
+	dc = gm_pool_device_calls(f.pool);
+	assert_int_equal(gm_pool_alloc(f.pool, 1000, 0, &b), 0);
+	n2 = gm_pool_small_state(f.pool, 0, s2, 64);
+	assert_true(n2 != n1 || memcmp(s1, s2, n1 * sizeof(*s1)));
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	n3 = gm_pool_small_state(f.pool, 0, s3, 64);
+	assert_int_equal(n3, n1);
+	assert_memory_equal(s1, s3, n1 * sizeof(*s1));
+	assert_int_equal(gm_pool_device_calls(f.pool), dc);
+	assert_int_equal(gm_pool_small_state(f.pool, 0, s3, 2), n1);
+	assert_int_equal(gm_pool_small_state(f.pool, 7, s3, 64), 0);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	done(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -681,6 +737,7 @@ int main(void)
 		cmocka_unit_test(no_cache_mode),
 		cmocka_unit_test(lookup_and_snapshot),
 		cmocka_unit_test(peaks_across_threads),
+		cmocka_unit_test(try_alloc_and_small_state),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

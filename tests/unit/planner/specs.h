@@ -21,7 +21,9 @@ static inline struct gm_spec spec_llama(unsigned L, unsigned h, unsigned f,
 	s.training = (struct gm_spec_training){
 		.micro_batch_size = 1, .sequence_length = 4096,
 		.precision = GM_PREC_BF16_MIXED, .optimizer = GM_OPT_ADAMW,
-		.attention = GM_ATTN_SDPA};
+		.attention = GM_ATTN_SDPA,
+		/* the loader's default (spec_rules.c recipe_defaults) */
+		.use_cache = GM_CACHE_FALSE};
 	s.parallelism = (struct gm_spec_parallel){
 		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
 		.virtual_pipeline_stages = 1,

@@ -43,6 +43,41 @@ static void qwen2_qkv_bias(void **state)
 	assert_true(count(s) == 7615616512ULL - 28ULL * (3584 + 2 * 4 * 128));
 }
 
+/* Qwen3MoeForCausalLM (transformers 5.x modeling_qwen3_moe.py:
+ * Qwen3MoeAttention as Qwen3's, the router (experts, hidden),
+ * Qwen3MoeExperts' gate_up_proj (experts, 2 x moe_intermediate_size,
+ * hidden) and down_proj (experts, hidden, moe_intermediate_size), no
+ * dense MLP). Qwen3-30B-A3B's config.json: 48 layers, 2048 hidden, 32
+ * heads, 4 KV heads, head_dim 128, 128 experts of 768, top-8, 151936
+ * vocab, untied: 30,532,122,624 on the meta device (transformers 5.24.0,
+ * tests/data/hf-tensors.json). */
+static void qwen3_moe_30b_a3b(void **state)
+{
+	struct gm_spec s = spec_llama(48, 2048, 6144, 32, 4, 151936);
+	struct gm_param_layout l;
+	struct gm_diag d;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_QWEN3_MOE;
+	s.model.head_dim = 128;
+	s.model.experts = 128;
+	s.model.experts_per_token = 8;
+	s.model.moe_ffn_hidden_size = 768;
+	assert_true(count(s) == 30532122624ULL);
+	/* per layer: q 4096 x 2048, k and v 512 x 2048, o 2048 x 4096,
+	 * q/k norms 2 x 128, router 128 x 2048, experts 128 x 3 x 768 x
+	 * 2048, two norms 2 x 2048; ffn_hidden_size sizes nothing */
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == 2ULL * 4096 * 2048 + 2ULL * 512 * 2048 +
+		    256ULL + 128ULL * 2048 + 128ULL * 3 * 768 * 2048 + 4096ULL);
+	s.model.ffn_hidden_size = 1;
+	assert_true(count(s) == 30532122624ULL);
+	/* the 2-layer model of tests/data/calibration/pending/loops:
+	 * 1,868,573,184 (measured-h200.json "parameters") */
+	s.model.layers = 2;
+	assert_true(count(s) == 1868573184ULL);
+}
+
 static void llama_tied_drops_lm_head(void **state)
 {
 	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
@@ -187,6 +222,7 @@ int main(void)
 		cmocka_unit_test(mixtral_8x7b),
 		cmocka_unit_test(gpt_neox_20b),
 		cmocka_unit_test(qwen3_head_dim),
+		cmocka_unit_test(qwen3_moe_30b_a3b),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(mismatch_and_custom),

@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <string.h>
 
 #include "error.h"
 #include "recipe.h"
 #include "model_megatron.h"
+#include "step.h"
 #include "units.h"
 
 /* A figure printed as GiB with two decimals, as DeepSpeed's estimators
@@ -294,6 +296,59 @@ static void megatron_schedule(void **state)
 	assert_int_equal(gm_mg_padded_vocab(32000, 8), 32768);
 }
 
+
+/*
+ * The Megatron emitter (step_megatron.c): rank r of a pipeline holds the
+ * saved tensors of its warm-up forwards plus one (1F1B), counted in
+ * chunk passes under the interleaved schedule; the fp32 masters and
+ * Adam's states are every weight byte's 2 + 4 here.
+ */
+static void megatron_emitter(void **state)
+{
+	struct gm_mg_step mg;
+	struct gm_step st;
+	struct gm_step_peak pk;
+
+	(void)state;
+	for (unsigned pp = 1; pp <= 4; pp++) {
+		for (unsigned v = 1; v <= 3; v++) {
+			if (pp == 1 && v > 1)
+				continue;
+			for (unsigned r = 0; r < pp; r++) {
+				double want;
+
+				memset(&mg, 0, sizeof(mg));
+				memset(&st, 0, sizeof(st));
+				mg.steps = 2;
+				mg.chunks = v;
+				mg.layers_chunk = 2;
+				mg.n_layer_t = 1;
+				mg.layer_t[0] = 1 << 20;
+				mg.grad_buf[0] = 4 << 20;
+				mg.master_frac = 2;
+				mg.state_frac = 4;
+				mg.pp = pp;
+				mg.rank = r;
+				mg.m = 4 * pp;
+				mg.n_act = 2;
+				mg.act[0] = 3000;
+				mg.act[1] = 5000;
+				st.megatron = &mg;
+				assert_int_equal(gm_step_peak(&st, (1u << GM_SK_ACT)
+							      | GM_STEP_NOGROUP,
+							      &pk), 0);
+				want = (double)(gm_mg_warmup(pp, v, r, mg.m) +
+						1) * 2 * 8000;
+				assert_true(pk.peak == want);
+				assert_int_equal(gm_step_peak(&st, (1u <<
+					GM_SK_STATE) | GM_STEP_NOGROUP, &pk), 0);
+				/* masters (2 per weight byte) and states (4) */
+				assert_true(pk.peak == 2.0 * v * (2 << 20) * 3);
+			}
+		}
+	}
+}
+
 /*
  * In-flight micro-batches (schedules.py get_pp_rank_microbatches)
  * against theoretical_memory_usage.py's compute_activation_memory:
@@ -433,6 +488,7 @@ int main(void)
 		cmocka_unit_test(megatron_in_flight),
 		cmocka_unit_test(megatron_theoretical_report),
 		cmocka_unit_test(megatron_schedule),
+		cmocka_unit_test(megatron_emitter),
 		cmocka_unit_test(fsdp2_param_dtype),
 		cmocka_unit_test(lora_parameters),
 		cmocka_unit_test(nf4_bytes),

@@ -341,10 +341,15 @@ static void recipe_defaults(void **state)
 		assert_int_equal(spec.training.n_lora_targets, 1);
 		assert_string_equal(spec.training.lora_targets[0],
 				    "all-linear");
-		/* LoRA is planned (planner/step_adapter.c), QLoRA not yet */
+		/* LoRA and QLoRA are planned (planner/step_adapter.c),
+		 * QLoRA in fp32 not */
 		assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
 		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
 				      "qlora\n", NULL, 0), 0);
+		assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  adapter: "
+				      "qlora\n  precision: fp32\n", NULL, 0),
+				 0);
 		assert_int_equal(gm_spec_check_modelled(&spec, &diag),
 				 GM_EINVAL);
 		assert_non_null(strstr(diag.msg, "not modelled yet"));
@@ -425,7 +430,7 @@ static void deepspeed_config(void **state)
 		   "{\"lr\": 1e-4}},\n"
 		   "  \"zero_optimization\": {\"stage\": 3,\n"
 		   "    \"offload_optimizer\": {\"device\": \"cpu\"},\n"
-		   "    \"reduce_bucket_size\": 2e8,\n"
+		   "    \"reduce_bucket_size\": 2e8, \"sub_group_size\": 5e8,\n"
 		   "    \"stage3_prefetch_bucket_size\": \"auto\"}\n}\n");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n  precision: fp32\nparallelism:\n"
@@ -455,9 +460,11 @@ static void deepspeed_config(void **state)
 	assert_non_null(strstr(gm_spec_where(&spec, "parallelism.zero_stage",
 					     where, sizeof(where)),
 			       "ds.json:6:34"));
-	/* the step is not planned yet */
-	assert_int_equal(gm_spec_check_modelled(&spec, &diag), GM_EINVAL);
-	assert_non_null(strstr(diag.msg, "'deepspeed' is not modelled yet"));
+	/* the step is planned (planner/step_ds.c) */
+	assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
+	/* sub_group_size read; stage3_max_reuse_distance left out: 1e9 */
+	assert_int_equal(spec.deepspeed.sub_group_size, 500000000);
+	assert_int_equal(spec.deepspeed.max_reuse_distance, 1000000000);
 	/* --set wins over the JSON (a what-if) */
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", set, 1), 0);

@@ -1,0 +1,27 @@
+/*
+ * qwen3.h - what the Qwen3-shaped families (qwen3_moe) reuse of qwen3.c:
+ * Qwen3Attention (q_norm, k_norm, head_dim).
+ */
+#ifndef GM_ARCH_QWEN3_H
+#define GM_ARCH_QWEN3_H
+
+#include "step_emit.h"
+
+#include <stdint.h>
+
+struct gm_act_layer;
+struct gm_act_style;
+
+/* The attention half's saved tensors in training: input_layernorm,
+ * q/k/v's inputs, q_norm's and k_norm's inputs, the attention core. */
+void gm_qwen3_saved_attention(struct gm_act_layer *l,
+			      const struct gm_act_style *st);
+
+/* Qwen3DecoderLayer's attention half in inference (transformers
+ * modeling_qwen3.py): from input_layernorm to the residual add, which it
+ * returns; *n2 = post_attention_layernorm's output. The caller frees
+ * the layer input. */
+uint32_t gm_qwen3_infer_attention(struct gm_em *e, uint64_t l,
+				  const struct gm_em_fwd *f, uint32_t *n2);
+
+#endif

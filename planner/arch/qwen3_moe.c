@@ -1,0 +1,147 @@
+/*
+ * qwen3_moe.c - the Qwen3-MoE family (family.h): Qwen3MoeForCausalLM of
+ * transformers 5.x (src/transformers/models/qwen3_moe/
+ * modeling_qwen3_moe.py: Qwen3MoeDecoderLayer, Qwen3MoeAttention (as
+ * Qwen3Attention: q_norm, k_norm, head_dim), Qwen3MoeSparseMoeBlock with
+ * Qwen3MoeTopKRouter and Qwen3MoeExperts, whose gate_up_proj (experts,
+ * 2 x moe_intermediate_size, hidden) and down_proj (experts, hidden,
+ * moe_intermediate_size) are 3-D parameters).
+ *
+ * Every layer is sparse: decoder_sparse_step 1 and no mlp_only_layers
+ * (Qwen3-30B-A3B, Qwen3-235B-A22B; hf_config.c refuses the others).
+ * The router is Mixtral's (softmax over the experts in fp32, top-k,
+ * renormalised where norm_topk_prob, which changes no tensor's size);
+ * the experts run as moe.c says (grouped_mm in training). No shared
+ * expert, no biases. Training has no op-by-op block program yet: the
+ * replay runs the analytic saved-tensor list below, as for mixtral.
+ */
+#include "arch/family.h"
+#include "arch/moe.h"
+#include "arch/qwen3.h"
+
+#include "activations.h"
+#include "loss.h"
+#include "params.h"
+#include "step_emit.h"
+
+/* Qwen3MoeConfig's intermediate_size default (6144): the width of a
+ * dense Qwen3MoeMLP, which no layer has here. */
+static uint64_t ffn(uint64_t hidden)
+{
+	(void)hidden;
+	return 6144;
+}
+
+static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
+		  struct gm_diag *diag)
+{
+	uint64_t h = m->hidden_size;
+	uint64_t d = m->head_dim ? m->head_dim : h / m->attention_heads;
+	uint64_t q = d * m->attention_heads, kv = d * m->kv_heads;
+	uint64_t E = m->experts, F = m->moe_ffn_hidden_size;
+	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
+
+	(void)diag;
+	gm_params_add(l, "embed_tokens", m->vocab_size, h,
+		      GM_PT_EMBED | GM_PT_TP);
+	gm_params_add(l, "layers.*.self_attn.q_proj", q, h, lin);
+	gm_params_add(l, "layers.*.self_attn.k_proj", kv, h, lin);
+	gm_params_add(l, "layers.*.self_attn.v_proj", kv, h, lin);
+	gm_params_add(l, "layers.*.self_attn.o_proj", h, q, lin);
+	gm_params_add(l, "layers.*.self_attn.q_norm", d, 1, GM_PT_LAYER);
+	gm_params_add(l, "layers.*.self_attn.k_norm", d, 1, GM_PT_LAYER);
+	/* Qwen3MoeTopKRouter.weight (experts, hidden): replicated */
+	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
+		      GM_PT_LAYER | GM_PT_MATMUL);
+	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
+		       lin);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F, lin);
+	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
+	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
+		      GM_PT_LAYER);
+	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
+	gm_params_lm_head(m, l);
+	return 0;
+}
+
+/* What a Qwen3MoeDecoderLayer keeps for backward: Qwen3's attention half
+ * (qwen3.c), post_attention_layernorm in front of the router, the router
+ * and the experts (moe.c). */
+static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
+{
+	gm_qwen3_saved_attention(l, st);
+	gm_act_norm(l, st, true, 1, "router input");
+	gm_moe_saved(l, st);
+}
+
+/* One Qwen3MoeDecoderLayer in inference: Qwen3's attention half, the
+ * sparse MoE block (moe.c), the residual add. */
+static uint32_t infer_layer(struct gm_em *e, uint64_t l,
+			    const struct gm_em_fwd *f)
+{
+	const struct gm_step_infer *in = gm_em_infer(e);
+	double T = (double)f->T, X = T * in->hidden * in->c;
+	uint32_t r, n2, mo, out;
+
+	r = gm_qwen3_infer_attention(e, l, f, &n2);
+	mo = gm_moe_infer(e, T);
+	gm_em_free(e, &n2);
+	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
+	gm_em_free(e, &mo);
+	gm_em_free(e, &r);
+	return out;
+}
+
+/* Qwen3MoeModel's embedding, rotary tables, final norm and return are
+ * LlamaModel's: llama.c's. */
+static int final_norm(struct gm_blk *b, int x)
+{
+	return gm_family_llama.final_norm(b, x);
+}
+
+static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
+			    struct gm_em_live *lv)
+{
+	return gm_family_llama.infer_embed(e, f, lv);
+}
+
+static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
+{
+	gm_family_llama.infer_pre(e, q, lv);
+}
+
+static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
+			   struct gm_em_live *lv)
+{
+	return gm_family_llama.infer_head(e, f, lv);
+}
+
+const struct gm_family gm_family_qwen3_moe = {
+	.name = "qwen3-moe",
+	.shaped = true,
+	/* Qwen3MoeConfig: vocab_size 151936, num_experts 128,
+	 * num_experts_per_tok 8, head_dim hidden_size / heads when not
+	 * given, tie_word_embeddings false */
+	.defaults = {.ffn = ffn, .vocab = 151936, .head = GM_HEAD_CAUSAL_LM,
+		     .experts = 128, .experts_per_token = 8,
+		     /* PEFT's q_proj, v_proj (qwen3_moe) */
+		     .lora_targets = {"q_proj", "v_proj"}},
+	.keys = GM_FK_MOE | GM_FK_HEAD_DIM,
+	/* the experts are fused parameters (Qwen3MoeExperts), not Linear */
+	.linears = {"q_proj", "k_proj", "v_proj", "o_proj", "gate"},
+	.layout = layout,
+	.saved = saved,
+	.mlp_grads = 3,
+	.moe = true,
+	/* attention_dropout 0 */
+	.dropout = false,
+	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
+	.block = NULL,
+	.final_norm = final_norm,
+	.embed_out = GM_EMBED_OUT_NAMED,
+	.loss = &gm_loss_causal_lm,
+	.infer_embed = infer_embed,
+	.infer_pre = infer_pre,
+	.infer_layer = infer_layer,
+	.infer_head = infer_head,
+};
