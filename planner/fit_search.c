@@ -180,6 +180,40 @@ static unsigned distopt_sets(const struct gm_spec *base, uint64_t v,
 	return 1;
 }
 
+/* DeepSpeed's CPU offload (training.framework deepspeed): the
+ * optimizer states to the host (1), then at ZeRO-3 the parameters too
+ * (2), from what the spec offloads already; NVMe is not modelled. */
+static size_t offload_values(const struct gm_spec *base,
+			     const struct gm_spec *cur, uint64_t *v,
+			     size_t max)
+{
+	const struct gm_spec_parallel *p = &base->parallelism;
+	size_t k = 0;
+
+	if (base->training.framework != GM_FW_DEEPSPEED)
+		return 0;
+	if (p->offload_optimizer == GM_OFFLOAD_NONE && k < max)
+		v[k++] = 1;
+	if (p->offload_parameters == GM_OFFLOAD_NONE &&
+	    cur->parallelism.zero_stage == 3 && k < max)
+		v[k++] = 2;
+	return k;
+}
+
+static unsigned offload_sets(const struct gm_spec *base, uint64_t v,
+			     char out[][GM_FIT_SET_LEN])
+{
+	unsigned n = 0;
+
+	if (base->parallelism.offload_optimizer == GM_OFFLOAD_NONE)
+		snprintf(out[n++], GM_FIT_SET_LEN,
+			 "parallelism.offload_optimizer=cpu");
+	if (v == 2)
+		snprintf(out[n++], GM_FIT_SET_LEN,
+			 "parallelism.offload_parameters=cpu");
+	return n;
+}
+
 /* Data parallel: degrees above the spec's, fewest first; with a global
  * batch only those that keep it exact (divisors of global / micro);
  * without one every degree (each rank keeps its micro-batch). */
@@ -263,6 +297,8 @@ static const struct lever levers[GM_FL_N] = {
 	[GM_FL_ZERO] = {"ZeRO stage", true, false, zero_values, zero_sets},
 	[GM_FL_DIST_OPTIMIZER] = {"distributed optimizer", true, false,
 				  distopt_values, distopt_sets},
+	[GM_FL_OFFLOAD] = {"CPU offload", true, false, offload_values,
+			   offload_sets},
 	[GM_FL_DATA_PARALLEL] = {"data parallel", true, true, dp_values,
 				 dp_sets},
 	[GM_FL_TENSOR_PARALLEL] = {"tensor parallel", false, false,

@@ -31,6 +31,8 @@ enum gm_fit_lever {
 				* data_parallel above 1 */
 	GM_FL_DIST_OPTIMIZER,  /* parallelism.distributed_optimizer
 				* (Megatron-LM's ZeRO-1), the same */
+	GM_FL_OFFLOAD,         /* DeepSpeed: offload_optimizer cpu, then
+				* offload_parameters cpu too (ZeRO-3) */
 	GM_FL_DATA_PARALLEL,   /* more data-parallel ranks */
 	GM_FL_TENSOR_PARALLEL, /* tensor_parallel x2, x4, ... up to 8 */
 	GM_FL_ADAPTER,         /* training.adapter: lora, then qlora */

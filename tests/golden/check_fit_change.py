@@ -46,6 +46,20 @@ CASES = [
                          "parallelism.zero_stage=0"],
      "NVIDIA A100-SXM4-80GB", ["parallelism.distributed_optimizer=true"],
      [[]]),
+    # DeepSpeed on one GPU: ZeRO-3 alone holds every state; the
+    # optimizer's on the host fit an L4, a T4 needs the parameters there
+    # too
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "training.global_batch_size=1"],
+     "NVIDIA L4", ["parallelism.offload_optimizer=cpu"],
+     [["training.activation_checkpointing=full"]]),
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "training.global_batch_size=1"],
+     "Tesla T4", ["parallelism.offload_optimizer=cpu",
+                  "parallelism.offload_parameters=cpu"],
+     [["parallelism.offload_optimizer=cpu"]]),
     # more GPUs: the 8 of the spec do not fit, 16 do (the global batch
     # 64 at micro-batch 1 allows 16, not 9..15)
     ("llama-2-13b-8x-v100.yaml", [], "Tesla V100-SXM2-32GB",
