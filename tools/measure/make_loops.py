@@ -441,7 +441,8 @@ def files():
     man = []
     for name, model, t, par in MEG:
         t = dict(dict(precision="bf16-mixed", sequence_length=2048,
-                      optimizer="adam", framework="megatron"), **t)
+                      optimizer="adam", framework="megatron",
+                      attention="eager"), **t)
         out[f"megatron/specs/{name}.yaml"] = train_spec(name, model, t, par)
         gpus = par.get("data_parallel", 1) * par.get("tensor_parallel", 1) \
             * par.get("pipeline_parallel", 1)

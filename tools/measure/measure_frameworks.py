@@ -29,7 +29,8 @@ Each manifest entry names a runner and its number of GPUs ("gpus"):
              global / (micro x data parallel) micro-batches of random
              tokens, finalize_model_grads as the gradient reduction
 
-Every rank records its peak allocated / reserved and device used memory
+Every rank records the peaks of building the run (init_peak_*) and then
+those of the steps: peak allocated / reserved and device used memory
 (measure.py's figures); rank 0 writes all ranks, with the most loaded
 rank's figures at the top (what the planner predicts per GPU). One
 torchrun per configuration (tests/gpu/run-measure-frameworks.sh).
@@ -159,6 +160,10 @@ def megatron_args(spec):
     if t["optimizer"] not in ("adam", "adamw"):
         raise Unsupported(f"training.optimizer {t['optimizer']}: Megatron's "
                           "Adam only")
+    if t["attention"] != "eager":
+        raise Unsupported(f"training.attention {t['attention']}: the local "
+                          "layer spec's DotProductAttention is unfused "
+                          "(eager)")
     if par["zero_stage"]:
         raise Unsupported("parallelism.zero_stage: Megatron shards with "
                           "distributed_optimizer")
@@ -253,7 +258,16 @@ def run_deepspeed(torch, spec, stats, steps, rec):
         "fp16" if cfg.get("fp16", {}).get("enabled") else None,
         torch.float32)
     attn = "sdpa" if t["attention"] == "flash" else t["attention"]
-    model = measure_loops.build_model(torch, spec, dtype, attn)
+    zero3 = cfg.get("zero_optimization", {}).get("stage", 0) == 3
+    if zero3 and not spec["parallelism"]["built_whole"]:
+        # each parameter partitioned as its module is built, as
+        # transformers' from_config does under a ZeRO-3 configuration
+        # (integrations/deepspeed.py, deepspeed.zero.Init)
+        with deepspeed.zero.Init(config_dict_or_path=cfg):
+            model = measure_loops.build_model(torch, spec, dtype, attn)
+        rec["zero_init"] = True
+    else:
+        model = measure_loops.build_model(torch, spec, dtype, attn)
     rec["parameters"] = sum(p.numel() for p in model.parameters())
     if t["activation_checkpointing"] == "full":
         model.gradient_checkpointing_enable(
@@ -262,6 +276,7 @@ def run_deepspeed(torch, spec, stats, steps, rec):
                                        model.parameters())
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt,
                                            config=cfg)
+    mark_init(torch, rec)
     batch = measure_loops.batch_of(torch, spec,
                                    measure_loops.use_cache_of(spec))
     engine.train()
@@ -324,6 +339,7 @@ def run_megatron(torch, spec, stats, steps, rec):
     ocfg["params_dtype"] = dt[ocfg["params_dtype"]]
     opt = get_megatron_optimizer(OptimizerConfig(**ocfg), chunks)
     config.finalize_model_grads_func = finalize_model_grads
+    mark_init(torch, rec)
     mb, s = a["micro_batch_size"], a["seq_length"]
     vocab = spec["model"]["vocab_size"]
     dev = torch.cuda.current_device()
@@ -359,6 +375,18 @@ def run_megatron(torch, spec, stats, steps, rec):
         opt.step()
         torch.cuda.synchronize()
         stats.step_done(time.perf_counter() - t0)
+
+
+def mark_init(torch, rec):
+    """Record the peaks of building the run (model, wrappers, optimizer)
+    and start the steps' peaks from here; the cache is left as the build
+    left it, as in the user's run."""
+    mem = torch.cuda
+    mem.synchronize()
+    rec["init_peak_allocated_bytes"] = mem.max_memory_allocated()
+    rec["init_peak_reserved_bytes"] = mem.max_memory_reserved()
+    rec["init_allocated_bytes"] = mem.memory_allocated()
+    mem.reset_peak_memory_stats()
 
 
 RUN = {"deepspeed": run_deepspeed, "megatron": run_megatron}

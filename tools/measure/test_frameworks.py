@@ -6,7 +6,9 @@ by `gpumem plan` or refused only as "not modelled yet"; the DeepSpeed
 JSON and Megatron's arguments built from a spec are the ones it says; what
 cannot be run is refused; the Megatron runner, driven through stub torch
 and megatron.core modules, builds one chunk per virtual stage with the
-right pipeline ends and runs the schedule with the micro-batch count.
+right pipeline ends and runs the schedule with the micro-batch count,
+and the DeepSpeed runner, through stub modules, builds ZeRO-3 under
+zero.Init (unless built whole) and steps the engine from the JSON.
 
     test_frameworks.py [GPUMEM]    (run by meson, suite calibration)"""
 
@@ -131,6 +133,8 @@ def test_megatron_args():
     msg = refused(mf.megatron_args,
                   spec_of(vpp, "training.global_batch_size=12"))
     expect(msg and "interleaved" in msg, f"3 micro-batches on pp 2: {msg}")
+    msg = refused(mf.megatron_args, spec_of(vpp, "training.attention=sdpa"))
+    expect(msg and "eager" in msg, f"fused attention refused: {msg}")
     msg = refused(mf.megatron_args,
                   spec_of(vpp, "parallelism.virtual_pipeline_stages=5"))
     expect(msg and "model.layers" in msg, f"12 layers over 2 x 5: {msg}")
@@ -163,8 +167,12 @@ def stub_modules(log):
     torch.bfloat16, torch.float16, torch.float32 = "bf16", "fp16", "fp32"
     torch.nn = types.SimpleNamespace(
         functional=types.SimpleNamespace(silu="silu"))
-    torch.cuda = types.SimpleNamespace(current_device=lambda: 0,
-                                       synchronize=lambda: None)
+    torch.cuda = types.SimpleNamespace(
+        current_device=lambda: 0, synchronize=lambda: None,
+        max_memory_allocated=lambda: 7, max_memory_reserved=lambda: 8,
+        memory_allocated=lambda: 5,
+        reset_peak_memory_stats=lambda: log.__setitem__(
+            "reset", log.get("reset", 0) + 1))
     torch.randint = lambda *a, **k: Fake()
     torch.arange = lambda *a, **k: Fake()
 
@@ -288,6 +296,8 @@ def test_megatron_runner():
                "micro-batches")
         expect(log["steps"] == 2 and log["zeroed"] == 4,
                "two optimizer steps, each chunk's buffer zeroed per step")
+        expect(rec.get("init_peak_allocated_bytes") == 7 and
+               log.get("reset") == 1, "build peaks recorded once")
         log.clear()
         mf.run_megatron(torch, spec_of(by_name("meg-tp2-llama-1.1b")),
                         Stats(), 1, {})
@@ -296,6 +306,89 @@ def test_megatron_runner():
                not isinstance(log["schedule"][0]["model"], list),
                "one chunk without virtual stages")
     finally:
+        sys.modules.clear()
+        sys.modules.update(saved)
+
+
+def test_deepspeed_runner():
+    import measure_loops
+
+    class Stats:
+        steps = []
+
+        def step_done(self, t):
+            self.steps.append(t)
+
+    class Model:
+        def parameters(self):
+            return iter(())
+
+    class Engine:
+        def __call__(self, **batch):
+            return types.SimpleNamespace(loss="loss")
+
+        def train(self):
+            pass
+
+        def backward(self, loss):
+            log["backward"] = log.get("backward", 0) + 1
+
+        def step(self):
+            log["steps"] = log.get("steps", 0) + 1
+
+    class Init:
+        def __init__(self, config_dict_or_path):
+            log["zero_init"] = config_dict_or_path
+
+        def __enter__(self):
+            log["inside"] = True
+
+        def __exit__(self, *a):
+            log["inside"] = False
+
+    def build(torch, spec, dtype, attn):
+        log["built"] = (dtype, log.get("inside", False))
+        return Model()
+
+    def initialize(model, optimizer, config):
+        log["config"] = config
+        return Engine(), None, None, None
+
+    saved = dict(sys.modules)
+    patched = {k: getattr(measure_loops, k) for k in
+               ("build_model", "make_optimizer", "batch_of", "use_cache_of")}
+    try:
+        log = {}
+        torch = stub_modules(log)
+        mod = types.ModuleType("deepspeed")
+        mod.__version__ = "stub"
+        mod.initialize = initialize
+        mod.zero = types.SimpleNamespace(Init=Init)
+        sys.modules["deepspeed"] = mod
+        measure_loops.build_model = build
+        measure_loops.make_optimizer = lambda torch, name, p: name
+        measure_loops.batch_of = lambda torch, spec, cache: {}
+        measure_loops.use_cache_of = lambda spec: False
+        c = by_name("dsm-zero3-llama-1.1b-dp2")
+        rec = {}
+        mf.run_deepspeed(torch, spec_of(c), Stats(), 2, rec)
+        expect(log["built"] == ("bf16", True) and rec.get("zero_init"),
+               f"ZeRO-3 built in bf16 under zero.Init: {log['built']}")
+        expect(log["config"]["zero_optimization"]["stage"] == 3 and
+               log["steps"] == 2 and log["backward"] == 2,
+               "engine from the JSON, two steps")
+        log.clear()
+        mf.run_deepspeed(torch, spec_of(c, "parallelism.built_whole=true"),
+                         Stats(), 1, {})
+        expect(log["built"] == ("bf16", False) and "zero_init" not in log,
+               "built whole: no zero.Init")
+        log.clear()
+        mf.run_deepspeed(torch, spec_of(by_name("dsm-zero2-llama-1.1b-dp2")),
+                         Stats(), 1, {})
+        expect("zero_init" not in log, "ZeRO-2: no zero.Init")
+    finally:
+        for k, v in patched.items():
+            setattr(measure_loops, k, v)
         sys.modules.clear()
         sys.modules.update(saved)
 
@@ -329,6 +422,7 @@ def main():
     test_ds_config()
     test_megatron_args()
     test_megatron_runner()
+    test_deepspeed_runner()
     test_cli()
     print("FAILED: %d" % len(FAIL) if FAIL else "all passed")
     return 1 if FAIL else 0
