@@ -67,6 +67,8 @@ struct gm_family;
 
 struct gm_act_style {
 	const struct gm_family *fam; /* the block's family (its saved op) */
+	const struct gm_spec_model *model; /* the shape, for widths the
+					    * dims do not name (MLA's) */
 	enum gm_attn attn;
 	bool autocast;          /* torch.autocast: each linear saves its own
 				 * cast of its input */
@@ -75,6 +77,10 @@ struct gm_act_style {
 	double residual;        /* bytes of the residual stream */
 	double experts, topk;   /* MoE: routed experts, experts per token
 				 * (0: a dense MLP) */
+	double moe_frac;        /* MoE: the share of blocks whose MLP is
+				 * routed (the rest dense: DeepSeek's
+				 * model.dense_layers); the list is the
+				 * average block */
 };
 
 /* The block HF transformers runs: the family's saved list (its saved op,

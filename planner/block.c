@@ -350,26 +350,37 @@ static double nel(const struct gm_blk *b, int x)
  * A bitsandbytes Linear4bit (bitsandbytes 0.50 nn/modules.py
  * Linear4bit.forward, autograd/_functions.py MatMul4Bit, backends/cuda/
  * ops.py gemm_4bit) under PEFT's lora.bnb.Linear4bit: x cast to the
- * compute dtype; past 1536 rows the 4-bit weight is dequantized into a
- * compute-dtype copy of the whole weight (_dequant_linear_fallback), the
- * matmul's output made, the copy freed; the output cast back to x's
- * dtype; PEFT's defensive result.clone(). MatMul4Bit saves only the
- * packed weight; its backward dequantizes the weight again (a transient
- * before the input's gradient). The absmax dequantization's fp32
- * buffers (n/16 bytes each) are left out.
+ * compute dtype; the 4-bit weight dequantized into a compute-dtype copy
+ * of the whole weight (_dequant_linear_fallback: past 1536 rows, and
+ * past 512 for a weight of 4 Mi elements or more, whatever the card;
+ * fewer rows take bitsandbytes' own kernel, no copy), the matmul's
+ * output made, the copy freed; the output cast back to x's dtype;
+ * PEFT's defensive result.clone(). MatMul4Bit saves only the packed
+ * weight; its backward dequantizes the weight again (a transient before
+ * the input's gradient). The absmax dequantization's fp32 buffers (n/16
+ * bytes each) are left out.
  */
 static int linear4bit(struct gm_blk *b, int x, double in, double out)
 {
 	const struct gm_step_shape *sh = b->sh;
 	double C = sh->c, eb = b->t[x].eb;
+	bool copy = sh->tok > 1536 ||
+		    (sh->tok > 512 && in * out >= 4.0 * 1024 * 1024);
 	int xc = eb == C ? x : cast(b, x, C), dq, o, oc, r;
 	struct nd *d;
 
-	dq = tnew(b, in * out, C);
+	dq = -1;
+	if (copy) { /* weight-sized: never left out as per-token tiny */
+		dq = tid(b);
+		tinit(b, dq, in * out, C);
+		b->t[dq].alloc_op = b->p->n;
+		emit(b, GM_BOP_ALLOC, dq, in * out * C, b->core);
+	}
 	o = tnew(b, sh->tok * out, C);
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, NULL);
 	d->tmp = in * out * C;
-	drop(b, dq);
+	if (dq >= 0)
+		drop(b, dq);
 	oc = o;
 	if (eb != C) {
 		oc = cast(b, o, eb);

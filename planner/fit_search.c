@@ -26,6 +26,9 @@
  * tensor parallel up to the GPUs of one server, pipeline across them. */
 #define GM_FIT_TP_MAX 8
 
+/* Probes a search remembers (each makes a few dozen). */
+#define GM_FIT_MEMO 256
+
 /* The most values a lever lists (data parallel up to GM_FIT_MAX). */
 #define GM_FIT_VALUES (GM_FIT_MAX + 1)
 
@@ -153,6 +156,64 @@ static unsigned zero_sets(const struct gm_spec *base, uint64_t v,
 	return 1;
 }
 
+/* Megatron-LM's distributed optimizer (fp32 master weights and Adam's
+ * states sharded over data parallel), where the spec has it off; the
+ * validator keeps it to framework megatron. */
+static size_t distopt_values(const struct gm_spec *base,
+			     const struct gm_spec *cur, uint64_t *v,
+			     size_t max)
+{
+	(void)cur;
+	if (base->parallelism.distributed_optimizer || !max)
+		return 0;
+	v[0] = 1;
+	return 1;
+}
+
+static unsigned distopt_sets(const struct gm_spec *base, uint64_t v,
+			     char out[][GM_FIT_SET_LEN])
+{
+	(void)base;
+	(void)v;
+	snprintf(out[0], GM_FIT_SET_LEN,
+		 "parallelism.distributed_optimizer=true");
+	return 1;
+}
+
+/* DeepSpeed's CPU offload (training.framework deepspeed): the
+ * optimizer states to the host (1), then at ZeRO-3 the parameters too
+ * (2), from what the spec offloads already; NVMe is not modelled. */
+static size_t offload_values(const struct gm_spec *base,
+			     const struct gm_spec *cur, uint64_t *v,
+			     size_t max)
+{
+	const struct gm_spec_parallel *p = &base->parallelism;
+	size_t k = 0;
+
+	if (base->training.framework != GM_FW_DEEPSPEED)
+		return 0;
+	if (p->offload_optimizer == GM_OFFLOAD_NONE && k < max)
+		v[k++] = 1;
+	if (p->offload_parameters == GM_OFFLOAD_NONE &&
+	    cur->parallelism.zero_stage == 3 && k < max)
+		v[k++] = 2;
+	return k;
+}
+
+static unsigned offload_sets(const struct gm_spec *base, uint64_t v,
+			     char out[][GM_FIT_SET_LEN])
+{
+	unsigned n = 0;
+
+	if (base->parallelism.offload_optimizer == GM_OFFLOAD_NONE)
+		snprintf(out[n++], GM_FIT_SET_LEN,
+			 "parallelism.offload_optimizer=cpu");
+	if (v == 2)
+		snprintf(out[n++], GM_FIT_SET_LEN,
+			 "parallelism.offload_parameters=cpu");
+	return n;
+}
+
 /* Data parallel: degrees above the spec's, fewest first; with a global
  * batch only those that keep it exact (divisors of global / micro);
  * without one every degree (each rank keeps its micro-batch). */
@@ -234,6 +295,10 @@ static const struct lever levers[GM_FL_N] = {
 	[GM_FL_CHECKPOINTING] = {"activation checkpointing", true, false,
 				 ckpt_values, ckpt_sets},
 	[GM_FL_ZERO] = {"ZeRO stage", true, false, zero_values, zero_sets},
+	[GM_FL_DIST_OPTIMIZER] = {"distributed optimizer", true, false,
+				  distopt_values, distopt_sets},
+	[GM_FL_OFFLOAD] = {"CPU offload", true, false, offload_values,
+			   offload_sets},
 	[GM_FL_DATA_PARALLEL] = {"data parallel", true, true, dp_values,
 				 dp_sets},
 	[GM_FL_TENSOR_PARALLEL] = {"tensor parallel", false, false,
@@ -252,6 +317,7 @@ struct search {
 	const struct gm_spec *base;
 	const struct gm_plan_gpu *gpu;
 	struct gm_model_opts probe;    /* the caller's, fits_only */
+	struct gm_model_opts guess;    /* the same, analytic reserve */
 	struct gm_fit_progress *prog;
 	unsigned long plans;
 	struct gm_plan plan;
@@ -265,7 +331,24 @@ struct search {
 	/* the change being planned: lever i at value pick[i] (or not) */
 	bool in[GM_FL_N];
 	uint64_t pick[GM_FL_N];
+	/* the last probe that fitted: its change and figures (a plan that
+	 * fits is whole even with fits_only: model.h) */
+	bool fit_in[GM_FL_N];
+	uint64_t fit_pick[GM_FL_N];
+	struct gm_fit_figures fit_fig;
+	bool fitted;
+	/* probes made, by change (in, pick): whether each fitted */
+	struct memo {
+		unsigned in;
+		uint64_t pick[GM_FL_N];
+		bool ok;
+		struct gm_fit_figures fig; /* where it fitted */
+	} memo[GM_FIT_MEMO];
+	unsigned n_memo;
 };
+
+static void figures(const struct gm_spec *spec, const struct gm_plan *p,
+		    struct gm_fit_figures *f);
 
 /* The --set strings of the change in s->in / s->pick, in lever order,
  * into sets; their count. */
@@ -298,16 +381,76 @@ static bool build(struct search *s)
 	       !gm_spec_check_modelled(&s->cur, &d);
 }
 
+/* Whether the change shards model states over data parallel. */
+static bool shards(const struct search *s)
+{
+	return s->in[GM_FL_ZERO] || s->in[GM_FL_DIST_OPTIMIZER];
+}
+
+/* The memo's key of the change in s->in / s->pick. */
+static struct memo memo_key(const struct search *s)
+{
+	struct memo m = {0};
+
+	for (int l = 0; l < GM_FL_N; l++)
+		if (s->in[l]) {
+			m.in |= 1u << l;
+			m.pick[l] = s->pick[l];
+		}
+	return m;
+}
+
+/* Record a fitting probe of the change in s->in / s->pick. */
+static void fitted(struct search *s, const struct gm_fit_figures *f)
+{
+	memcpy(s->fit_in, s->in, sizeof(s->in));
+	memcpy(s->fit_pick, s->pick, sizeof(s->pick));
+	s->fit_fig = *f;
+	s->fitted = true;
+}
+
+/* Whether the change was probed before (*ok: whether it fitted, and
+ * then recorded again as the last that fitted). */
+static bool recall(struct search *s, bool *ok)
+{
+	struct memo k = memo_key(s);
+
+	for (unsigned i = 0; i < s->n_memo; i++) {
+		const struct memo *m = &s->memo[i];
+
+		if (m->in != k.in || memcmp(m->pick, k.pick, sizeof(k.pick)))
+			continue;
+		*ok = m->ok;
+		if (m->ok)
+			fitted(s, &m->fig);
+		return true;
+	}
+	return false;
+}
+
+static void remember(struct search *s, bool ok,
+		     const struct gm_fit_figures *f)
+{
+	if (s->n_memo < GM_FIT_MEMO) {
+		s->memo[s->n_memo] = memo_key(s);
+		s->memo[s->n_memo].ok = ok;
+		s->memo[s->n_memo++].fig = *f;
+	}
+}
+
 /* Plan the change (*ok = fits); a change the validator refuses, the
- * model cannot lay out, or ZeRO on one data-parallel rank does not
- * fit. 0 or GM_ENOMEM. */
+ * model cannot lay out, or sharding over one data-parallel rank does
+ * not fit. 0 or GM_ENOMEM. */
 static int probe(struct search *s, bool *ok, struct gm_diag *diag)
 {
+	struct gm_fit_figures f = {0};
 	struct gm_diag d = {{0}};
 	int rc;
 
 	*ok = false;
-	if (!build(s) || (s->in[GM_FL_ZERO] && dp_of(&s->cur) < 2))
+	if (recall(s, ok))
+		return 0;
+	if (!build(s) || (shards(s) && dp_of(&s->cur) < 2))
 		return 0;
 	rc = gm_plan_capped(&s->cur, s->gpu, &s->probe, &s->plan, &d);
 	s->plans++;
@@ -319,6 +462,56 @@ static int probe(struct search *s, bool *ok, struct gm_diag *diag)
 	if (rc == GM_ENOMEM)
 		return gm_diag_set(diag, rc, "%s", d.msg);
 	*ok = !rc && s->plan.fits;
+	if (*ok)
+		figures(&s->cur, &s->plan, &f);
+	remember(s, *ok, &f);
+	if (*ok)
+		fitted(s, &f);
+	return 0;
+}
+
+/* The analytic model's answer for the change (microseconds; not counted
+ * or recorded): where the replay's search starts. */
+static bool guess(struct search *s)
+{
+	struct gm_diag d = {{0}};
+
+	if (!build(s) || (shards(s) && dp_of(&s->cur) < 2))
+		return false;
+	return !gm_plan_capped(&s->cur, s->gpu, &s->guess, &s->plan, &d) &&
+	       s->plan.fits;
+}
+
+/* The first index in (lo, hi] where the analytic model fits lever l's
+ * value (hi where none does). */
+static size_t guess_edge(struct search *s, int l, size_t lo, size_t hi)
+{
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		s->pick[l] = s->searched[mid];
+		*(guess(s) ? &hi : &lo) = mid;
+	}
+	return hi;
+}
+
+/* Bisect (lo, hi] on the replay, lo planned as not fitting and hi as
+ * fitting: *at = the first index that fits whose predecessor does not. */
+static int bisect(struct search *s, int l, size_t lo, size_t hi, size_t *at,
+		  struct gm_diag *diag)
+{
+	bool ok;
+	int rc;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		s->pick[l] = s->searched[mid];
+		if ((rc = probe(s, &ok, diag)))
+			return rc;
+		*(ok ? &hi : &lo) = mid;
+	}
+	*at = hi;
 	return 0;
 }
 
@@ -330,7 +523,7 @@ static int probe(struct search *s, bool *ok, struct gm_diag *diag)
 static int search_lever(struct search *s, int l, bool *ok,
 			struct gm_diag *diag)
 {
-	size_t n, lo, hi;
+	size_t n, lo, hi, g, nb;
 	int rc;
 
 	*ok = false;
@@ -349,28 +542,38 @@ static int search_lever(struct search *s, int l, bool *ok,
 		}
 		return 0;
 	}
-	/* the last value fits, or none does; then the first that fits
-	 * whose predecessor does not: (lo, hi] with hi fitting */
-	s->pick[l] = s->searched[n - 1];
-	if ((rc = probe(s, ok, diag)) || !*ok)
+	/* the first value (the smallest change) */
+	s->pick[l] = s->searched[0];
+	if ((rc = probe(s, ok, diag)) || *ok || n == 1)
 		return rc;
-	lo = 0;
-	hi = n - 1;
-	if (hi > 0) {
-		s->pick[l] = s->searched[0];
+	/* the analytic model's edge g, then its neighbour on the side the
+	 * answer lies, then bisection on the replay */
+	g = guess_edge(s, l, 0, n - 1);
+	s->pick[l] = s->searched[g];
+	if ((rc = probe(s, ok, diag)))
+		return rc;
+	if (*ok) {
+		lo = 0;
+		hi = g;
+		nb = g - 1;
+	} else {
+		if (g == n - 1)
+			return 0;
+		s->pick[l] = s->searched[n - 1];
+		if ((rc = probe(s, ok, diag)) || !*ok)
+			return rc;
+		lo = g;
+		hi = n - 1;
+		nb = g + 1;
+	}
+	if (nb > lo && nb < hi) {
+		s->pick[l] = s->searched[nb];
 		if ((rc = probe(s, ok, diag)))
 			return rc;
-		if (*ok)
-			hi = 0;
+		*(*ok ? &hi : &lo) = nb;
 	}
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		s->pick[l] = s->searched[mid];
-		if ((rc = probe(s, ok, diag)))
-			return rc;
-		*(*ok ? &hi : &lo) = mid;
-	}
+	if ((rc = bisect(s, l, lo, hi, &hi, diag)))
+		return rc;
 	s->pick[l] = s->searched[hi];
 	*ok = true;
 	return 0;
@@ -381,7 +584,8 @@ static int search_lever(struct search *s, int l, bool *ok,
  * numeric lever among them (data parallel before micro-batch) is
  * bisected, the others' values are tried in order, the earlier lever
  * varying slowest. Where the change with every lever at its last value
- * does not fit, the subset is skipped after that one plan.
+ * does not fit, the subset is skipped after that one plan (one lever
+ * alone: its own search).
  */
 static int search_mask(struct search *s, unsigned mask, bool *ok,
 		       struct gm_diag *diag)
@@ -404,6 +608,11 @@ static int search_mask(struct search *s, unsigned mask, bool *ok,
 			return 0;
 		s->pick[l] = s->vals[l][s->n_vals[l] - 1];
 	}
+	/* one lever alone: its own search says where none fits */
+	if (__builtin_popcount(mask) == 1)
+		return last >= 0 ? search_lever(s, last, ok, diag) :
+				   search_lever(s, __builtin_ctz(mask), ok,
+						diag);
 	/* every lever at its last value first */
 	if (last >= 0) {
 		s->in[last] = false;
@@ -501,8 +710,8 @@ static void lever_values(struct search *s)
 			memset(s->in, 0, sizeof(s->in));
 			s->in[l] = true;
 			s->pick[l] = s->vals[l][i];
-			/* ZeRO is judged with the degree of the change */
-			if (l == GM_FL_ZERO || build(s))
+			/* sharding is judged with the degree of the change */
+			if (build(s))
 				s->vals[l][k++] = s->vals[l][i];
 		}
 		s->n_vals[l] = k;
@@ -552,8 +761,8 @@ static int widest(struct search *s, const struct gm_model_opts *fo,
 	}
 	if (!build(s))
 		return 0;
-	if (s->in[GM_FL_ZERO] && dp_of(&s->cur) < 2) {
-		s->in[GM_FL_ZERO] = false;
+	if (shards(s) && dp_of(&s->cur) < 2) {
+		s->in[GM_FL_ZERO] = s->in[GM_FL_DIST_OPTIMIZER] = false;
 		if (!build(s))
 			return 0;
 	}
@@ -571,19 +780,33 @@ static int widest(struct search *s, const struct gm_model_opts *fo,
 	return 0;
 }
 
+/* Whether the last probe that fitted is the change in s->in / s->pick. */
+static bool same_change(const struct search *s)
+{
+	for (int l = 0; l < GM_FL_N; l++)
+		if (s->fit_in[l] != s->in[l] ||
+		    (s->in[l] && s->fit_pick[l] != s->pick[l]))
+			return false;
+	return true;
+}
+
 static int change_run(struct search *s, const struct gm_model_opts *fo,
-		      struct gm_fit_change *out, struct gm_diag *diag)
+		      const struct gm_plan *given, struct gm_fit_change *out,
+		      struct gm_diag *diag)
 {
 	unsigned masks[1u << GM_FL_N], n_masks = 0;
 	bool ok = false;
 	int rc;
 
-	rc = gm_plan_capped(s->base, s->gpu, fo, &s->plan, diag);
-	if (rc)
-		return rc;
+	if (!given) {
+		rc = gm_plan_capped(s->base, s->gpu, fo, &s->plan, diag);
+		if (rc)
+			return rc;
+		given = &s->plan;
+	}
 	out->training = s->base->task == GM_TASK_TRAIN;
-	figures(s->base, &s->plan, &out->given);
-	out->fits_as_given = s->plan.fits;
+	figures(s->base, given, &out->given);
+	out->fits_as_given = given->fits;
 	if (out->fits_as_given)
 		return 0;
 	lever_values(s);
@@ -606,7 +829,16 @@ static int change_run(struct search *s, const struct gm_model_opts *fo,
 	out->plans = s->plans;
 	if (!ok)
 		return widest(s, fo, out, diag);
-	/* the answer, planned in full with the caller's options */
+	out->n_sets += change_sets(s, out->sets + out->n_sets);
+	for (int l = 0; l < GM_FL_N; l++)
+		if (s->in[l])
+			out->levers |= 1u << l;
+	/* the answer's figures: its probe's, the last that fitted */
+	if (s->fitted && same_change(s) && fo->reserve == s->probe.reserve) {
+		out->found = true;
+		out->change = s->fit_fig;
+		return 0;
+	}
 	if (!build(s))
 		return gm_diag_set(diag, GM_EINVAL, "the change found no "
 				   "longer validates");
@@ -614,16 +846,13 @@ static int change_run(struct search *s, const struct gm_model_opts *fo,
 	if (rc)
 		return rc;
 	out->found = s->plan.fits;
-	out->n_sets += change_sets(s, out->sets + out->n_sets);
-	for (int l = 0; l < GM_FL_N; l++)
-		if (s->in[l])
-			out->levers |= 1u << l;
 	figures(&s->cur, &s->plan, &out->change);
 	return 0;
 }
 
 int gm_fit_change(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		  const struct gm_model_opts *opts, const char *const *pre,
+		  const struct gm_model_opts *opts,
+		  const struct gm_plan *given, const char *const *pre,
 		  int n_pre, struct gm_fit_change *out,
 		  struct gm_fit_progress *prog, struct gm_diag *diag)
 {
@@ -658,8 +887,10 @@ int gm_fit_change(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	s->probe = full;
 	s->probe.fits_only = true;
 	s->probe.trace = NULL;
+	s->guess = s->probe;
+	s->guess.reserve = GM_RESERVE_ANALYTIC;
 	s->prog = prog;
-	rc = change_run(s, &full, out, diag);
+	rc = change_run(s, &full, n_pre ? NULL : given, out, diag);
 	out->plans = s->plans;
 	free(s);
 	return rc;

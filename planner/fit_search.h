@@ -29,6 +29,10 @@ enum gm_fit_lever {
 				* selective, then full */
 	GM_FL_ZERO,            /* parallelism.zero_stage up to 3, with
 				* data_parallel above 1 */
+	GM_FL_DIST_OPTIMIZER,  /* parallelism.distributed_optimizer
+				* (Megatron-LM's ZeRO-1), the same */
+	GM_FL_OFFLOAD,         /* DeepSpeed: offload_optimizer cpu, then
+				* offload_parameters cpu too (ZeRO-3) */
 	GM_FL_DATA_PARALLEL,   /* more data-parallel ranks */
 	GM_FL_TENSOR_PARALLEL, /* tensor_parallel x2, x4, ... up to 8 */
 	GM_FL_ADAPTER,         /* training.adapter: lora, then qlora */
@@ -85,7 +89,8 @@ struct gm_fit_change {
  * it as not. A change a lever would make is planned only where
  * gm_spec_apply() and gm_spec_check_modelled() accept the spec it
  * gives, so no change names a value `gpumem plan` refuses. opts: as
- * gm_fit()'s (NULL: defaults). pre: n_pre (at most
+ * gm_fit()'s (NULL: defaults). given: the caller's plan of spec on gpu
+ * with opts, reused (NULL, or with pre: planned here). pre: n_pre (at most
  * GM_FIT_CHANGE_SETS / 2) --set strings the caller plans the spec with
  * (gpumem fit --global-batch N: "training.global_batch_size=N"), applied
  * before the search and listed first in the change, so that it pastes
@@ -96,7 +101,8 @@ struct gm_fit_change {
  * no change searched fits.
  */
 int gm_fit_change(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
-		  const struct gm_model_opts *opts, const char *const *pre,
+		  const struct gm_model_opts *opts,
+		  const struct gm_plan *given, const char *const *pre,
 		  int n_pre, struct gm_fit_change *out,
 		  struct gm_fit_progress *prog, struct gm_diag *diag);
 

@@ -119,6 +119,18 @@ static double tdiv(const struct ctx *c, const struct gm_ptensor *pt)
 	return pt->flags & (GM_PT_EMBED | GM_PT_HEAD) ? c->tv : c->t;
 }
 
+static uint64_t stage_layers(uint64_t L, unsigned p, unsigned r);
+
+/* The first block of this stage. */
+static uint64_t stage_first(const struct ctx *c)
+{
+	uint64_t first = 0;
+
+	for (unsigned i = 0; i < c->r; i++)
+		first += stage_layers(c->pl->layers, c->p, i);
+	return first;
+}
+
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -129,6 +141,12 @@ static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 	n /= tdiv(c, pt);
 	if (pt->flags & GM_PT_LAYER) {
 		*count = (double)c->layers;
+		/* a group in some blocks only (DeepSeek's dense and routed
+		 * MLPs): its elements on this stage's blocks, spread over
+		 * them (the stages keep whole blocks, stage_layers()) */
+		if (pt->hi)
+			return n * (double)gm_ptensor_blocks(
+				pt, stage_first(c), c->layers);
 		return n * *count;
 	}
 	if (pt->flags & GM_PT_TIED) /* Megatron keeps a copy on the last
@@ -205,6 +223,14 @@ static void layer_dims(const struct ctx *c, struct gm_act_dims *d,
 	d->sp = c->spec->parallelism.sequence_parallel;
 }
 
+/* The share of blocks whose MLP is routed (all but model.dense_layers). */
+static double moe_frac(const struct gm_spec_model *m)
+{
+	if (!m->layers || m->dense_layers >= m->layers)
+		return 0;
+	return (double)(m->layers - m->dense_layers) / (double)m->layers;
+}
+
 static void layer_list(const struct ctx *c, struct gm_act_layer *l,
 		       bool training)
 {
@@ -218,6 +244,8 @@ static void layer_list(const struct ctx *c, struct gm_act_layer *l,
 		.residual = c->full.residual,
 		.experts = (double)c->spec->model.experts,
 		.topk = (double)c->spec->model.experts_per_token,
+		.moe_frac = moe_frac(&c->spec->model),
+		.model = &c->spec->model,
 	};
 
 	if (!training)

@@ -18,7 +18,7 @@ void gm_params_add(struct gm_param_layout *l, const char *name,
 {
 	if (l->n >= GM_PARAMS_MAX)
 		return; /* cannot happen with the families' layouts */
-	l->t[l->n++] = (struct gm_ptensor){name, rows, cols, flags, 0};
+	l->t[l->n++] = (struct gm_ptensor){name, rows, cols, flags, 0, 0, 0};
 }
 
 void gm_params_add3(struct gm_param_layout *l, const char *name,
@@ -28,6 +28,34 @@ void gm_params_add3(struct gm_param_layout *l, const char *name,
 	gm_params_add(l, name, groups * rows, cols, flags);
 	if (l->n > 0 && !strcmp(l->t[l->n - 1].name, name))
 		l->t[l->n - 1].groups = groups;
+}
+
+void gm_params_blocks(struct gm_param_layout *l, uint64_t lo, uint64_t hi)
+{
+	struct gm_ptensor *pt;
+
+	if (l->n <= 0)
+		return;
+	pt = &l->t[l->n - 1];
+	if (hi > l->layers)
+		hi = l->layers;
+	if (lo > hi)
+		lo = hi;
+	/* in no block: an empty range hi 0 would not mean */
+	pt->lo = lo < hi ? lo : UINT64_MAX;
+	pt->hi = lo < hi ? hi : UINT64_MAX;
+}
+
+uint64_t gm_ptensor_blocks(const struct gm_ptensor *pt, uint64_t first,
+			   uint64_t n)
+{
+	uint64_t lo = first, hi = first + n;
+
+	if (!pt->hi)
+		return n;
+	lo = pt->lo > lo ? pt->lo : lo;
+	hi = pt->hi < hi ? pt->hi : hi;
+	return hi > lo ? hi - lo : 0;
 }
 
 /* The causal models' head (after the final norm): lm_head, tied to the
@@ -54,7 +82,31 @@ uint64_t gm_ptensor_elems(const struct gm_param_layout *l,
 {
 	uint64_t n = pt->rows * pt->cols;
 
-	return pt->flags & GM_PT_LAYER ? n * l->layers : n;
+	return pt->flags & GM_PT_LAYER ? n * gm_ptensor_blocks(pt, 0,
+							       l->layers) : n;
+}
+
+/* Elements of the largest block: blocks differ only where a tensor group
+ * starts (its lo) or at block 0. */
+static uint64_t largest_block(const struct gm_param_layout *l)
+{
+	uint64_t best = 0;
+
+	for (int j = -1; j < l->n; j++) {
+		uint64_t b = j < 0 ? 0 : l->t[j].lo, sum = 0;
+
+		if (j >= 0 && (!l->t[j].hi || b >= l->layers))
+			continue;
+		for (int i = 0; i < l->n; i++) {
+			const struct gm_ptensor *pt = &l->t[i];
+			if ((pt->flags & GM_PT_LAYER) &&
+			    !(pt->flags & GM_PT_TIED) &&
+			    gm_ptensor_blocks(pt, b, 1))
+				sum += pt->rows * pt->cols;
+		}
+		best = sum > best ? sum : best;
+	}
+	return best;
 }
 
 int gm_params_layout(const struct gm_spec_model *m,
@@ -76,6 +128,7 @@ int gm_params_layout(const struct gm_spec_model *m,
 	rc = fam->layout(m, l, diag);
 	if (rc)
 		return rc;
+	l->per_layer = largest_block(l);
 	for (int i = 0; i < l->n; i++) {
 		const struct gm_ptensor *pt = &l->t[i];
 		uint64_t n = gm_ptensor_elems(l, pt);
@@ -84,8 +137,8 @@ int gm_params_layout(const struct gm_spec_model *m,
 			continue;
 		l->total += n;
 		if (pt->flags & GM_PT_LAYER)
-			l->per_layer += pt->rows * pt->cols;
-		else if (pt->flags & GM_PT_EMBED)
+			continue;
+		if (pt->flags & GM_PT_EMBED)
 			l->embed += n;
 		else if (pt->flags & GM_PT_HEAD)
 			l->head += n;

@@ -37,6 +37,9 @@ struct gm_ptensor {
 	unsigned flags;         /* GM_PT_* */
 	uint64_t groups;        /* a 3-D parameter of groups x (rows /
 				 * groups) x cols (MoE experts); 0: 2-D */
+	uint64_t lo, hi;        /* GM_PT_LAYER: only in blocks lo..hi-1
+				 * (DeepSeek's dense and routed MLPs);
+				 * hi 0: in every block */
 };
 
 #define GM_PARAMS_MAX 32
@@ -45,7 +48,8 @@ struct gm_param_layout {
 	struct gm_ptensor t[GM_PARAMS_MAX];
 	int n;
 	uint64_t layers;        /* the transformer blocks */
-	uint64_t per_layer;     /* elements in one block */
+	uint64_t per_layer;     /* elements in one block (the largest where
+				 * blocks differ) */
 	uint64_t embed;         /* elements of GM_PT_EMBED tensors */
 	uint64_t head;          /* elements of GM_PT_HEAD tensors, not tied */
 	uint64_t total;         /* what sum(p.numel()) prints, tied once */
@@ -72,12 +76,22 @@ void gm_params_add3(struct gm_param_layout *l, const char *name,
 		    uint64_t groups, uint64_t rows, uint64_t cols,
 		    unsigned flags);
 
+/* Restrict the last tensor group added to blocks lo..hi-1 (clipped to
+ * the model's blocks; it may end up in none). */
+void gm_params_blocks(struct gm_param_layout *l, uint64_t lo, uint64_t hi);
+
+/* How many blocks hold tensor group pt (GM_PT_LAYER), of blocks
+ * first..first+n-1. */
+uint64_t gm_ptensor_blocks(const struct gm_ptensor *pt, uint64_t first,
+			   uint64_t n);
+
 /* The causal models' head: lm_head (tied where the spec says), or score
  * for head: classification. */
 void gm_params_lm_head(const struct gm_spec_model *m,
 		       struct gm_param_layout *l);
 
-/* Elements of tensor group pt across the whole model (x layers if LAYER). */
+/* Elements of tensor group pt across the whole model (x the blocks that
+ * hold it if LAYER). */
 uint64_t gm_ptensor_elems(const struct gm_param_layout *l,
 			  const struct gm_ptensor *pt);
 

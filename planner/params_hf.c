@@ -126,10 +126,12 @@ int gm_params_hf(const struct gm_spec_model *m,
 		const struct gm_ptensor *pt = &l->t[i];
 		const char *prefix = prefix_of(gm_arch_name(m->architecture),
 					       pt->name);
-		uint64_t count = pt->flags & GM_PT_LAYER ? l->layers : 1;
+		uint64_t count = pt->flags & GM_PT_LAYER ?
+				 gm_ptensor_blocks(pt, 0, l->layers) : 1;
 		uint64_t cols = pt->cols > 1 ? pt->cols : 0;
 
-		if (pt->flags & GM_PT_TIED)
+		if ((pt->flags & GM_PT_TIED) ||
+		    ((pt->flags & GM_PT_LAYER) && !count))
 			continue;
 		if (pt->groups) {
 			/* a 3-D nn.Parameter (MoE experts), no suffix */

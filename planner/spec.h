@@ -103,6 +103,15 @@ struct gm_spec_model {
 	uint64_t experts_per_token; /* top-k */
 	uint64_t shared_experts;    /* always-on experts */
 	uint64_t moe_ffn_hidden_size; /* one expert's MLP width */
+	uint64_t dense_layers;      /* the first blocks with a dense MLP of
+				     * ffn_hidden_size, the rest routed
+				     * (DeepSeek's first_k_dense_replace) */
+	/* multi-head latent attention (families that take GM_FK_MLA) */
+	uint64_t q_lora_rank;       /* q's low-rank width; 0 = a full q_proj */
+	uint64_t kv_lora_rank;      /* the compressed K/V width */
+	uint64_t qk_rope_head_dim;  /* the rotary part of a q/k head */
+	uint64_t qk_nope_head_dim;  /* the part without rotary */
+	uint64_t v_head_dim;        /* one value head's width */
 };
 
 struct gm_spec_training {

@@ -57,6 +57,22 @@ static void model_defaults(struct gm_spec *s)
 		m->experts_per_token = fam->defaults.experts_per_token;
 	if (!given(s, GM_K_MOE_FFN))
 		m->moe_ffn_hidden_size = m->ffn_hidden_size;
+	if (!given(s, GM_K_SHARED_EXPERTS))
+		m->shared_experts = fam->defaults.shared_experts;
+	if (!given(s, GM_K_DENSE_LAYERS))
+		m->dense_layers = fam->defaults.dense_layers;
+	if (!(fam->keys & GM_FK_MLA))
+		return;
+	if (!given(s, GM_K_Q_LORA_RANK))
+		m->q_lora_rank = fam->defaults.mla.q_lora_rank;
+	if (!given(s, GM_K_KV_LORA_RANK))
+		m->kv_lora_rank = fam->defaults.mla.kv_lora_rank;
+	if (!given(s, GM_K_QK_ROPE_HEAD_DIM))
+		m->qk_rope_head_dim = fam->defaults.mla.qk_rope_head_dim;
+	if (!given(s, GM_K_QK_NOPE_HEAD_DIM))
+		m->qk_nope_head_dim = fam->defaults.mla.qk_nope_head_dim;
+	if (!given(s, GM_K_V_HEAD_DIM))
+		m->v_head_dim = fam->defaults.mla.v_head_dim;
 }
 
 /*
@@ -212,6 +228,12 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		{GM_K_MOE_FFN, GM_FK_MOE, ""},
 		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
 		{GM_K_HEAD_DIM, GM_FK_HEAD_DIM, ""},
+		{GM_K_DENSE_LAYERS, GM_FK_DENSE_LAYERS, ""},
+		{GM_K_Q_LORA_RANK, GM_FK_MLA, ""},
+		{GM_K_KV_LORA_RANK, GM_FK_MLA, ""},
+		{GM_K_QK_ROPE_HEAD_DIM, GM_FK_MLA, ""},
+		{GM_K_QK_NOPE_HEAD_DIM, GM_FK_MLA, ""},
+		{GM_K_V_HEAD_DIM, GM_FK_MLA, ""},
 	};
 	const struct gm_spec *s = c->spec;
 	const struct gm_family *fam = gm_family(s->model.architecture);
@@ -227,6 +249,11 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 				      "architecture %s only%s", names,
 				      only[i].note);
 	}
+	if (fam->train_only && s->task == GM_TASK_INFERENCE)
+		return gm__spec_blame(c, given(s, GM_K_TASK) ? GM_K_TASK :
+				      GM_K_ARCH, "inference of architecture "
+				      "'%s' is not modelled yet by `gpumem "
+				      "plan` (training is)", fam->name);
 	if (given(s, GM_K_ACT_PER_TOKEN) && s->task != GM_TASK_TRAIN)
 		return gm__spec_blame(c, GM_K_ACT_PER_TOKEN, "applies to "
 				      "task 'train' only (a forward pass "

@@ -170,6 +170,16 @@ static bool other_on(const struct gm_mg_step *mg, unsigned c)
 	return c == 0;
 }
 
+/* Whether tensor i is built on the rank (a chunk's other tensors only
+ * on chunk 0). */
+static bool built(const struct gm_mg_step *mg, size_t i)
+{
+	size_t pc = per_chunk(mg);
+	bool other = i % pc >= (size_t)mg->layers_chunk * (size_t)mg->n_layer_t;
+
+	return !other || other_on(mg, (unsigned)(i / pc));
+}
+
 /* Build, DDP wrap, optimizer construction. */
 static void setup(struct mg_em *e)
 {
@@ -177,14 +187,9 @@ static void setup(struct mg_em *e)
 	size_t pc = per_chunk(mg);
 
 	phase(e->sk, GM_SP_SETUP);
-	for (size_t i = 0; i < e->nw; i++) {
-		unsigned c = (unsigned)(i / pc);
-		bool other = i % pc >= (size_t)mg->layers_chunk *
-				       (size_t)mg->n_layer_t;
-		if (other && !other_on(mg, c))
-			continue;
-		e->w[i] = alloc(e, tensor_bytes(mg, i), GM_SK_WEIGHT);
-	}
+	for (size_t i = 0; i < e->nw; i++)
+		if (built(mg, i))
+			e->w[i] = alloc(e, tensor_bytes(mg, i), GM_SK_WEIGHT);
 	for (unsigned c = 0; c < mg->chunks; c++) {
 		e->pbuf[c] = alloc(e, mg->param_buf[c], GM_SK_WEIGHT);
 		e->gbuf[c] = alloc(e, mg->grad_buf[c], GM_SK_GRAD);
@@ -193,15 +198,10 @@ static void setup(struct mg_em *e)
 		for (size_t i = c * pc; i < (c + 1) * pc; i++)
 			release(e, &e->w[i]); /* now a view of param_data */
 	}
-	for (size_t i = 0; i < e->nw; i++) {
-		unsigned c = (unsigned)(i / pc);
-		bool other = i % pc >= (size_t)mg->layers_chunk *
-				       (size_t)mg->n_layer_t;
-		if (other && !other_on(mg, c))
-			continue;
-		e->master[i] = alloc(e, tensor_bytes(mg, i) * mg->master_frac,
-				     GM_SK_STATE);
-	}
+	for (size_t i = 0; i < e->nw; i++)
+		if (built(mg, i))
+			e->master[i] = alloc(e, tensor_bytes(mg, i) *
+					     mg->master_frac, GM_SK_STATE);
 }
 
 static uint32_t *set_of(struct mg_em *e, unsigned c, uint64_t slot)
@@ -300,21 +300,16 @@ static void backward(struct mg_em *e, unsigned c)
 	release(e, &t);
 }
 
+/* The first step creates Adam's states, per master tensor. */
 static void optimizer(struct mg_em *e)
 {
 	phase(e->sk, GM_SP_OPTIMIZER);
 	if (e->have_states)
 		return;
 	for (size_t i = 0; i < e->nw; i++)
-		if (e->master[i] != NONE || e->mg->master_frac <= 0) {
-			size_t pc = per_chunk(e->mg);
-			bool other = i % pc >= (size_t)e->mg->layers_chunk *
-					       (size_t)e->mg->n_layer_t;
-			if (other && !other_on(e->mg, (unsigned)(i / pc)))
-				continue;
+		if (built(e->mg, i))
 			e->state[i] = alloc(e, tensor_bytes(e->mg, i) *
 					    e->mg->state_frac, GM_SK_STATE);
-		}
 	e->have_states = true;
 }
 

@@ -43,6 +43,16 @@ enum {
 					* moe_ffn_hidden_size */
 	GM_FK_SHARED_EXPERTS = 1 << 5, /* model.shared_experts */
 	GM_FK_HEAD_DIM = 1 << 6,       /* model.head_dim */
+	GM_FK_MLA = 1 << 7,            /* model.q_lora_rank, kv_lora_rank,
+					* qk_rope_head_dim, qk_nope_head_dim,
+					* v_head_dim */
+	GM_FK_DENSE_LAYERS = 1 << 8,   /* model.dense_layers */
+};
+
+/* Multi-head latent attention's widths (GM_FK_MLA families' defaults). */
+struct gm_family_mla {
+	uint64_t q_lora_rank, kv_lora_rank, qk_rope_head_dim;
+	uint64_t qk_nope_head_dim, v_head_dim;
 };
 
 /* What the first block's input is to the model's forward (training):
@@ -79,6 +89,8 @@ struct gm_family {
 		enum gm_head head;
 		uint64_t experts, experts_per_token; /* MoE families */
 		uint64_t head_dim; /* 0: hidden_size / attention_heads */
+		uint64_t shared_experts, dense_layers; /* MoE families */
+		struct gm_family_mla mla; /* GM_FK_MLA families */
 		/* PEFT's default LoRA target modules for the model type
 		 * (peft utils/constants.py
 		 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING); NULL
@@ -108,6 +120,8 @@ struct gm_family {
 	bool moe;              /* a routed mixture-of-experts MLP
 				* (model.experts ...): the plan says what a
 				* skewed router adds */
+	bool train_only;       /* task: inference is not modelled yet (its
+				* infer_* ops are never called) */
 
 	/* ---- training ---- */
 	bool dropout;          /* Hugging Face's default dropout p > 0 */

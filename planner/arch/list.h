@@ -20,7 +20,8 @@
 	X(MIXTRAL, mixtral, "mixtral")    \
 	X(GPT_NEOX, gpt_neox, "gpt-neox") \
 	X(QWEN3, qwen3, "qwen3")          \
-	X(QWEN3_MOE, qwen3_moe, "qwen3-moe")
+	X(QWEN3_MOE, qwen3_moe, "qwen3-moe") \
+	X(DEEPSEEK_V3, deepseek_v3, "deepseek-v3")
 
 #define GM_ARCH_ENUM_(id, sym, name) GM_ARCH_##id,
 enum gm_arch { GM_FAMILIES(GM_ARCH_ENUM_) GM_ARCH_N };

@@ -40,6 +40,26 @@ CASES = [
      ["parallelism.zero_stage=3"],
      [["parallelism.zero_stage=2"],
       ["training.activation_checkpointing=full"]]),
+    # Megatron-LM: zero_stage is refused there, its distributed
+    # optimizer shards the fp32 master weights and Adam's states
+    ("llama-2-7b.yaml", ["training.framework=megatron",
+                         "parallelism.zero_stage=0"],
+     "NVIDIA A100-SXM4-80GB", ["parallelism.distributed_optimizer=true"],
+     [[]]),
+    # DeepSpeed on one GPU: ZeRO-3 alone holds every state; the
+    # optimizer's on the host fit an L4, a T4 needs the parameters there
+    # too
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "training.global_batch_size=1"],
+     "NVIDIA L4", ["parallelism.offload_optimizer=cpu"],
+     [["training.activation_checkpointing=full"]]),
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "training.global_batch_size=1"],
+     "Tesla T4", ["parallelism.offload_optimizer=cpu",
+                  "parallelism.offload_parameters=cpu"],
+     [["parallelism.offload_optimizer=cpu"]]),
     # more GPUs: the 8 of the spec do not fit, 16 do (the global batch
     # 64 at micro-batch 1 allows 16, not 9..15)
     ("llama-2-13b-8x-v100.yaml", [], "Tesla V100-SXM2-32GB",
@@ -48,6 +68,14 @@ CASES = [
     ("gpt2.yaml", [], "NVIDIA GeForce GTX 1080 Ti",
      ["training.micro_batch_size=4", "training.global_batch_size=8"],
      [["training.micro_batch_size=8", "training.global_batch_size=8"]]),
+    # an adapter: one GPU under DDP, tensor parallel 8 does not fit, LoRA
+    # (PEFT's defaults) does
+    ("llama-2-7b.yaml", ["parallelism.data_parallel=1",
+                         "parallelism.zero_stage=0",
+                         "training.global_batch_size=8"],
+     "NVIDIA H200 MIG 1g.18gb", ["training.adapter=lora"],
+     [["parallelism.tensor_parallel=8"], ["parallelism.data_parallel=8"],
+      ["training.micro_batch_size=1"]]),
     # inference: a smaller batch
     ("llama-3-8b.yaml", ["task=inference", "inference.batch_size=8",
                          "inference.prompt_length=4096",

@@ -60,12 +60,13 @@ static void help(void)
 	       "micro-batch with\nmore gradient-accumulation steps (the "
 	       "global batch kept; inference: a\nsmaller batch), activation "
 	       "checkpointing (selective, then full), a higher\nZeRO stage "
-	       "(data_parallel above 1), more data-parallel GPUs, tensor\n"
-	       "parallel (x2, x4, ... up to 8), an adapter (lora, then "
-	       "qlora); only values\ngpumem plan models. Where nothing "
-	       "fits, the widest change searched and its\nheadroom. JSON: "
-	       "fits_as_given, smallest_change, widest_change\n"
-	       "(planner/README.md).\n\n"
+	       "or Megatron-LM's distributed optimizer (data_parallel above "
+	       "1),\nDeepSpeed's CPU offload (optimizer, then parameters), "
+	       "more data-parallel\nGPUs, tensor parallel (x2, x4, ... "
+	       "up to 8), an adapter\n(lora, then qlora); only values "
+	       "gpumem plan models. Where nothing fits, the\nwidest change "
+	       "searched and its headroom. JSON: fits_as_given,\n"
+	       "smallest_change, widest_change (planner/README.md).\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --catalog FILE    add this file's GPUs to the built-in "
 	       "catalog (same name:\n                    replaces)\n"
@@ -380,7 +381,8 @@ int gm_cmd_fit(int argc, char **argv)
 			rc = gm_fit_observed(spec, &g, &a.model, gb, &fits[m],
 					     tty ? &pr.p : NULL, &diag);
 		if (!rc)
-			rc = gm_fit_change(spec, &g, &a.model, pre, gb ? 1 : 0,
+			rc = gm_fit_change(spec, &g, &a.model, NULL, pre,
+					   gb ? 1 : 0,
 					   &changes[m], tty ? &pr.p : NULL,
 					   &diag);
 		if (!rc && fits[m].max_micro_batch) {

@@ -236,13 +236,13 @@ static int trace_write(const char *path, const struct trace_buf *t,
  * stands).
  */
 static void plan_hint(const struct gm_spec *spec, const struct gm_plan_gpu *g,
-		      const struct gm_model_opts *o)
+		      const struct gm_model_opts *o, const struct gm_plan *plan)
 {
 	struct gm_fit_change *c = calloc(1, sizeof(*c));
 	struct gm_diag diag = {{0}};
 	char line[1024];
 
-	if (c && !gm_fit_change(spec, g, o, NULL, 0, c, NULL, &diag) &&
+	if (c && !gm_fit_change(spec, g, o, plan, NULL, 0, c, NULL, &diag) &&
 	    !c->fits_as_given)
 		fprintf(stderr, "gpumem plan: hint: %s%s\n",
 			c->found ? "fits with " : "",
@@ -405,7 +405,7 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	if (!plan->fits)
-		plan_hint(spec, &g, &a.model);
+		plan_hint(spec, &g, &a.model, plan);
 	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
 out:
 	free(tb.ev);

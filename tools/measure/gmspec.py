@@ -54,6 +54,12 @@ SCHEMA = {
         "experts_per_token": (int, None),
         "shared_experts": (int, None),
         "moe_ffn_hidden_size": (int, None),
+        "dense_layers": (int, None),
+        "q_lora_rank": (int, None),
+        "kv_lora_rank": (int, None),
+        "qk_rope_head_dim": (int, None),
+        "qk_nope_head_dim": (int, None),
+        "v_head_dim": (int, None),
     },
     "training": {
         "micro_batch_size": (int, 1),
@@ -135,6 +141,11 @@ HF_KEYS = (
     ("shared_experts", "n_shared_experts"),
     ("moe_ffn_hidden_size", "moe_intermediate_size"),
     ("head_dim", "head_dim"),
+    ("dense_layers", "first_k_dense_replace"),
+    ("q_lora_rank", "q_lora_rank"), ("kv_lora_rank", "kv_lora_rank"),
+    ("qk_rope_head_dim", "qk_rope_head_dim"),
+    ("qk_nope_head_dim", "qk_nope_head_dim"),
+    ("v_head_dim", "v_head_dim"),
 )
 HF_FAMILY = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
              "gpt2": "gpt2", "bert": "bert", "mixtral": "mixtral",
@@ -466,4 +477,8 @@ def shape_key(spec):
         keys.append("head_dim")
     if m["architecture"] == "qwen3-moe":
         keys += ["head_dim", "experts", "moe_ffn_hidden_size"]
+    if m["architecture"] == "deepseek-v3":
+        keys += ["experts", "moe_ffn_hidden_size", "shared_experts",
+                 "dense_layers", "q_lora_rank", "kv_lora_rank",
+                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"]
     return ",".join(f"{k}={m[k]}" for k in keys).lower()

@@ -8,6 +8,12 @@ other common ways (tests/data/calibration/pending/):
             with and without offload, MoE shapes (measure_loops.py)
   longgen/  long generation with the transformers default cache: prompts
             2048-8192, generate 64-2048, batch 1-32 (measure.py)
+  ds-multi/ DeepSpeed ZeRO 1-3 on 2 and 4 GPUs, with offload_optimizer and
+            offload_param to cpu (measure_frameworks.py, runner deepspeed)
+  megatron/ Megatron-Core's GPTModel (local layer spec) with tensor,
+            pipeline and interleaved pipeline parallelism, the distributed
+            optimizer on and off, selective recompute
+            (measure_frameworks.py, runner megatron)
 
     make_loops.py [--out tests/data/calibration/pending] [--check]
 
@@ -260,6 +266,60 @@ L = [
      dict(built_whole=True)),
 ]
 
+# DeepSpeed on several GPUs (measure_frameworks.py): name, model, data
+# parallel degree, DS key, precision, micro-batch, sequence, extra
+# parallelism keys (the offload the JSON says, spelled for the planner)
+DSM = [
+    ("dsm-zero1-llama-1.1b-dp2", "llama-1.1b", 2, "zero1-bf16", {}),
+    ("dsm-zero2-llama-1.1b-dp2", "llama-1.1b", 2, "zero2-bf16", {}),
+    ("dsm-zero3-llama-1.1b-dp2", "llama-1.1b", 2, "zero3-bf16", {}),
+    ("dsm-zero2-offload-llama-1.1b-dp2", "llama-1.1b", 2,
+     "zero2-bf16-offload-opt", dict(offload_optimizer="cpu")),
+    ("dsm-zero3-offload-all-llama-1.1b-dp2", "llama-1.1b", 2,
+     "zero3-bf16-offload-all",
+     dict(offload_optimizer="cpu", offload_parameters="cpu")),
+    ("dsm-zero1-llama-1.1b-dp4", "llama-1.1b", 4, "zero1-bf16", {}),
+    ("dsm-zero2-llama-1.1b-dp4", "llama-1.1b", 4, "zero2-bf16", {}),
+    ("dsm-zero3-llama-1.1b-dp4", "llama-1.1b", 4, "zero3-bf16", {}),
+    ("dsm-zero3-offload-opt-llama-1.1b-dp4", "llama-1.1b", 4,
+     "zero3-bf16-offload-opt", dict(offload_optimizer="cpu")),
+    ("dsm-zero3-llama-134m-dp4", "llama-134m", 4, "zero3-bf16", {}),
+]
+
+# Megatron-Core (measure_frameworks.py): name, model, training keys,
+# parallelism keys. Micro-batches per step = global / (micro x dp).
+MEG = [
+    ("meg-tp2-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(tensor_parallel=2)),
+    ("meg-pp2-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(pipeline_parallel=2)),
+    ("meg-pp2-vpp2-llama-134m", "llama-134m",
+     dict(micro_batch_size=4, global_batch_size=16),
+     dict(pipeline_parallel=2, virtual_pipeline_stages=2)),
+    ("meg-dp2-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(data_parallel=2)),
+    ("meg-dp2-distopt-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(data_parallel=2, distributed_optimizer=True)),
+    ("meg-dp2-distopt-selective-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=4, global_batch_size=8,
+          activation_checkpointing="selective"),
+     dict(data_parallel=2, distributed_optimizer=True)),
+    ("meg-tp2-dp2-distopt-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(tensor_parallel=2, data_parallel=2, distributed_optimizer=True)),
+    ("meg-pp2-dp2-distopt-llama-1.1b", "llama-1.1b",
+     dict(micro_batch_size=2, global_batch_size=8),
+     dict(pipeline_parallel=2, data_parallel=2, distributed_optimizer=True)),
+    ("meg-pp2-vpp2-dp2-distopt-llama-134m", "llama-134m",
+     dict(micro_batch_size=4, global_batch_size=32),
+     dict(pipeline_parallel=2, virtual_pipeline_stages=2, data_parallel=2,
+          distributed_optimizer=True)),
+]
+
 # long generation (measure.py): name, shape, precision, batch, prompt,
 # generate
 G = [
@@ -365,6 +425,37 @@ def files():
     out["loops/manifest.json"] = js({
         "format": "gpumem-calibration-manifest-1",
         "harness": "tools/measure/measure_loops.py",
+        "heldout_rule": "int(sha256(name)[:8], 16) % 3 == 0",
+        "configs": man})
+    man = []
+    for name, model, dp, ds, par in DSM:
+        t = dict(precision="bf16-mixed", micro_batch_size=4,
+                 sequence_length=2048 if model == "llama-1.1b" else 1024,
+                 framework="deepspeed", deepspeed_config=ds)
+        out[f"ds-multi/specs/{name}.yaml"] = train_spec(
+            name, model, t, dict(data_parallel=dp, **par))
+        man.append({"name": name, "spec": f"specs/{name}.yaml", "set": [],
+                    "runner": "deepspeed", "gpus": dp,
+                    "heldout": heldout(name)})
+    out["ds-multi/manifest.json"] = js({
+        "format": "gpumem-calibration-manifest-1",
+        "harness": "tools/measure/measure_frameworks.py",
+        "heldout_rule": "int(sha256(name)[:8], 16) % 3 == 0",
+        "configs": man})
+    man = []
+    for name, model, t, par in MEG:
+        t = dict(dict(precision="bf16-mixed", sequence_length=2048,
+                      optimizer="adam", framework="megatron",
+                      attention="eager"), **t)
+        out[f"megatron/specs/{name}.yaml"] = train_spec(name, model, t, par)
+        gpus = par.get("data_parallel", 1) * par.get("tensor_parallel", 1) \
+            * par.get("pipeline_parallel", 1)
+        man.append({"name": name, "spec": f"specs/{name}.yaml", "set": [],
+                    "runner": "megatron", "gpus": gpus,
+                    "heldout": heldout(name)})
+    out["megatron/manifest.json"] = js({
+        "format": "gpumem-calibration-manifest-1",
+        "harness": "tools/measure/measure_frameworks.py",
         "heldout_rule": "int(sha256(name)[:8], 16) % 3 == 0",
         "configs": man})
     man = []

@@ -198,8 +198,9 @@ static void qlora_block(void **state)
 	(void)state;
 	t.adapter = GM_ADAPTER_QLORA;
 	s.r = 4;
+	s.tok = s.seq = 2048; /* past 1536 rows: the dequantized copy */
 	assert_int_equal(gm_block_build(&s, &p), 0);
-	assert_true(saved(&p) == per_tok * 4);
+	assert_true(saved(&p) == per_tok * 2048);
 	assert_int_equal(p.n_lora, 2);
 	for (int i = 0; i < p.n_fwd; i++) {
 		if (p.op[i].op != GM_BOP_ALLOC)
@@ -209,6 +210,15 @@ static void qlora_block(void **state)
 	}
 	assert_int_equal(dq[0], 4);  /* q, k, v, o */
 	assert_int_equal(dq[1], 3);  /* gate, up, down */
+	/* 4 rows: bitsandbytes' own kernel, no copy; the same saves */
+	s.tok = s.seq = 4;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_true(saved(&p) == per_tok * 4);
+	dq[0] = 0;
+	for (int i = 0; i < p.n_fwd; i++)
+		dq[0] += p.op[i].op == GM_BOP_ALLOC &&
+			 p.op[i].bytes == 64 * 64 * 2;
+	assert_int_equal(dq[0], 0);
 	s.ckpt = GM_STEP_CKPT_FULL;
 	s.reentrant = true;
 	assert_int_equal(gm_block_build(&s, &p), 0);

@@ -78,6 +78,63 @@ static void qwen3_moe_30b_a3b(void **state)
 	assert_true(count(s) == 1868573184ULL);
 }
 
+/* DeepseekV3ForCausalLM (transformers 5.x modeling_deepseek_v3.py:
+ * DeepseekV3Attention's q_a_proj, q_a_layernorm, q_b_proj,
+ * kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj; DeepseekV3MLP
+ * in the first first_k_dense_replace layers, DeepseekV3MoE (router,
+ * 3-D experts, shared experts' MLP) in the rest). DeepSeek-V3's
+ * config.json: 61 layers (3 dense), 7168 hidden, 18432 ffn, 128 heads,
+ * q_lora_rank 1536, kv_lora_rank 512, rope 64, nope 128, v 128, 256
+ * experts of 2048, 1 shared, 129280 vocab, untied: 671,026,404,352 on
+ * the meta device (transformers 5.24.0, tests/data/hf-tensors.json). */
+static void deepseek_v3_671b(void **state)
+{
+	struct gm_spec s = spec_llama(61, 7168, 18432, 128, 128, 129280);
+	struct gm_param_layout l;
+	struct gm_diag d;
+	uint64_t h = 7168, attn, dense, moe;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_DEEPSEEK_V3;
+	s.model.experts = 256;
+	s.model.experts_per_token = 8;
+	s.model.shared_experts = 1;
+	s.model.moe_ffn_hidden_size = 2048;
+	s.model.dense_layers = 3;
+	s.model.q_lora_rank = 1536;
+	s.model.kv_lora_rank = 512;
+	s.model.qk_rope_head_dim = 64;
+	s.model.qk_nope_head_dim = 128;
+	s.model.v_head_dim = 128;
+	assert_true(count(s) == 671026404352ULL);
+	/* one block: attention, two norms, then a dense MLP or the
+	 * router, the experts and the shared expert; the largest block is
+	 * a routed one */
+	attn = 1536 * h + 1536 + 128ULL * 192 * 1536 + 576 * h + 512 +
+	       128ULL * 256 * 512 + h * 128 * 128 + 2 * h;
+	dense = 3 * 18432 * h;
+	moe = 256 * h + 256ULL * 3 * 2048 * h + 3 * 2048 * h;
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == attn + moe);
+	assert_true(l.total == 61 * attn + 3 * dense + 58 * moe +
+		    2ULL * 129280 * h + h);
+	/* the 2-layer model of tests/data/calibration/pending/loops: both
+	 * blocks dense (first_k_dense_replace 3): 3,020,332,032
+	 * (measured-h200.json "parameters") */
+	s.model.layers = 2;
+	assert_true(count(s) == 3020332032ULL);
+	assert_int_equal(gm_params_layout(&s.model, &l, &d), 0);
+	assert_true(l.per_layer == attn + dense);
+	/* no dense block; a full q_proj without q_lora_rank */
+	s.model.layers = 61;
+	s.model.dense_layers = 0;
+	assert_true(count(s) == 671026404352ULL + 3 * (moe - dense));
+	s.model.q_lora_rank = 0;
+	assert_true(count(s) == 671026404352ULL + 3 * (moe - dense) -
+		    61 * (1536 * h + 1536 + 128ULL * 192 * 1536) +
+		    61 * 128ULL * 192 * h);
+}
+
 static void llama_tied_drops_lm_head(void **state)
 {
 	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
@@ -223,6 +280,7 @@ int main(void)
 		cmocka_unit_test(gpt_neox_20b),
 		cmocka_unit_test(qwen3_head_dim),
 		cmocka_unit_test(qwen3_moe_30b_a3b),
+		cmocka_unit_test(deepseek_v3_671b),
 		cmocka_unit_test(gpt2_small),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(mismatch_and_custom),
