@@ -101,7 +101,12 @@ static unsigned mb_sets(const struct gm_spec *base, uint64_t v,
 	}
 	snprintf(out[0], GM_FIT_SET_LEN, "training.micro_batch_size=%llu",
 		 (unsigned long long)v);
-	if (base->training.global_batch_size)
+	/* a global batch the spec gives stays; one the DeepSpeed JSON
+	 * derives (micro x gradient_accumulation_steps x dp) would follow
+	 * the new micro-batch, so the change writes it */
+	if (base->training.global_batch_size &&
+	    gm_spec_origin_of(base, "training.global_batch_size") !=
+		    GM_SPEC_DEEPSPEED)
 		return 1;
 	snprintf(out[1], GM_FIT_SET_LEN, "training.global_batch_size=%llu",
 		 (unsigned long long)global_of(base));

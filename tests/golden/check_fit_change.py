@@ -60,6 +60,13 @@ CASES = [
      "Tesla T4", ["parallelism.offload_optimizer=cpu",
                   "parallelism.offload_parameters=cpu"],
      [["parallelism.offload_optimizer=cpu"]]),
+    # a DeepSpeed JSON's gradient_accumulation_steps: the global batch
+    # it gives (4 x 4 x 8 = 128) is written, or the JSON would shrink it
+    # with the micro-batch
+    ("../tests/data/plan/llama-2-7b-deepspeed.yaml",
+     ["training.micro_batch_size=4"], "Tesla T4",
+     ["training.micro_batch_size=2", "training.global_batch_size=128"],
+     [[]]),
     # more GPUs: the 8 of the spec do not fit, 16 do (the global batch
     # 64 at micro-batch 1 allows 16, not 9..15)
     ("llama-2-13b-8x-v100.yaml", [], "Tesla V100-SXM2-32GB",
