@@ -1502,17 +1502,19 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		pk.kind[GM_SK_KV] = kv_end;
 	}
 	st.inf.last_decode_only = false;
-	T->kv_cache = pk.kind[GM_SK_KV];
+	/* the term at its largest: the cache after the last decode step
+	 * (the peak may come before, at the prefill's logits) */
+	T->kv_cache = fmax(kv_end, pk.kind[GM_SK_KV]);
 	T->moe_skew = moe_skew(c, (double)(st.inf.batch * st.inf.prompt),
 			       false);
 	T->logits = pk.kind[GM_SK_LOGITS];
 	T->temporary = pk.kind[GM_SK_TRANSIENT];
 	T->peak_phase = GM_PHASE_INFERENCE;
 	T->at_peak = (struct gm_parts){
-		.weights = T->weights, .kv_cache = T->kv_cache,
+		.weights = T->weights, .kv_cache = pk.kind[GM_SK_KV],
 		.logits = T->logits, .temporary = T->temporary,
 		.workspace = T->workspace};
-	T->peak_allocated = T->weights + T->workspace + T->kv_cache +
+	T->peak_allocated = T->weights + T->workspace + pk.kind[GM_SK_KV] +
 			    T->logits + T->temporary;
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		/* The segments the blocks' working set took stay cached
