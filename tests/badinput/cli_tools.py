@@ -274,6 +274,10 @@ check("help-version", ["--help"], 0, stdout="--version")
 check("plan-params", ["plan", os.path.join(ROOT, "models", "llama-2-7b.yaml"),
                       "--params"], 0,
       stdout="model.layers.*.self_attn.q_proj.weight")
+# a 3-D MoE experts' weight shows all three dimensions
+check("plan-params-3d", ["plan", os.path.join(ROOT, "models",
+                                              "qwen3-30b-a3b.yaml"),
+                         "--params"], 0, stdout="128 x 1536 x 2048")
 check("plan-params-json", ["plan", os.path.join(ROOT, "models", "gpt2.yaml"),
                            "--params", "--format", "json",
                            "--set", "hardware.gpu=nosuch"], 0,

@@ -111,15 +111,18 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 		printf("%s: %llu parameters\n", spec->name,
 		       (unsigned long long)pl.total);
 		for (int i = 0; i < n; i++) {
-			char shape[64];
-			if (t[i].dims == 2)
-				snprintf(shape, sizeof(shape), "%llu x %llu",
-					 (unsigned long long)t[i].shape[0],
-					 (unsigned long long)t[i].shape[1]);
-			else
-				snprintf(shape, sizeof(shape), "%llu",
-					 (unsigned long long)t[i].shape[0]);
-			printf("  %-56s %-16s x%llu\n", t[i].name, shape,
+			char shape[64] = "";
+			size_t at = 0;
+
+			/* every dimension (3 for MoE experts' weights) */
+			for (int d = 0; d < t[i].dims && at < sizeof(shape);
+			     d++)
+				at += (size_t)snprintf(shape + at,
+						       sizeof(shape) - at,
+						       d ? " x %llu" : "%llu",
+						       (unsigned long long)
+						       t[i].shape[d]);
+			printf("  %-56s %-20s x%llu\n", t[i].name, shape,
 			       (unsigned long long)t[i].count);
 		}
 		return GM_EXIT_OK;
