@@ -298,6 +298,15 @@ for cmd in ("plan", "fit"):
            '"num_hidden_layers": 32' in p.stderr and "^" in p.stderr,
            p.stderr)
 
+# So does one about training.deepspeed_config's JSON.
+DSBAD = os.path.join(ROOT, "tests", "data", "bad", "ds-config-syntax.yaml")
+for cmd in ("plan", "fit"):
+    p = check(cmd + "-ds-config-caret", [cmd, DSBAD, "--gpu", "h200"], 2,
+              "ds-syntax.json:3:22: JSON syntax error")
+    expect(cmd + "-ds-config-caret-line",
+           '"zero_optimization": {"stage": 2}' in p.stderr and
+           "^" in p.stderr, p.stderr)
+
 # --limit: a wrong unit is named (its case matters), a bare number below
 # 1 MiB is read as bytes with a warning, the single-letter binary suffix
 # is accepted quietly.

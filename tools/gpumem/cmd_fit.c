@@ -232,7 +232,7 @@ int gm_cmd_fit(int argc, char **argv)
 	const char *names[MAX_GPUS];
 	const struct gm_catalog *cat = gm_catalog_builtin();
 	struct gm_catalog catalog = {0};
-	const char *paths[3] = {NULL, NULL, NULL};
+	const char *paths[4] = {NULL, NULL, NULL, NULL};
 	struct gm_plan_args a;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
@@ -336,8 +336,10 @@ int gm_cmd_fit(int argc, char **argv)
 	if (!rc)
 		gm_plan_spec_warn("fit", spec);
 	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
+	/* the DeepSpeed JSON, where its message points */
+	paths[3] = spec->deepspeed.path[0] ? spec->deepspeed.path : NULL;
 	if (rc) {
-		gm_cmd_file_error("fit", diag.msg, paths, paths[2] ? 3 : 2);
+		gm_cmd_file_error("fit", diag.msg, paths, 4);
 		code = gm_exit_code(rc);
 		goto out;
 	}

@@ -270,7 +270,7 @@ int gm_cmd_plan(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *gpu = NULL, *trace = NULL, *paths[3] = {NULL, NULL, NULL};
+	const char *gpu = NULL, *trace = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
 	bool params = false;
 	struct trace_buf tb = {0};
 	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
@@ -346,6 +346,8 @@ int gm_cmd_plan(int argc, char **argv)
 	if (!rc)
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
+	/* the DeepSpeed JSON, where its message points */
+	paths[3] = spec->deepspeed.path[0] ? spec->deepspeed.path : NULL;
 	if (!rc && params) {
 		code = print_params(spec, a.format);
 		goto out;
@@ -367,7 +369,7 @@ int gm_cmd_plan(int argc, char **argv)
 		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	}
 	if (rc) {
-		gm_cmd_file_error("plan", diag.msg, paths, paths[2] ? 3 : 2);
+		gm_cmd_file_error("plan", diag.msg, paths, 4);
 		code = gm_exit_code(rc);
 		goto out;
 	}
