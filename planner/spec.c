@@ -679,6 +679,8 @@ static int set_list_text(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 			 const char *s)
 {
 	c->spec->training.n_lora_targets = 0;
+	memset(c->spec->training.lora_target_at, 0,
+	       sizeof(c->spec->training.lora_target_at));
 	for (;;) {
 		size_t n = strcspn(s, ",");
 		const char *w = s;
@@ -702,9 +704,11 @@ static int set_list_text(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 static int set_list_node(struct gm__spec_ctx *c, yaml_document_t *doc,
 			 yaml_node_t *seq, int id)
 {
+	struct gm_spec_training *t = &c->spec->training;
 	yaml_node_item_t *it;
 
-	c->spec->training.n_lora_targets = 0;
+	t->n_lora_targets = 0;
+	memset(t->lora_target_at, 0, sizeof(t->lora_target_at));
 	if (seq->data.sequence.items.start == seq->data.sequence.items.top)
 		return fail_value(c, &seq->start_mark, id, "an empty list");
 	for (it = seq->data.sequence.items.start;
@@ -723,6 +727,10 @@ static int set_list_node(struct gm__spec_ctx *c, yaml_document_t *doc,
 					  "contains a control character");
 		if (list_add(c, &n->start_mark, id, w, strlen(w)))
 			return GM_EINVAL;
+		t->lora_target_at[t->n_lora_targets - 1][0] =
+			(unsigned)n->start_mark.line + 1;
+		t->lora_target_at[t->n_lora_targets - 1][1] =
+			(unsigned)n->start_mark.column + 1;
 	}
 	return 0;
 }

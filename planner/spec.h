@@ -131,6 +131,9 @@ struct gm_spec_training {
 	/* PEFT target module names ("q_proj", ..., or "all-linear") */
 	char lora_targets[GM_LORA_MAX_TARGETS][32];
 	unsigned n_lora_targets;
+	/* line and column (1-based) of each name written as a YAML
+	 * sequence item in the spec file; 0 where not known */
+	unsigned lora_target_at[GM_LORA_MAX_TARGETS][2];
 };
 
 struct gm_spec_inference {

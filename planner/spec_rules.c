@@ -558,12 +558,26 @@ static int check_adapter(struct gm__spec_ctx *c)
 			strcat(list, j ? ", " : "");
 			strcat(list, names[j]);
 		}
-		if (!ok)
-			return gm__spec_blame(c, GM_K_LORA_TARGETS, "'%s' is not "
-					      "a linear layer of %s; expected "
-					      "some of: %s, or all-linear", n,
-					      gm_arch_name(s->model.architecture),
-					      list);
+		if (!ok) {
+			/* at the item, where the spec file lists it */
+			struct gm_spec_where *w =
+				&c->spec->where[GM_K_LORA_TARGETS];
+			struct gm_spec_where kept = *w;
+			int rc;
+
+			if (w->origin == GM_SPEC_FILE &&
+			    t->lora_target_at[i][0]) {
+				w->line = t->lora_target_at[i][0];
+				w->column = t->lora_target_at[i][1];
+			}
+			rc = gm__spec_blame(c, GM_K_LORA_TARGETS, "'%s' is not "
+					    "a linear layer of %s; expected "
+					    "some of: %s, or all-linear", n,
+					    gm_arch_name(s->model.architecture),
+					    list);
+			*w = kept;
+			return rc;
+		}
 	}
 	return 0;
 }
