@@ -413,6 +413,22 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 	out->host = rs.host;
 }
 
+/* What the PyTorch loop keeps, where it is not the default, appended to
+ * the recipe's name: "-keep-outputs" (training.loop), "-kv-cache"
+ * (past_key_values built in training, planner/loop.c). */
+static void recipe_loop(const struct gm_spec *sp, char *buf, size_t len)
+{
+	size_t n = strlen(buf);
+
+	if (sp->task != GM_TASK_TRAIN ||
+	    sp->training.framework != GM_FW_PYTORCH)
+		return;
+	if (sp->training.loop == GM_LOOP_KEEP_OUTPUTS && n < len)
+		n += (size_t)snprintf(buf + n, len - n, "-keep-outputs");
+	if (gm_loop_kv_cache(sp) && n < len)
+		snprintf(buf + n, len - n, "-kv-cache");
+}
+
 /* Logits and loss at the backward peak, bytes per token on one rank
  * (vocab-parallel /t): the family's loss (loss.h) per logit. */
 static double logits_per_token(const struct ctx *c)
@@ -1699,6 +1715,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.first = c.r == 0;
 	c.last = c.r + 1 == c.p;
 	recipe_row(&c, &out->per_gpu, out);
+	recipe_loop(spec, out->recipe, sizeof(out->recipe));
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
 		    out->init_peak + out->per_gpu.cuda_context <=
 			    (double)gpu->capacity_bytes;

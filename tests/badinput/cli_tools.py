@@ -274,6 +274,15 @@ check("help-version", ["--help"], 0, stdout="--version")
 check("plan-params", ["plan", os.path.join(ROOT, "models", "llama-2-7b.yaml"),
                       "--params"], 0,
       stdout="model.layers.*.self_attn.q_proj.weight")
+# the recipe names what the loop keeps beyond the default
+check("plan-recipe-loop", ["plan", os.path.join(
+    ROOT, "tests", "data", "calibration", "pending", "loops", "specs",
+    "native-keep-llama-1.1b-bf16mixed.yaml"), "--format", "json"], 0,
+    stdout='"recipe": "pytorch-bf16-mixed-keep-outputs-kv-cache"')
+check("plan-recipe-default", ["plan", os.path.join(
+    ROOT, "models", "gpt2.yaml"), "--format", "json"], 0,
+    stdout='"recipe": "pytorch-bf16-mixed",')
+
 # a 3-D MoE experts' weight shows all three dimensions
 check("plan-params-3d", ["plan", os.path.join(ROOT, "models",
                                               "qwen3-30b-a3b.yaml"),
