@@ -6,6 +6,7 @@
  * MLP in the analytic list.
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 
 #include <math.h>
 
@@ -41,39 +42,6 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_add(l, "down_proj input", C, 0)->f = 1;
 }
 
-static void block(struct gm_blk *b)
-{
-	gm_family_llama.block(b);
-}
-
-static int final_norm(struct gm_blk *b, int x)
-{
-	return gm_family_llama.final_norm(b, x);
-}
-
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_embed(e, f, lv);
-}
-
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
-{
-	gm_family_llama.infer_pre(e, q, lv);
-}
-
-static uint32_t infer_layer(struct gm_em *e, uint64_t l,
-			    const struct gm_em_fwd *f)
-{
-	return gm_family_llama.infer_layer(e, l, f);
-}
-
-static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
-			   struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_head(e, f, lv);
-}
-
 const struct gm_family gm_family_custom = {
 	.name = "custom",
 	.shaped = false,
@@ -84,12 +52,12 @@ const struct gm_family gm_family_custom = {
 	.mlp_grads = 2,
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = block,
-	.final_norm = final_norm,
+	.block = gm_llama_block,
+	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
-	.infer_layer = infer_layer,
-	.infer_head = infer_head,
+	.infer_embed = gm_llama_infer_embed,
+	.infer_pre = gm_llama_infer_pre,
+	.infer_layer = gm_llama_infer_layer,
+	.infer_head = gm_llama_infer_head,
 };

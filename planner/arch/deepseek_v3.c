@@ -26,6 +26,7 @@
  * inference is not modelled yet (train_only).
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 #include "arch/moe.h"
 
 #include "activations.h"
@@ -207,36 +208,8 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	}
 }
 
-static int final_norm(struct gm_blk *b, int x)
-{
-	return gm_family_llama.final_norm(b, x);
-}
-
 /* Inference is refused for this family (train_only, spec_rules.c): the
  * infer ops are llama's and never reached. */
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_embed(e, f, lv);
-}
-
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
-{
-	gm_family_llama.infer_pre(e, q, lv);
-}
-
-static uint32_t infer_layer(struct gm_em *e, uint64_t l,
-			    const struct gm_em_fwd *f)
-{
-	return gm_family_llama.infer_layer(e, l, f);
-}
-
-static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
-			   struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_head(e, f, lv);
-}
-
 const struct gm_family gm_family_deepseek_v3 = {
 	.name = "deepseek-v3",
 	.shaped = true,
@@ -268,11 +241,11 @@ const struct gm_family gm_family_deepseek_v3 = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = NULL,
-	.final_norm = final_norm,
+	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
-	.infer_layer = infer_layer,
-	.infer_head = infer_head,
+	.infer_embed = gm_llama_infer_embed,
+	.infer_pre = gm_llama_infer_pre,
+	.infer_layer = gm_llama_infer_layer,
+	.infer_head = gm_llama_infer_head,
 };

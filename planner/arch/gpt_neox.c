@@ -20,6 +20,7 @@
  * analytic saved-tensor list below.
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 
 #include "activations.h"
 #include "loss.h"
@@ -152,20 +153,6 @@ static int final_norm(struct gm_blk *b, int x)
 	return gm_family_gpt2.final_norm(b, x);
 }
 
-/* embed_in: the first block's input, kept named until the model's
- * forward returns (as Llama's inputs_embeds). */
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_embed(e, f, lv);
-}
-
-/* GPTNeoXRotaryEmbedding's cos and sin, computed once per forward. */
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
-{
-	gm_family_llama.infer_pre(e, q, lv);
-}
-
 /* final_layer_norm, then the model returns (as GPT-2's ln_f). */
 static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
 			   struct gm_em_live *lv)
@@ -194,8 +181,10 @@ const struct gm_family gm_family_gpt_neox = {
 	.final_norm = final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
+	.infer_embed = gm_llama_infer_embed, /* embed_in, kept named
+					      * as Llama's inputs_embeds */
+	.infer_pre = gm_llama_infer_pre, /* GPTNeoXRotaryEmbedding's
+					  * cos and sin, once per forward */
 	.infer_layer = infer_layer,
 	.infer_head = infer_head,
 };

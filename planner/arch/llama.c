@@ -77,8 +77,8 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_add(l, "down_proj input", C, 0)->f = 1;
 }
 
-/* LlamaDecoderLayer.forward, op by op. */
-static void block(struct gm_blk *b)
+/* LlamaDecoderLayer.forward, op by op (arch/llama.h). */
+void gm_llama_block(struct gm_blk *b)
 {
 	const struct gm_step_shape *sh = gm_blk_shape(b);
 	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
@@ -126,15 +126,15 @@ static void block(struct gm_blk *b)
 }
 
 /* LlamaModel's final norm (self.norm, an RMSNorm). */
-static int final_norm(struct gm_blk *b, int x)
+int gm_llama_final_norm(struct gm_blk *b, int x)
 {
 	return gm_blk_rms_norm(b, x);
 }
 
 /* embed_tokens: the first block's input, which the model's forward keeps
  * named (inputs_embeds) until it returns. */
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
+uint32_t gm_llama_infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
+			      struct gm_em_live *lv)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double X = (double)f->T * in->hidden * in->c;
@@ -145,7 +145,7 @@ static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
 }
 
 /* LlamaRotaryEmbedding's cos and sin, on every stage. */
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
+void gm_llama_infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
 {
 	gm_em_rope_tables(e, q, lv->cs);
 }
@@ -184,17 +184,15 @@ uint32_t gm_llama_infer_attention(struct gm_em *e, uint64_t l,
 	return r;
 }
 
-/* One LlamaDecoderLayer in inference: returns its output; the
- * caller frees the input. */
-static uint32_t infer_layer(struct gm_em *e, uint64_t l,
-			    const struct gm_em_fwd *f)
+/* LlamaMLP and the second residual add in inference (arch/llama.h). */
+uint32_t gm_llama_infer_mlp(struct gm_em *e, const struct gm_em_fwd *f,
+			    uint32_t *n2, uint32_t *r)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double T = (double)f->T, c = in->c;
 	double X = T * in->hidden * c, I = T * in->ffn * c;
-	uint32_t r, n2, gt, s, up, m, d, out;
+	uint32_t gt, s, up, m, d, out;
 
-	r = gm_llama_infer_attention(e, l, f, &n2);
 	gt = gm_em_alloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
 	s = gm_em_alloc(e, I, GM_SK_TRANSIENT);          /* silu */
 	gm_em_free(e, &gt);
@@ -204,17 +202,27 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	gm_em_free(e, &up);
 	d = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* down_proj */
 	gm_em_free(e, &m);
-	gm_em_free(e, &n2);
+	gm_em_free(e, n2);
 	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
 	gm_em_free(e, &d);
-	gm_em_free(e, &r);
+	gm_em_free(e, r);
 	return out;
+}
+
+/* One LlamaDecoderLayer in inference: returns its output; the
+ * caller frees the input. */
+uint32_t gm_llama_infer_layer(struct gm_em *e, uint64_t l,
+			      const struct gm_em_fwd *f)
+{
+	uint32_t n2, r = gm_llama_infer_attention(e, l, f, &n2);
+
+	return gm_llama_infer_mlp(e, f, &n2, &r);
 }
 
 /* The final norm, then the model returns: the last block's output, the
  * named embedding output and the rotary tables are freed. */
-static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
-			   struct gm_em_live *lv)
+uint32_t gm_llama_infer_head(struct gm_em *e, const struct gm_em_fwd *f,
+			     struct gm_em_live *lv)
 {
 	uint32_t nf = gm_em_rms_norm(e, (double)f->T);
 
@@ -242,12 +250,12 @@ const struct gm_family gm_family_llama = {
 	/* attention_dropout 0 */
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = block,
-	.final_norm = final_norm,
+	.block = gm_llama_block,
+	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
-	.infer_layer = infer_layer,
-	.infer_head = infer_head,
+	.infer_embed = gm_llama_infer_embed,
+	.infer_pre = gm_llama_infer_pre,
+	.infer_layer = gm_llama_infer_layer,
+	.infer_head = gm_llama_infer_head,
 };

@@ -84,40 +84,9 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 			    const struct gm_em_fwd *f)
 {
-	const struct gm_step_infer *in = gm_em_infer(e);
-	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c;
-	uint32_t r, n2, mo, out;
+	uint32_t n2, r = gm_llama_infer_attention(e, l, f, &n2);
 
-	r = gm_llama_infer_attention(e, l, f, &n2);
-	mo = gm_moe_infer(e, T);
-	gm_em_free(e, &n2);
-	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
-	gm_em_free(e, &mo);
-	gm_em_free(e, &r);
-	return out;
-}
-
-static int final_norm(struct gm_blk *b, int x)
-{
-	return gm_family_llama.final_norm(b, x);
-}
-
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_embed(e, f, lv);
-}
-
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
-{
-	gm_family_llama.infer_pre(e, q, lv);
-}
-
-static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
-			   struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_head(e, f, lv);
+	return gm_moe_infer_mlp(e, f, &n2, &r);
 }
 
 const struct gm_family gm_family_mixtral = {
@@ -137,11 +106,11 @@ const struct gm_family gm_family_mixtral = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = NULL,
-	.final_norm = final_norm,
+	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
+	.infer_embed = gm_llama_infer_embed,
+	.infer_pre = gm_llama_infer_pre,
 	.infer_layer = infer_layer,
-	.infer_head = infer_head,
+	.infer_head = gm_llama_infer_head,
 };

@@ -118,3 +118,16 @@ uint32_t gm_moe_infer(struct gm_em *e, double T)
 	return out;
 }
 
+uint32_t gm_moe_infer_mlp(struct gm_em *e, const struct gm_em_fwd *f,
+			  uint32_t *n2, uint32_t *r)
+{
+	double T = (double)f->T;
+	double X = T * gm_em_infer(e)->hidden * gm_em_infer(e)->c;
+	uint32_t mo = gm_moe_infer(e, T), out;
+
+	gm_em_free(e, n2);
+	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
+	gm_em_free(e, &mo);
+	gm_em_free(e, r);
+	return out;
+}

@@ -13,6 +13,7 @@
 struct gm_act_layer;
 struct gm_act_style;
 struct gm_em;
+struct gm_em_fwd;
 
 /*
  * Training: append to l what the router and the experts save for
@@ -27,5 +28,14 @@ void gm_moe_saved(struct gm_act_layer *l, const struct gm_act_style *st);
  * in the activation dtype); frees everything else it allocated.
  */
 uint32_t gm_moe_infer(struct gm_em *e, double T);
+
+/*
+ * A MoE decoder layer's second half in inference, after its attention
+ * half: the sparse block over f->T tokens on *n2 (post_attention_
+ * layernorm's output, freed), then the residual add with *r (freed).
+ * Returns the layer's output.
+ */
+uint32_t gm_moe_infer_mlp(struct gm_em *e, const struct gm_em_fwd *f,
+			  uint32_t *n2, uint32_t *r);
 
 #endif

@@ -16,6 +16,7 @@
  * version).
  */
 #include "arch/family.h"
+#include "arch/llama.h"
 #include "arch/qwen3.h"
 
 #include "activations.h"
@@ -172,57 +173,18 @@ uint32_t gm_qwen3_infer_attention(struct gm_em *e, uint64_t l,
 	return r;
 }
 
-/* One Qwen3DecoderLayer in inference: returns its output; the caller
- * frees the input. */
+/* One Qwen3DecoderLayer in inference: Qwen3's attention half, then
+ * Llama's MLP half; returns its output, the caller frees the input. */
 static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 			    const struct gm_em_fwd *f)
 {
-	const struct gm_step_infer *in = gm_em_infer(e);
-	double T = (double)f->T, c = in->c;
-	double X = T * in->hidden * c, I = T * in->ffn * c;
-	uint32_t r, n2, gt, s, up, m, d, out;
+	uint32_t n2, r = gm_qwen3_infer_attention(e, l, f, &n2);
 
-	r = gm_qwen3_infer_attention(e, l, f, &n2);
-	gt = gm_em_alloc(e, I, GM_SK_TRANSIENT);         /* gate_proj */
-	s = gm_em_alloc(e, I, GM_SK_TRANSIENT);          /* silu */
-	gm_em_free(e, &gt);
-	up = gm_em_alloc(e, I, GM_SK_TRANSIENT);         /* up_proj */
-	m = gm_em_alloc(e, I, GM_SK_TRANSIENT);          /* * */
-	gm_em_free(e, &s);
-	gm_em_free(e, &up);
-	d = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* down_proj */
-	gm_em_free(e, &m);
-	gm_em_free(e, &n2);
-	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */
-	gm_em_free(e, &d);
-	gm_em_free(e, &r);
-	return out;
+	return gm_llama_infer_mlp(e, f, &n2, &r);
 }
 
 /* Qwen3Model's embedding, rotary tables, final norm and return are
  * LlamaModel's (the same sequence in its forward): llama.c's. */
-static int final_norm(struct gm_blk *b, int x)
-{
-	return gm_family_llama.final_norm(b, x);
-}
-
-static uint32_t infer_embed(struct gm_em *e, const struct gm_em_fwd *f,
-			    struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_embed(e, f, lv);
-}
-
-static void infer_pre(struct gm_em *e, double q, struct gm_em_live *lv)
-{
-	gm_family_llama.infer_pre(e, q, lv);
-}
-
-static uint32_t infer_head(struct gm_em *e, const struct gm_em_fwd *f,
-			   struct gm_em_live *lv)
-{
-	return gm_family_llama.infer_head(e, f, lv);
-}
-
 const struct gm_family gm_family_qwen3 = {
 	.name = "qwen3",
 	.shaped = true,
@@ -242,11 +204,11 @@ const struct gm_family gm_family_qwen3 = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = block,
-	.final_norm = final_norm,
+	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
-	.infer_embed = infer_embed,
-	.infer_pre = infer_pre,
+	.infer_embed = gm_llama_infer_embed,
+	.infer_pre = gm_llama_infer_pre,
 	.infer_layer = infer_layer,
-	.infer_head = infer_head,
+	.infer_head = gm_llama_infer_head,
 };
