@@ -373,5 +373,16 @@ p = run(["fit", os.path.join(ROOT, "tests", "data", "plan",
                              "llama-2-7b-h200.yaml"), "--gpu", "l4"])
 expect("fit-none-fits-exit-1", p.returncode == 1, "rc %d" % p.returncode)
 
+# fit's fewest GPUs of a run with expert_parallel 8 (tensor parallel 1):
+# Megatron-Core's expert grid needs data_parallel a multiple of 8, so no
+# smaller degree counts however little memory it needs.
+p = run(["fit", os.path.join(ROOT, "tests", "data", "megatron",
+                             "gpt3_moe_mcore_te_ep8_resume_torch_dist_"
+                             "dist_optimizer.yaml"), "--gpu", "h100",
+         "--format", "json"])
+expect("fit-min-gpus-expert-parallel",
+       p.returncode == 0 and json.loads(p.stdout)[0]["min_gpus"] == 8,
+       p.stdout[:400] + p.stderr[:400])
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
