@@ -384,5 +384,13 @@ expect("fit-min-gpus-expert-parallel",
        p.returncode == 0 and json.loads(p.stdout)[0]["min_gpus"] == 8,
        p.stdout[:400] + p.stderr[:400])
 
+# the --html page says how the experts are split
+page = os.path.join(TMP, "mixtral-megatron.html")
+p = run(["plan", os.path.join(ROOT, "tests", "data", "plan",
+                              "mixtral-8x7b-megatron.yaml"), "--html", page])
+expect("plan-html-expert-parallel", p.returncode == 0 and
+       "experts split over 8 ranks" in open(page, encoding="utf-8").read(),
+       p.stderr[:400])
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)
