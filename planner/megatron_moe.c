@@ -11,6 +11,9 @@
  */
 #include "megatron_moe.h"
 
+#include "params_hf.h"
+
+#include <stdio.h>
 #include <string.h>
 
 /* A block's MLP tensor in a family's layout. */
@@ -57,6 +60,34 @@ void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l)
 		l->total += gm_ptensor_elems(l, pt);
 		if (pt->flags & GM_PT_LAYER)
 			l->per_layer += pt->rows * pt->cols;
+	}
+}
+
+void gm_mg_moe_tensors(const struct gm_param_layout *l,
+		       struct gm_hf_tensor *out, int *n)
+{
+	*n = 0;
+	for (int i = 0; i < l->n && *n < GM_HF_TENSORS_MAX; i++) {
+		const struct gm_ptensor *pt = &l->t[i];
+		struct gm_hf_tensor *t = &out[*n];
+
+		if (pt->flags & GM_PT_TIED)
+			continue;
+		memset(t, 0, sizeof(*t));
+		snprintf(t->name, sizeof(t->name), "%s", pt->name);
+		if (pt->groups) {
+			t->shape[0] = pt->groups;
+			t->shape[1] = pt->rows / pt->groups;
+			t->shape[2] = pt->cols;
+			t->dims = 3;
+		} else {
+			t->shape[0] = pt->rows;
+			t->shape[1] = pt->cols;
+			t->dims = pt->cols > 1 ? 2 : 1;
+		}
+		t->count = pt->flags & GM_PT_LAYER ?
+			   gm_ptensor_blocks(pt, 0, l->layers) : 1;
+		(*n)++;
 	}
 }
 

@@ -32,6 +32,16 @@
  */
 void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l);
 
+/*
+ * The tensor groups of a layout rewritten by gm_mg_moe_layout() as
+ * `gpumem plan --params` lists them (the layout's names; experts as
+ * experts x rows x cols; count: the blocks that hold a group), tied
+ * groups left out, into out[0..*n) (at most GM_HF_TENSORS_MAX).
+ */
+struct gm_hf_tensor;
+void gm_mg_moe_tensors(const struct gm_param_layout *l,
+		       struct gm_hf_tensor *out, int *n);
+
 /* Whether pt is one of the routed experts' tensors (groups = experts):
  * expert-parallel, in DDP's separate expert buffers. */
 bool gm_mg_moe_expert(const struct gm_ptensor *pt);

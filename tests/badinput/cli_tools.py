@@ -384,6 +384,20 @@ expect("fit-min-gpus-expert-parallel",
        p.returncode == 0 and json.loads(p.stdout)[0]["min_gpus"] == 8,
        p.stdout[:400] + p.stderr[:400])
 
+# --params of a MoE spec under megatron lists Megatron's MoE layer, whose
+# count is the plan's (not the dense gpt2 MLP's)
+moe = os.path.join(ROOT, "tests", "data", "megatron",
+                   "gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4.yaml")
+p = run(["plan", moe, "--params", "--format", "json"])
+q = run(["plan", moe, "--format", "json"])
+pj = json.loads(p.stdout) if p.returncode == 0 else {}
+names = [t["name"] for t in pj.get("tensors", [])]
+expect("plan-params-megatron-moe",
+       q.returncode == 0 and pj.get("parameters") ==
+       json.loads(q.stdout)["parameters"] == 240510464 and
+       "decoder.layers.*.mlp.router.weight" in names and
+       not any(".mlp.c_fc" in n for n in names), p.stdout[:400])
+
 # the --html page says how the experts are split
 page = os.path.join(TMP, "mixtral-megatron.html")
 p = run(["plan", os.path.join(ROOT, "tests", "data", "plan",

@@ -14,6 +14,7 @@
 #include "cap.h"
 #include "gpu.h"
 #include "log.h"
+#include "megatron_moe.h"
 #include "model.h"
 #include "params.h"
 #include "params_hf.h"
@@ -100,8 +101,15 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	int n, rc;
 
 	rc = gm_params_layout(&spec->model, &pl, &diag);
-	if (!rc)
+	if (!rc && spec->model.experts &&
+	    spec->training.framework == GM_FW_MEGATRON &&
+	    spec->task == GM_TASK_TRAIN) {
+		/* the MoE layer Megatron-Core builds (megatron_moe.h) */
+		gm_mg_moe_layout(spec, &pl);
+		gm_mg_moe_tensors(&pl, t, &n);
+	} else if (!rc) {
 		rc = gm_params_hf(&spec->model, &pl, t, &n, &diag);
+	}
 	if (rc) {
 		fprintf(stderr, "gpumem plan: --params: %s: %s\n", spec->path,
 			diag.msg);
