@@ -22,6 +22,13 @@ static bool mlp_tensor(const struct gm_ptensor *pt)
 	return (pt->flags & GM_PT_LAYER) && strstr(pt->name, ".mlp.");
 }
 
+bool gm_mg_moe_planned(const struct gm_spec *spec)
+{
+	return spec->task == GM_TASK_TRAIN &&
+	       spec->training.framework == GM_FW_MEGATRON &&
+	       spec->model.experts > 0;
+}
+
 void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l)
 {
 	const struct gm_spec_model *m = &spec->model;
@@ -31,7 +38,7 @@ void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l)
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL;
 	int k = 0;
 
-	if (!E)
+	if (!gm_mg_moe_planned(spec))
 		return;
 	for (int i = 0; i < l->n; i++)
 		if (!mlp_tensor(&l->t[i]))

@@ -21,14 +21,18 @@
 #include "params.h"
 #include "spec.h"
 
+/* Whether spec is planned with Megatron-Core's MoE layer: training
+ * under framework megatron with model.experts. */
+bool gm_mg_moe_planned(const struct gm_spec *spec);
+
 /*
  * Replace the MLP tensors of l (the family's layout: every block tensor
  * named "*.mlp.*") by Megatron-Core's MoE layer (megatron/core/
  * transformer/moe/: router.py TopKRouter.weight, experts x hidden,
  * replicated; experts.py TEGroupedMLP linear_fc1 / linear_fc2, one
  * weight per expert, and their biases on the gpt2 layer, which has
- * --add-bias-linear by default) and recount l's totals. A dense spec
- * (model.experts 0) is left as it is.
+ * --add-bias-linear by default) and recount l's totals. A spec that
+ * gm_mg_moe_planned() does not take is left as it is.
  */
 void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l);
 

@@ -1616,9 +1616,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	if (rc)
 		return rc;
 	/* Megatron-Core builds its own MoE layer (megatron_moe.h) */
-	if (spec->task == GM_TASK_TRAIN &&
-	    spec->training.framework == GM_FW_MEGATRON)
-		gm_mg_moe_layout(spec, &pl);
+	gm_mg_moe_layout(spec, &pl);
 	snprintf(out->name, sizeof(out->name), "%s", spec->name);
 	shape_describe(spec, out->shape, sizeof(out->shape));
 	out->gpu = *gpu;

@@ -398,6 +398,12 @@ expect("plan-params-megatron-moe",
        "decoder.layers.*.mlp.router.weight" in names and
        not any(".mlp.c_fc" in n for n in names), p.stdout[:400])
 
+# model.parameters is checked against that count too: no warning for
+# the MoE layer's 240,510,464
+p = run(["plan", moe, "--set", "model.parameters=240510464"])
+expect("plan-parameters-megatron-moe", p.returncode == 0 and
+       "differs from" not in p.stderr, p.stderr[:400])
+
 # the --html page says how the experts are split
 page = os.path.join(TMP, "mixtral-megatron.html")
 p = run(["plan", os.path.join(ROOT, "tests", "data", "plan",

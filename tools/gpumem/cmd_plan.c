@@ -101,9 +101,7 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	int n, rc;
 
 	rc = gm_params_layout(&spec->model, &pl, &diag);
-	if (!rc && spec->model.experts &&
-	    spec->training.framework == GM_FW_MEGATRON &&
-	    spec->task == GM_TASK_TRAIN) {
+	if (!rc && gm_mg_moe_planned(spec)) {
 		/* the MoE layer Megatron-Core builds (megatron_moe.h) */
 		gm_mg_moe_layout(spec, &pl);
 		gm_mg_moe_tensors(&pl, t, &n);
@@ -382,7 +380,9 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	gm_plan_gpu_warn(spec, &g);
-	if (!gm_params_layout(&spec->model, &pl, NULL) &&
+	if (!gm_params_layout(&spec->model, &pl, NULL))
+		gm_mg_moe_layout(spec, &pl); /* Megatron's MoE layer */
+	if (pl.total &&
 	    gm_params_mismatch(&spec->model, &pl) > GM_PARAMS_TOLERANCE) {
 		char where[1200];
 		gm_warn("%s: model.parameters %.4g differs from the %llu the "
