@@ -132,6 +132,17 @@ static uint64_t stage_first(const struct ctx *c)
 	return first;
 }
 
+/* Blocks of this stage whose MLP is dense: those below
+ * model.dense_layers (first_k_dense_replace) in the whole model. */
+static uint64_t dense_blocks(const struct ctx *c)
+{
+	uint64_t first = stage_first(c), k = c->spec->model.dense_layers;
+
+	if (k <= first)
+		return 0;
+	return k - first < c->layers ? k - first : c->layers;
+}
+
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -464,7 +475,8 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
  * final norm (the aggregates are used then).
  */
 static int block_program(const struct ctx *c, struct gm_step_block *blk,
-			 double s, double b, bool head, bool in_no_grad)
+			 double s, double b, bool head, bool in_no_grad,
+			 bool moe_layer)
 {
 	const struct gm_spec *sp = c->spec;
 	const struct gm_spec_model *m = &sp->model;
@@ -488,6 +500,17 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.heads = (double)m->attention_heads / c->t,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
+		.experts = (double)m->experts,
+		.topk = (double)m->experts_per_token,
+		.ffn_expert = (double)m->moe_ffn_hidden_size / c->t,
+		.ffn_shared = (double)m->shared_experts *
+			      (double)m->moe_ffn_hidden_size / c->t,
+		.moe_layer = moe_layer,
+		.q_lora = (double)m->q_lora_rank,
+		.kv_lora = (double)m->kv_lora_rank,
+		.rope_dim = (double)m->qk_rope_head_dim,
+		.nope_dim = (double)m->qk_nope_head_dim,
+		.v_dim = (double)m->v_head_dim,
 		.qkv_bias = m->qkv_bias,
 		.kv_cache = gm_loop_kv_cache(sp),
 		.adapter = &sp->training,
@@ -1246,12 +1269,25 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				      GM_OPT_ADAFACTOR};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
+	uint64_t dense = dense_blocks(c);
+	bool moe = c->fam->moe && dense < c->layers;
 	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
-		    !block_program(c, &st.blk, x->s, x->b, false, false);
+		    !block_program(c, &st.blk, x->s, x->b, false, false, moe);
 
+	/* a stage whose first blocks are dense (model.dense_layers) and
+	 * the others routed: the dense blocks' own program */
+	if (prog && moe && dense > 0) {
+		if (adapter_on(c) ||
+		    block_program(c, &st.blk0, x->s, x->b, false, false,
+				  false))
+			prog = false;
+		st.blk0_layers = dense;
+		if (st.blk0.n_ids > st.blk.n_ids)
+			st.blk.n_ids = st.blk0.n_ids;
+	}
 	/* the final norm op by op where there is one */
 	if (prog && x->head_saved > 0 &&
-	    !block_program(c, &st.head, x->s, x->b, true, false))
+	    !block_program(c, &st.head, x->s, x->b, true, false, false))
 		st.head_saved = 0;
 	/* LoRA: the frozen embedding's output does not require grad, so the
 	 * first block's ops on it alone record nothing (PeftModel.__init__
@@ -1262,7 +1298,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	 * copy) */
 	if (prog && c->first && adapter_on(c) &&
 	    c->spec->training.adapter == GM_ADAPTER_LORA &&
-	    block_program(c, &st.blk0, x->s, x->b, false, true))
+	    block_program(c, &st.blk0, x->s, x->b, false, true, moe))
 		prog = false;
 	/* the embedding output: how long the model's forward names it
 	 * (the family's embed_out: LlamaModel and GPT2Model keep

@@ -730,7 +730,8 @@ static int check_megatron(struct gm__spec_ctx *c)
 /*
  * What of training.adapter the step emitter plans (planner/step_adapter.c):
  * LoRA and QLoRA (with a 16-bit compute dtype) on one GPU over a causal
- * LM whose family has an op-by-op block (llama, qwen3, gpt2), with
+ * LM whose family's block plans frozen linears with LoRA (family.h
+ * adapter: llama, qwen3, gpt2), with
  * Adam(W) or SGD over the adapters. The rest is refused by the key that
  * asks for it.
  */
@@ -748,7 +749,7 @@ static int adapter_modelled(struct gm__spec_ctx *c, const char *tail)
 				      "adapter 'qlora' %s (the 4-bit linears "
 				      "compute in 16 bits: bf16-mixed or "
 				      "fp16-mixed)", tail);
-	if (!gm_family(s->model.architecture)->block ||
+	if (!gm_family(s->model.architecture)->adapter ||
 	    s->model.head != GM_HEAD_CAUSAL_LM)
 		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on %s with head "
 				      "%s %s (modelled: a causal-lm head on "
