@@ -132,17 +132,6 @@ static uint64_t stage_first(const struct ctx *c)
 	return first;
 }
 
-/* Blocks of this stage whose MLP is dense: those below
- * model.dense_layers (first_k_dense_replace) in the whole model. */
-static uint64_t dense_blocks(const struct ctx *c)
-{
-	uint64_t first = stage_first(c), k = c->spec->model.dense_layers;
-
-	if (k <= first)
-		return 0;
-	return k - first < c->layers ? k - first : c->layers;
-}
-
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -1269,22 +1258,10 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				      GM_OPT_ADAFACTOR};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
-	uint64_t dense = dense_blocks(c);
-	bool moe = c->fam->moe && dense < c->layers;
+	bool moe = c->fam->moe;
 	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
 		    !block_program(c, &st.blk, x->s, x->b, false, false, moe);
 
-	/* a stage whose first blocks are dense (model.dense_layers) and
-	 * the others routed: the dense blocks' own program */
-	if (prog && moe && dense > 0) {
-		if (adapter_on(c) ||
-		    block_program(c, &st.blk0, x->s, x->b, false, false,
-				  false))
-			prog = false;
-		st.blk0_layers = dense;
-		if (st.blk0.n_ids > st.blk.n_ids)
-			st.blk.n_ids = st.blk0.n_ids;
-	}
 	/* the final norm op by op where there is one */
 	if (prog && x->head_saved > 0 &&
 	    !block_program(c, &st.head, x->s, x->b, true, false, false))
