@@ -126,7 +126,9 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	}
 	gm_obj_set_str(o, "recipe", p->recipe);
 	gm_obj_set_uint(o, "init_peak_bytes", u(p->init_peak));
-	if (p->host > 0)
+	/* a key of the JSON contract, 0 included; the table shows it only
+	 * when the run needs host memory */
+	if (p->host > 0 || !table)
 		gm_obj_set_uint(o, "host_bytes", u(p->host));
 	gm_obj_set_bool(o, "fits", p->fits);
 	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);

@@ -114,6 +114,8 @@ static void recipe_defaults(struct gm_spec *s)
 		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
 	if (!given(s, GM_K_VPP))
 		s->parallelism.virtual_pipeline_stages = 1;
+	if (!given(s, GM_K_EP))
+		s->parallelism.expert_parallel = 1;
 }
 
 /* The KV-cache dtype that matches the weights' precision. */
@@ -772,6 +774,13 @@ static int check_modelled(struct gm__spec_ctx *c)
 	const struct gm_spec_training *t = &s->training;
 	static const char tail[] = "is not modelled yet by `gpumem plan`";
 
+	if (s->parallelism.expert_parallel > 1)
+		return gm__spec_blame(c, GM_K_EP, "%llu (the experts split over "
+				      "ranks) %s; 1 plans every expert on "
+				      "every rank",
+				      (unsigned long long)
+					      s->parallelism.expert_parallel,
+				      tail);
 	if (s->task != GM_TASK_TRAIN)
 		return 0;
 	if (t->framework == GM_FW_MEGATRON)
