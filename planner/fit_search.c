@@ -659,13 +659,31 @@ static int search_mask(struct search *s, unsigned mask, bool *ok,
 	return 0;
 }
 
-/* Masks of levers, by how many they move, then in lever order (the
- * lower lever first, as words sort). */
+/* The levers that add GPUs to the run, and the one that changes what is
+ * trained (LoRA trains adapters over a frozen base, not the model). */
+#define GM_FIT_MORE_GPUS ((1u << GM_FL_DATA_PARALLEL) | \
+			  (1u << GM_FL_TENSOR_PARALLEL))
+#define GM_FIT_OTHER_MODEL (1u << GM_FL_ADAPTER)
+
+/*
+ * The order changes are tried in, the first that fits being the answer:
+ * those on the GPUs as given before those that add GPUs (a user may
+ * have no more); within each, those that train the same model before
+ * the adapter; then by how many levers move; then in lever order (the
+ * lower lever first, as words sort). planner/README.md, "The smallest
+ * change that fits".
+ */
 static int mask_cmp(const void *a, const void *b)
 {
 	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	bool gx = x & GM_FIT_MORE_GPUS, gy = y & GM_FIT_MORE_GPUS;
+	bool ox = x & GM_FIT_OTHER_MODEL, oy = y & GM_FIT_OTHER_MODEL;
 	int px = __builtin_popcount(x), py = __builtin_popcount(y);
 
+	if (gx != gy)
+		return gx ? 1 : -1;
+	if (ox != oy)
+		return ox ? 1 : -1;
 	if (px != py)
 		return px - py;
 	for (int l = 0; l < GM_FL_N; l++) {

@@ -1,8 +1,10 @@
 /*
  * hf_config.c - a Hugging Face config.json into the model section of a
- * spec (see hf_config.h). One table per family: which config.json field
- * fills which spec key, which fields must be there, and which values the
- * family has no layout for. The field names and their defaults are those
+ * spec (see hf_config.h). Tables of rows: which config.json field fills
+ * which spec key, which fields must be there, and which values a family
+ * has no layout for; the rows the configuration classes share are one
+ * table each, and a family lists the shared tables it takes before its
+ * own. The field names and their defaults are those
  * of transformers' configuration classes (configuration_llama.py
  * LlamaConfig, configuration_mistral.py, configuration_qwen2.py,
  * configuration_qwen3.py, configuration_qwen3_moe.py,
@@ -57,10 +59,13 @@ struct hf_implied {
 	const char *key, *value;
 };
 
+/* A family's row tables, applied in order (the shared ones first). */
+#define HF_MAX_TABLES 4
+
 struct hf_family {
 	const char *model_type;
 	const char *architecture;     /* the spec's model.architecture */
-	const struct hf_field *fields;
+	const struct hf_field *tables[HF_MAX_TABLES + 1]; /* NULL-ended */
 	const struct hf_implied *implied; /* NULL-terminated, may be NULL */
 };
 
@@ -77,20 +82,40 @@ static const char no_mlp_bias[] =
 	"does not have";
 
 /*
- * Llama, Mistral, Qwen2: LlamaConfig's fields. max_position_embeddings
- * sizes no tensor (rotary embeddings are computed); sliding windows and
- * rope scaling change no shape either.
+ * The rows every configuration class but GPT2Config (which has names of
+ * its own) spells alike: PretrainedConfig subclasses' hidden_size,
+ * num_hidden_layers, num_attention_heads and vocab_size.
  */
-static const struct hf_field llama_fields[] = {
+static const struct hf_field common_fields[] = {
 	REQ("hidden_size", "model.hidden_size"),
-	REQ("intermediate_size", "model.ffn_hidden_size"),
 	REQ("num_hidden_layers", "model.layers"),
 	REQ("num_attention_heads", "model.attention_heads"),
-	OPT("num_key_value_heads", "model.kv_heads"),
 	REQ("vocab_size", "model.vocab_size"),
+	END,
+};
+
+/*
+ * The rotary decoders: max_position_embeddings sizes no tensor (rotary
+ * embeddings are computed; sliding windows and rope scaling change no
+ * shape either), and the embeddings are untied unless the config says.
+ */
+static const struct hf_field decoder_fields[] = {
 	OPT("max_position_embeddings", "model.max_position_embeddings"),
 	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
+	END,
+};
+
+/* LlamaConfig's grouped-query attention and explicit head width, which
+ * Mistral, Qwen2, Qwen3, Qwen3-MoE and Mixtral share. */
+static const struct hf_field gqa_fields[] = {
+	OPT("num_key_value_heads", "model.kv_heads"),
 	{"head_dim", "model.head_dim", HF_HEAD_DIM, false, NULL, NULL},
+	END,
+};
+
+/* Llama, Mistral, Qwen2: LlamaConfig's fields beyond the shared ones. */
+static const struct hf_field llama_fields[] = {
+	REQ("intermediate_size", "model.ffn_hidden_size"),
 	{"attention_bias", NULL, HF_FALSE, false, NULL, no_o_bias},
 	{"mlp_bias", NULL, HF_FALSE, false, NULL, no_mlp_bias},
 	END,
@@ -103,15 +128,7 @@ static const struct hf_implied qwen2_implied[] = {
 
 /* Qwen3: Llama's layout with q/k norms and an explicit head_dim. */
 static const struct hf_field qwen3_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
-	OPT("num_key_value_heads", "model.kv_heads"),
-	REQ("vocab_size", "model.vocab_size"),
-	OPT("max_position_embeddings", "model.max_position_embeddings"),
-	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
-	{"head_dim", "model.head_dim", HF_HEAD_DIM, false, NULL, NULL},
 	{"attention_bias", NULL, HF_FALSE, false, NULL,
 	 "gives q/k/v/o biases, which the planner's qwen3 family does not "
 	 "have"},
@@ -120,16 +137,8 @@ static const struct hf_field qwen3_fields[] = {
 
 /* Qwen3-MoE: every layer sparse (decoder_sparse_step 1, no mlp_only_layers). */
 static const struct hf_field qwen3_moe_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	OPT("intermediate_size", "model.ffn_hidden_size"),
 	REQ("moe_intermediate_size", "model.moe_ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
-	OPT("num_key_value_heads", "model.kv_heads"),
-	REQ("vocab_size", "model.vocab_size"),
-	OPT("max_position_embeddings", "model.max_position_embeddings"),
-	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
-	{"head_dim", "model.head_dim", HF_HEAD_DIM, false, NULL, NULL},
 	REQ("num_experts", "model.experts"),
 	REQ("num_experts_per_tok", "model.experts_per_token"),
 	{"decoder_sparse_step", NULL, HF_ONE, false, NULL,
@@ -150,16 +159,8 @@ static const struct hf_field qwen3_moe_fields[] = {
  * moe_ffn_hidden_size (the family reads the one it means).
  */
 static const struct hf_field mixtral_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.moe_ffn_hidden_size"),
 	OPT("intermediate_size", "model.ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
-	OPT("num_key_value_heads", "model.kv_heads"),
-	REQ("vocab_size", "model.vocab_size"),
-	OPT("max_position_embeddings", "model.max_position_embeddings"),
-	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
-	{"head_dim", "model.head_dim", HF_HEAD_DIM, false, NULL, NULL},
 	REQ("num_local_experts", "model.experts"),
 	REQ("num_experts_per_tok", "model.experts_per_token"),
 	END,
@@ -174,15 +175,9 @@ static const struct hf_field mixtral_fields[] = {
  * transformers' DeepseekV3ForCausalLM and is not read.
  */
 static const struct hf_field deepseek_v3_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.ffn_hidden_size"),
 	REQ("moe_intermediate_size", "model.moe_ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
 	OPT("num_key_value_heads", "model.kv_heads"),
-	REQ("vocab_size", "model.vocab_size"),
-	OPT("max_position_embeddings", "model.max_position_embeddings"),
-	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
 	REQ("n_routed_experts", "model.experts"),
 	REQ("num_experts_per_tok", "model.experts_per_token"),
 	OPT("n_shared_experts", "model.shared_experts"),
@@ -200,20 +195,15 @@ static const struct hf_field deepseek_v3_fields[] = {
 
 /* GPT-NeoX / Pythia: rotary_pct of each head is rotated. */
 static const struct hf_field gpt_neox_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
-	REQ("vocab_size", "model.vocab_size"),
-	OPT("max_position_embeddings", "model.max_position_embeddings"),
-	DEF("tie_word_embeddings", "model.tied_embeddings", "false"),
 	{"rotary_pct", "model.rotary_pct", HF_SHAPE_FREE, false, NULL, NULL},
 	{"use_parallel_residual", "model.parallel_residual", HF_SHAPE_FREE,
 	 false, NULL, NULL},
 	END,
 };
 
-/* GPT2Config: n_inner null = 4 * n_embd (the planner's default too). */
+/* GPT2Config, all its own names: n_inner null = 4 * n_embd (the
+ * planner's default too). */
 static const struct hf_field gpt2_fields[] = {
 	REQ("n_embd", "model.hidden_size"),
 	OPT("n_inner", "model.ffn_hidden_size"),
@@ -225,29 +215,30 @@ static const struct hf_field gpt2_fields[] = {
 	END,
 };
 
+/* BertConfig: a learned position table and token types, tied by default. */
 static const struct hf_field bert_fields[] = {
-	REQ("hidden_size", "model.hidden_size"),
 	REQ("intermediate_size", "model.ffn_hidden_size"),
-	REQ("num_hidden_layers", "model.layers"),
-	REQ("num_attention_heads", "model.attention_heads"),
-	REQ("vocab_size", "model.vocab_size"),
 	DEF("max_position_embeddings", "model.max_position_embeddings", "512"),
 	DEF("type_vocab_size", "model.type_vocab_size", "2"),
 	DEF("tie_word_embeddings", "model.tied_embeddings", "true"),
 	END,
 };
 
+#define LLAMA_LIKE(extra) {common_fields, decoder_fields, gqa_fields, extra}
+
 static const struct hf_family families[] = {
-	{"llama", "llama", llama_fields, NULL},
-	{"mistral", "llama", llama_fields, NULL},
-	{"qwen2", "llama", llama_fields, qwen2_implied},
-	{"qwen3", "qwen3", qwen3_fields, NULL},
-	{"mixtral", "mixtral", mixtral_fields, NULL},
-	{"qwen3_moe", "qwen3-moe", qwen3_moe_fields, NULL},
-	{"deepseek_v3", "deepseek-v3", deepseek_v3_fields, NULL},
-	{"gpt2", "gpt2", gpt2_fields, NULL},
-	{"gpt_neox", "gpt-neox", gpt_neox_fields, NULL},
-	{"bert", "bert", bert_fields, NULL},
+	{"llama", "llama", LLAMA_LIKE(llama_fields), NULL},
+	{"mistral", "llama", LLAMA_LIKE(llama_fields), NULL},
+	{"qwen2", "llama", LLAMA_LIKE(llama_fields), qwen2_implied},
+	{"qwen3", "qwen3", LLAMA_LIKE(qwen3_fields), NULL},
+	{"mixtral", "mixtral", LLAMA_LIKE(mixtral_fields), NULL},
+	{"qwen3_moe", "qwen3-moe", LLAMA_LIKE(qwen3_moe_fields), NULL},
+	{"deepseek_v3", "deepseek-v3",
+	 {common_fields, decoder_fields, deepseek_v3_fields}, NULL},
+	{"gpt2", "gpt2", {gpt2_fields}, NULL},
+	{"gpt_neox", "gpt-neox",
+	 {common_fields, decoder_fields, gpt_neox_fields}, NULL},
+	{"bert", "bert", {common_fields, bert_fields}, NULL},
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
@@ -615,9 +606,11 @@ int gm__hf_config_apply(struct gm__spec_ctx *c)
 	}
 	rc = pick_family(&h);
 	for (int pass = 0; !rc && pass < 2; pass++) {
-		for (const struct hf_field *f = h.fam->fields; !rc && f->hf;
-		     f++)
-			rc = apply_row(&h, f, pass);
+		for (size_t t = 0; !rc && h.fam->tables[t]; t++) {
+			for (const struct hf_field *f = h.fam->tables[t];
+			     !rc && f->hf; f++)
+				rc = apply_row(&h, f, pass);
+		}
 		if (!rc && !pass)
 			rc = apply_head(&h);
 	}

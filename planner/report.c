@@ -54,9 +54,6 @@ static void peak_set(struct gm_val *o, const struct gm_terms *t)
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
 	gm_obj_set_uint(o, "nccl_bytes", u(t->nccl));
 	gm_obj_set_uint(o, "device_used_bytes", u(t->device_used));
-	if (t->moe_skew > 0)
-		gm_obj_set_uint(o, "skewed_router_extra_bytes",
-				u(t->moe_skew));
 	if (t->sim.out_of_memory) {
 		/* where the run stops on this card: the first request the
 		 * caching allocator refused after freeing its cache */
@@ -85,6 +82,10 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 	}
 	parts_set(o, &l);
 	peak_set(o, t);
+	/* what a skewed router would add: beside the peak, not in it */
+	if (t->moe_skew > 0)
+		gm_obj_set_uint(o, "skewed_router_extra_bytes",
+				u(t->moe_skew));
 	if (with_peak) {
 		struct gm_val *a = gm_val_obj();
 
@@ -121,12 +122,23 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 		parts_set(l, &m);
 		gm_obj_set(o, "each term at its own largest (closed form, "
 			   "not at the peak)", l);
+		/* not part of the peak: a row of its own under the
+		 * breakdowns, so the rows at the peak sum to it */
+		if (p->per_gpu.moe_skew > 0) {
+			struct gm_val *b = gm_val_obj();
+
+			gm_obj_set_uint(b, "skewed_router_extra_bytes",
+					u(p->per_gpu.moe_skew));
+			gm_obj_set(o, "beside the peak (not part of it)", b);
+		}
 	} else {
 		gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false, true));
 	}
 	gm_obj_set_str(o, "recipe", p->recipe);
 	gm_obj_set_uint(o, "init_peak_bytes", u(p->init_peak));
-	if (p->host > 0)
+	/* a key of the JSON contract, 0 included; the table shows it only
+	 * when the run needs host memory */
+	if (p->host > 0 || !table)
 		gm_obj_set_uint(o, "host_bytes", u(p->host));
 	gm_obj_set_bool(o, "fits", p->fits);
 	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);

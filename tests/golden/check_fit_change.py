@@ -83,6 +83,11 @@ CASES = [
      "NVIDIA H200 MIG 1g.18gb", ["training.adapter=lora"],
      [["parallelism.tensor_parallel=8"], ["parallelism.data_parallel=8"],
       ["training.micro_batch_size=1"]]),
+    # on the GPUs as given before more GPUs: on one A100-40GB, tensor
+    # parallel 4 (three more GPUs) fits too, but LoRA fits on the one
+    ("llama-2-7b.yaml", ["parallelism.data_parallel=1",
+                         "parallelism.zero_stage=0"],
+     "NVIDIA A100-SXM4-40GB", ["training.adapter=lora"], [[]]),
     # inference: a smaller batch
     ("llama-3-8b.yaml", ["task=inference", "inference.batch_size=8",
                          "inference.prompt_length=4096",

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "hf_config.h"
 #include "json.h"
 #include "spec.h"
 
@@ -226,6 +227,39 @@ static void qwen2_and_mistral(void **state)
 	assert_false(spec.model.tied_embeddings); /* MistralConfig default */
 }
 
+/*
+ * The shared rows apply in every family but gpt2 (its own names): a
+ * config of model_type alone misses hidden_size first; with the spec
+ * giving the four shared keys, what is missing is the family's own.
+ */
+static void shared_rows_every_family(void **state)
+{
+	char known[256], cfg[128], *save = NULL;
+
+	(void)state;
+	gm_hf_config_known(known, sizeof(known));
+	for (char *t = strtok_r(known, ", ", &save); t;
+	     t = strtok_r(NULL, ", ", &save)) {
+		if (!strcmp(t, "gpt2"))
+			continue;
+		snprintf(cfg, sizeof(cfg), "{\"model_type\": \"%s\"}", t);
+		put("c.json", cfg);
+		assert_int_equal(load("model:\n  hf_config: c.json\n", NULL, 0),
+				 GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "missing \"hidden_size\""));
+		assert_int_equal(load("model:\n  hf_config: c.json\n"
+				      "  hidden_size: 64\n  layers: 2\n"
+				      "  attention_heads: 4\n"
+				      "  vocab_size: 100\n", NULL, 0),
+				 GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "missing \""));
+		assert_null(strstr(diag.msg, "\"hidden_size\""));
+		assert_null(strstr(diag.msg, "\"num_hidden_layers\""));
+		assert_null(strstr(diag.msg, "\"num_attention_heads\""));
+		assert_null(strstr(diag.msg, "\"vocab_size\""));
+	}
+}
+
 /* GPT2Config: n_inner null = 4 * n_embd; n_positions and tying default. */
 static void gpt2_defaults(void **state)
 {
@@ -301,6 +335,7 @@ int main(void)
 		cmocka_unit_test(spec_keys_win),
 		cmocka_unit_test(set_hf_config),
 		cmocka_unit_test(qwen2_and_mistral),
+		cmocka_unit_test(shared_rows_every_family),
 		cmocka_unit_test(gpt2_defaults),
 		cmocka_unit_test(bert_heads),
 		cmocka_unit_test(relative_path),
