@@ -234,6 +234,40 @@ static void long_generation(void **state)
 	assert_true(served_total > 0);
 }
 
+/* More small blocks live than a checkpoint takes whole (every layer's
+ * norm weights in the small pool): cycles are found from fingerprints
+ * and proven by a trial on the pool; training steps of as many layers
+ * too. */
+static void many_small_blocks(void **state)
+{
+	(void)state;
+	served_total = 0;
+	for (int i = 0; i < 3; i++) {
+		struct gm_step st = infer_case(GM_ARCH_LLAMA);
+
+		st.steps = 1;
+		st.layers = 300 + 50 * (uint64_t)i;
+		st.n_param = 3;
+		st.p[2] = (struct gm_step_param){.where = GM_STEP_LAYER,
+						 .weight = 2 * 1024};
+		st.inf.batch = 1 + (uint64_t)i;
+		st.inf.prompt = 600; /* K and V above 1 MiB: large */
+		st.inf.generate = 24;
+		st.inf.hidden = st.inf.q = st.inf.kv = 1024;
+		st.inf.ffn = 2816;
+		st.inf.head_dim = 128;
+		st.inf.c = st.inf.kvb = 2;
+		compare(&st, i ? card_for(&st) : 0);
+	}
+	assert_true(served_total > 0);
+	for (int i = 0; i < 4; i++) {
+		struct gm_step st = train_case();
+
+		st.layers = 300 + 40 * (uint64_t)i;
+		compare(&st, card_for(&st));
+	}
+}
+
 /* Llama-2-13B's shape (40 layers, hidden 5120, ffn 13824, fp16),
  * batch 4, prompt 2048 + 2048 generated, on an A100 80GB's allocator
  * room and on an unlimited card. */
@@ -266,6 +300,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(random_inference),
 		cmocka_unit_test(random_training),
 		cmocka_unit_test(long_generation),
+		cmocka_unit_test(many_small_blocks),
 	};
 	const struct CMUnitTest slow[] = {
 		cmocka_unit_test(long_13b),
