@@ -261,7 +261,7 @@ static void many_small_blocks(void **state)
 		compare(&st, i ? card_for(&st) : 0);
 	}
 	assert_true(served_total > 0);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 2; i++) {
 		struct gm_step st = train_case();
 
 		st.layers = 300 + 40 * (uint64_t)i;
@@ -277,7 +277,7 @@ static void many_small_blocks(void **state)
 static void kept_across_cards(void **state)
 {
 	(void)state;
-	for (int i = 0; i < 40; i++) {
+	for (int i = 0; i < 16; i++) {
 		struct gm_step st = i % 2 ? train_case() :
 				    infer_case((enum gm_arch)(i % GM_ARCH_N));
 		struct gm_step_result r, a, b;
