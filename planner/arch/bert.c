@@ -163,7 +163,7 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	q = gm_em_alloc(e, Q, GM_SK_TRANSIENT);
 	k = gm_em_alloc(e, K, GM_SK_TRANSIENT);
 	v = gm_em_alloc(e, K, GM_SK_TRANSIENT);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	o = gm_em_sdpa(e, f);                            /* sdpa */
 	gm_em_free(e, &q);
 	gm_em_free(e, &k);
 	gm_em_free(e, &v);
@@ -225,6 +225,7 @@ const struct gm_family gm_family_bert = {
 	 * autocast's list), probabilities cast as the value */
 	.attn = {.mask = false, .softmax_fp32 = false, .probs_as_query = false},
 	.block = block,
+	.adapter = true,
 	.final_norm = NULL,
 	.embed_out = GM_EMBED_OUT_FREE,
 	.embed_mask = 1,
