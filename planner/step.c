@@ -2028,10 +2028,29 @@ out:
  *    only when an allocation releases cached segments before its retry
  *    (gm_pool_releases counts those) or reads the pool's allocated bytes
  *    when it fails (rp_refused).
- *  - Checkpoints: after each other allocation the small pool's state is
- *    compared with the last LZ_CKPTS checkpoints'. Equal to one, with no
- *    backend call and no release since: the small requests logged since
- *    it are a cycle, and the small pool is in the cycle's start state.
+ *  - Checkpoints: after each other allocation, a fingerprint of the small
+ *    pool's live blocks (their count and a sum of a hash of their
+ *    addresses, kept as the requests come: O(1) a checkpoint, where the
+ *    whole state costs words in proportion to the blocks; a training
+ *    step of 1,000 layers keeps thousands of small blocks live) is
+ *    compared with the last LZ_CKPTS checkpoints'. Equal states have
+ *    equal fingerprints, so only a checkpoint with an equal fingerprint
+ *    can hold an equal state; the fingerprint proves nothing more.
+ *    Where at most LZ_SNAP_BLOCKS small blocks are live (a decode step's
+ *    activations) a checkpoint keeps the whole state too: the state now
+ *    equal to one's word for word, with no backend call and no release
+ *    since, makes the small requests logged since it a cycle, and the
+ *    small pool is in its start state. Where one without the whole
+ *    state has the fingerprint, the requests since it are a candidate:
+ *    the state now is taken (the trial's start state), the next requests
+ *    are made on the pool and compared with the candidate's; when they
+ *    were its requests with its answers, with no backend call and no
+ *    release among them, and the state after them is the start state
+ *    again word for word, the cycle is proven by what the pool did.
+ *  - Proven cycles are kept (LZ_KEPT, the least recently armed one
+ *    replaced): at a checkpoint whose fingerprint is a kept cycle's
+ *    start state's, the state is compared word for word and, equal,
+ *    the cycle is armed again.
  *  - Armed (in the start state), each small request equal to the
  *    cycle's next one gets the recorded block without a pool call; the
  *    real pool lags behind by the requests served so far (pos). When the
@@ -2062,13 +2081,31 @@ struct lz_words {
 	size_t n, cap;
 };
 
+/* The small pool's live blocks: their count and the sum of a mix of
+ * their addresses (equal states: equal fingerprints). */
+struct lz_fp {
+	uint64_t n, sum;
+};
+
+/* A proven cycle: its requests with their answers, its start (and end)
+ * state, how often it was served whole and how often a request differed
+ * from it. */
+struct lz_cyc {
+	struct lz_op *op;
+	size_t n, cap;          /* n = 0: an empty slot */
+	struct lz_words st;
+	struct lz_fp fp;
+	uint64_t passes, fails, used;
+};
+
 #define LZ_CKPTS 16
 #define LZ_LOG_MAX ((size_t)1 << 20)
-/* after LZ_MISSES checkpoints without a cycle, every next one costs a
- * state for nothing: leave out misses / LZ_MISSES (at most LZ_SKIP_MAX)
- * after each */
-#define LZ_MISSES 64
-#define LZ_SKIP_MAX 16
+/* proven cycles kept for arming again (a decode step runs a few in
+ * turn: its layers', its head's) */
+#define LZ_KEPT 4
+/* a checkpoint keeps the whole state too where at most this many small
+ * blocks are live, so that a cycle from it is proven at once */
+#define LZ_SNAP_BLOCKS 256
 
 struct lz {
 	bool on;
@@ -2076,24 +2113,31 @@ struct lz {
 				 * checkpoint, all made on the pool */
 	size_t nlog, caplog;
 	int nck;                /* checkpoints: where the log stood, the
-				 * small pool's state then */
+				 * small pool's fingerprint then */
 	size_t ck_at[LZ_CKPTS];
+	struct lz_fp ck_fp[LZ_CKPTS];
+	bool ck_full[LZ_CKPTS]; /* and its whole state (ck), taken where
+				 * few blocks are live */
 	struct lz_words ck[LZ_CKPTS];
-	struct lz_op *cyc;      /* the recorded cycle */
-	size_t ncyc, capcyc;
-	struct lz_words cst;    /* its start (and end) state */
-	bool armed;             /* the small pool is (virtually) in the
-				 * cycle, pos requests in */
+	struct lz_fp fp;        /* the small pool's live blocks now (served
+				 * requests included) */
+	struct lz_cyc kc[LZ_KEPT];
+	int cur;                /* the armed one (or the last armed) */
+	uint64_t arms;          /* LRU clock of kc[].used */
+	bool armed;             /* the small pool is (virtually) in kc[cur],
+				 * pos requests in */
 	size_t pos;
 	uint64_t *pbytes;       /* requested bytes of the lagging allocs */
 	size_t cappb;
+	bool trial;             /* a candidate (tcyc) is being made on the
+				 * pool from state tst, tpos requests in */
+	struct lz_op *tcyc;
+	size_t ntcyc, captcyc, tpos;
+	struct lz_words tst;
+	struct lz_fp tst_fp;
 	struct lz_words tmp;
-	uint64_t passes, fails; /* its whole passes and its failures (a
-				 * request that differed from it) */
 	size_t minlen;          /* a new cycle must be longer */
-	uint64_t misses;        /* checkpoints since one armed a cycle */
-	uint64_t skip;          /* checkpoints left out from here */
-	uint64_t served;        /* requests answered from the cycle */
+	uint64_t served;        /* requests answered from a cycle */
 };
 
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
@@ -2111,6 +2155,8 @@ struct rp {
 	struct gm_backend *be;
 	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
 	struct lz lz;       /* repeated runs of small requests */
+	uint64_t res_seen;  /* reserved after the last allocation */
+	uint64_t used_max;  /* the simulated card's peak of used bytes */
 };
 
 /*
@@ -2174,6 +2220,34 @@ static int lz_state(struct gm_pool *pool, struct lz_words *o)
 	return 0;
 }
 
+/* splitmix64's finalizer: a block address spread over 64 bits */
+static uint64_t lz_mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static void lz_fp_put(struct lz *z, bool alloc, uint64_t addr)
+{
+	uint64_t h = lz_mix(addr);
+
+	if (alloc) {
+		z->fp.n++;
+		z->fp.sum += h;
+	} else {
+		z->fp.n--;
+		z->fp.sum -= h;
+	}
+}
+
+static bool lz_fp_eq(struct lz_fp a, struct lz_fp b)
+{
+	return a.n == b.n && a.sum == b.sum;
+}
+
 static bool lz_same(const struct lz_words *a, const struct lz_words *b)
 {
 	return a->n == b->n &&
@@ -2204,12 +2278,13 @@ static void lz_swap(struct lz_words *a, struct lz_words *b)
 	*b = t;
 }
 
-/* Forget the checkpoints and the log (the state jumped, or the log is
- * too long). */
+/* Forget the checkpoints, the log and a trial (the state jumped, or the
+ * log is too long). */
 static void lz_reset(struct lz *z)
 {
 	z->nck = 0;
 	z->nlog = 0;
+	z->trial = false;
 }
 
 static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
@@ -2231,32 +2306,25 @@ static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
 	z->log[z->nlog++] = (struct lz_op){x, addr, alloc};
 }
 
-/* Make the lagging requests (the cycle's first pos) on the real pool;
- * the log then starts at the cycle's start state with them. */
+/* Make the lagging requests (the armed cycle's first pos) on the real
+ * pool; the log then starts at the cycle's start state with them. */
 static int lz_flush(struct rp *p)
 {
 	struct lz *z = &p->lz;
+	struct lz_cyc *c = &z->kc[z->cur];
 	uint64_t dc = gm_pool_device_calls(p->pool), a;
 	int rc;
 
-	/* A cycle that failed more often than it passed is one of the
-	 * pool's states but not of the requests (a layer's tensors swap
-	 * blocks every other layer): dropped, a longer one is looked for.
-	 * Else it is kept, to be armed again in its start state (a decode
-	 * step's own requests end its layers' run). */
-	z->minlen = 0;
-	if (++z->fails > z->passes) {
-		z->minlen = z->ncyc;
-		z->ncyc = 0;
-	}
 	z->armed = false;
 	lz_reset(z);
-	if ((rc = lz_copy(&z->ck[0], &z->cst)))
+	z->ck_fp[0] = c->fp;
+	z->ck_full[0] = c->fp.n <= LZ_SNAP_BLOCKS;
+	if (z->ck_full[0] && (rc = lz_copy(&z->ck[0], &c->st)))
 		return rc;
 	z->ck_at[0] = 0;
 	z->nck = 1;
 	for (size_t i = 0; i < z->pos; i++) {
-		const struct lz_op *o = &z->cyc[i];
+		const struct lz_op *o = &c->op[i];
 
 		if (o->alloc) {
 			rc = gm_pool_alloc(p->pool, z->pbytes[i], 0, &a);
@@ -2271,6 +2339,16 @@ static int lz_flush(struct rp *p)
 		lz_log(z, o->alloc, o->x, o->addr);
 	}
 	z->pos = 0;
+	/* A cycle that failed more often than it passed is one of the
+	 * pool's states but not of the requests (a layer's tensors swap
+	 * blocks every other layer): dropped, a longer one is looked for.
+	 * Else it is kept, to be armed again in its start state (a decode
+	 * step's own requests end its layers' run). */
+	z->minlen = 0;
+	if (++c->fails > c->passes) {
+		z->minlen = c->n;
+		c->n = 0;
+	}
 	return gm_pool_device_calls(p->pool) != dc ? GM_EINVAL : 0;
 }
 
@@ -2280,7 +2358,8 @@ static bool lz_serve(struct rp *p, bool alloc, uint64_t x, uint64_t bytes,
 		     uint64_t *addr, int *rc)
 {
 	struct lz *z = &p->lz;
-	const struct lz_op *o = &z->cyc[z->pos];
+	struct lz_cyc *c = &z->kc[z->cur];
+	const struct lz_op *o = &c->op[z->pos];
 
 	*rc = 0;
 	if (o->alloc != alloc || o->x != x) {
@@ -2289,46 +2368,138 @@ static bool lz_serve(struct rp *p, bool alloc, uint64_t x, uint64_t bytes,
 	}
 	if (alloc) {
 		if (z->pos >= z->cappb) {
-			size_t c = z->cappb ? 2 * z->cappb : 1024;
+			size_t n = z->cappb ? 2 * z->cappb : 1024;
 			uint64_t *b;
 
-			while (c <= z->pos)
-				c *= 2;
-			b = realloc(z->pbytes, c * sizeof(*b));
+			while (n <= z->pos)
+				n *= 2;
+			b = realloc(z->pbytes, n * sizeof(*b));
 			if (!b) {
 				*rc = lz_flush(p);
 				return false;
 			}
 			z->pbytes = b;
-			z->cappb = c;
+			z->cappb = n;
 		}
 		z->pbytes[z->pos] = bytes;
 		*addr = o->addr;
 	}
 	z->served++;
-	if (++z->pos == z->ncyc) {
+	if (++z->pos == c->n) {
 		z->pos = 0; /* back in the start state, which the pool holds */
-		z->passes++;
+		c->passes++;
 	}
 	return true;
 }
 
-/* A small request made on the pool (dc: device calls before it). */
-static void lz_made(struct rp *p, uint64_t dc, bool alloc, uint64_t x,
-		    uint64_t addr)
+/* Arm kept cycle k: the small pool is in its start state. */
+static void lz_arm(struct lz *z, int k)
 {
-	if (gm_pool_device_calls(p->pool) != dc)
-		lz_reset(&p->lz); /* the backend was asked: no cycle
-				   * through here */
-	else
-		lz_log(&p->lz, alloc, x, addr);
+	z->cur = k;
+	z->kc[k].used = ++z->arms;
+	z->armed = true;
+	z->pos = 0;
+	lz_reset(z);
 }
 
-/* After another allocation (rel: releases before it): a checkpoint,
- * armed when the small pool came back to one's state. */
+/* The trial's candidate is proven (made on the pool from tst, with its
+ * answers, back in tst): kept in an empty slot or the least recently
+ * armed one's, and armed. */
+static void lz_keep(struct lz *z)
+{
+	struct lz_cyc *c;
+	struct lz_op *op;
+	size_t cap;
+	int k = 0;
+
+	for (int i = 1; i < LZ_KEPT && z->kc[k].n; i++)
+		if (!z->kc[i].n || z->kc[i].used < z->kc[k].used)
+			k = i;
+	c = &z->kc[k];
+	op = c->op;
+	cap = c->cap;
+	c->op = z->tcyc;
+	c->cap = z->captcyc;
+	c->n = z->ntcyc;
+	z->tcyc = op;
+	z->captcyc = cap;
+	lz_swap(&c->st, &z->tst);
+	c->fp = z->tst_fp;
+	c->passes = c->fails = 0;
+	lz_arm(z, k);
+}
+
+/* The state (in tmp) is checkpoint j's: the requests logged since it
+ * are a cycle from it, kept and armed. */
+static int lz_found(struct lz *z, int j)
+{
+	size_t n = z->nlog - z->ck_at[j];
+
+	if (n > z->captcyc) {
+		struct lz_op *c = realloc(z->tcyc, n * sizeof(*c));
+
+		if (!c)
+			return GM_ENOMEM;
+		z->tcyc = c;
+		z->captcyc = n;
+	}
+	memcpy(z->tcyc, z->log + z->ck_at[j], n * sizeof(*z->tcyc));
+	z->ntcyc = n;
+	lz_swap(&z->tst, &z->tmp);
+	z->tst_fp = z->fp;
+	lz_keep(z);
+	return 0;
+}
+
+/* A request made on the pool during a trial: the candidate's next one
+ * with its answer, else the trial ends; after its last one, the state
+ * is compared with the start state: equal, the cycle is kept and
+ * armed. */
+static int lz_trial(struct rp *p, bool alloc, uint64_t x, uint64_t addr)
+{
+	struct lz *z = &p->lz;
+	const struct lz_op *o = &z->tcyc[z->tpos];
+	int rc;
+
+	if (o->alloc != alloc || o->x != x || (alloc && o->addr != addr)) {
+		/* not the candidate's requests: a longer one is looked for */
+		z->trial = false;
+		if (z->ntcyc > z->minlen)
+			z->minlen = z->ntcyc;
+		return 0;
+	}
+	if (++z->tpos < z->ntcyc)
+		return 0;
+	z->trial = false;
+	if (!lz_fp_eq(z->fp, z->tst_fp))
+		return 0;
+	if ((rc = lz_state(p->pool, &z->tmp)))
+		return rc;
+	if (lz_same(&z->tmp, &z->tst))
+		lz_keep(z);
+	return 0;
+}
+
+/* A small request made on the pool (dc: device calls before it). */
+static int lz_made(struct rp *p, uint64_t dc, bool alloc, uint64_t x,
+		   uint64_t addr)
+{
+	if (gm_pool_device_calls(p->pool) != dc) {
+		lz_reset(&p->lz); /* the backend was asked: no cycle
+				   * through here */
+		return 0;
+	}
+	lz_log(&p->lz, alloc, x, addr);
+	return p->lz.trial ? lz_trial(p, alloc, x, addr) : 0;
+}
+
+/* After another allocation (rel: releases before it): a checkpoint;
+ * armed when the small pool is back in a kept cycle's start state, a
+ * trial begun when its fingerprint is one of the checkpoints'. */
 static int lz_checkpoint(struct rp *p, uint64_t rel)
 {
 	struct lz *z = &p->lz;
+	bool have = false;      /* the state is in tmp */
 	int rc, j;
 
 	if (gm_pool_releases(p->pool) != rel) {
@@ -2338,48 +2509,52 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		z->pos = 0;
 		lz_reset(z);
 	}
-	if (z->armed)
+	if (z->armed || z->trial)
 		return 0;
-	if (z->skip) { /* a checkpoint is optional: none proves nothing */
-		z->skip--;
-		return 0;
+	for (int k = 0; k < LZ_KEPT; k++) {
+		if (!z->kc[k].n || !lz_fp_eq(z->fp, z->kc[k].fp))
+			continue;
+		if (!have && (rc = lz_state(p->pool, &z->tmp)))
+			return rc;
+		have = true;
+		if (lz_same(&z->tmp, &z->kc[k].st)) {
+			lz_arm(z, k);
+			return 0;
+		}
 	}
-	if (++z->misses >= LZ_MISSES) /* no cycle for long: look less often */
-		z->skip = z->misses / LZ_MISSES < LZ_SKIP_MAX ?
-			  z->misses / LZ_MISSES : LZ_SKIP_MAX;
-	if ((rc = lz_state(p->pool, &z->tmp)))
-		return rc;
-	if (z->ncyc && lz_same(&z->tmp, &z->cst)) {
-		/* back in the kept cycle's start state */
-		z->armed = true;
-		z->pos = 0;
-		z->misses = 0;
-		lz_reset(z);
-		return 0;
+	for (j = z->nck - 1; j >= 0; j--) {
+		if (z->nlog - z->ck_at[j] <= z->minlen ||
+		    !lz_fp_eq(z->fp, z->ck_fp[j]))
+			continue;
+		if (!z->ck_full[j])
+			break; /* a candidate: tried below */
+		if (!have && (rc = lz_state(p->pool, &z->tmp)))
+			return rc;
+		have = true;
+		if (lz_same(&z->tmp, &z->ck[j]))
+			return lz_found(z, j);
 	}
-	for (j = z->nck - 1; j >= 0; j--)
-		if (z->nlog - z->ck_at[j] > z->minlen &&
-		    lz_same(&z->tmp, &z->ck[j]))
-			break;
 	if (j >= 0) {
 		size_t n = z->nlog - z->ck_at[j];
 
-		if (n > z->capcyc) {
-			struct lz_op *c = realloc(z->cyc, n * sizeof(*c));
+		if (n > z->captcyc) {
+			struct lz_op *c = realloc(z->tcyc, n * sizeof(*c));
 
 			if (!c)
 				return GM_ENOMEM;
-			z->cyc = c;
-			z->capcyc = n;
+			z->tcyc = c;
+			z->captcyc = n;
 		}
-		memcpy(z->cyc, z->log + z->ck_at[j], n * sizeof(*z->cyc));
-		z->ncyc = n;
-		lz_swap(&z->cst, &z->tmp);
-		z->armed = true;
-		z->pos = 0;
-		z->passes = z->fails = 0;
-		z->misses = 0;
+		memcpy(z->tcyc, z->log + z->ck_at[j], n * sizeof(*z->tcyc));
+		if (have)
+			lz_swap(&z->tst, &z->tmp);
+		else if ((rc = lz_state(p->pool, &z->tst)))
+			return rc;
 		lz_reset(z);
+		z->ntcyc = n;
+		z->tst_fp = z->fp;
+		z->tpos = 0;
+		z->trial = true;
 		return 0;
 	}
 	if (z->nck == LZ_CKPTS) { /* drop the oldest */
@@ -2387,9 +2562,14 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		size_t d = z->ck_at[1];
 
 		memmove(z->ck, z->ck + 1, (LZ_CKPTS - 1) * sizeof(*z->ck));
+		z->ck[LZ_CKPTS - 1] = w;
+		memmove(z->ck_full, z->ck_full + 1,
+			(LZ_CKPTS - 1) * sizeof(*z->ck_full));
+
+		memmove(z->ck_fp, z->ck_fp + 1,
+			(LZ_CKPTS - 1) * sizeof(*z->ck_fp));
 		memmove(z->ck_at, z->ck_at + 1,
 			(LZ_CKPTS - 1) * sizeof(*z->ck_at));
-		z->ck[LZ_CKPTS - 1] = w;
 		z->nck--;
 		if (z->nlog > d)
 			memmove(z->log, z->log + d,
@@ -2398,7 +2578,13 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		for (int k = 0; k < z->nck; k++)
 			z->ck_at[k] -= d;
 	}
-	lz_swap(&z->ck[z->nck], &z->tmp);
+	z->ck_full[z->nck] = z->fp.n <= LZ_SNAP_BLOCKS;
+	if (z->ck_full[z->nck]) {
+		if (!have && (rc = lz_state(p->pool, &z->tmp)))
+			return rc;
+		lz_swap(&z->ck[z->nck], &z->tmp);
+	}
+	z->ck_fp[z->nck] = z->fp;
 	z->ck_at[z->nck++] = z->nlog;
 	return 0;
 }
@@ -2406,11 +2592,15 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 static void lz_free_all(struct lz *z)
 {
 	free(z->log);
-	free(z->cyc);
-	free(z->pbytes);
+	for (int k = 0; k < LZ_KEPT; k++) {
+		free(z->kc[k].op);
+		free(z->kc[k].st.w);
+	}
 	for (int k = 0; k < LZ_CKPTS; k++)
 		free(z->ck[k].w);
-	free(z->cst.w);
+	free(z->tcyc);
+	free(z->pbytes);
+	free(z->tst.w);
 	free(z->tmp.w);
 }
 
@@ -2449,8 +2639,10 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	if (small) {
 		uint64_t x = gm_pool_round_size(p->pool, bytes), dc;
 
-		if (p->lz.armed && lz_serve(p, true, x, bytes, &a, &rc))
+		if (p->lz.armed && lz_serve(p, true, x, bytes, &a, &rc)) {
+			lz_fp_put(&p->lz, true, a);
 			goto got;
+		}
 		if (rc)
 			return rc;
 		dc = gm_pool_device_calls(p->pool);
@@ -2459,7 +2651,9 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 			rc = rp_refused(p, bytes, stream, &a);
 		if (rc)
 			return rc;
-		lz_made(p, dc, true, x, a);
+		lz_fp_put(&p->lz, true, a);
+		if ((rc = lz_made(p, dc, true, x, a)))
+			return rc;
 	} else {
 		uint64_t rel = p->lz.on ? gm_pool_releases(p->pool) : 0;
 
@@ -2501,6 +2695,13 @@ got:
 	if (p->live_alloc > p->r->peak_allocated)
 		p->r->peak_allocated = p->live_alloc;
 	res = gm_pool_reserved(p->pool);
+	if (res != p->res_seen) { /* a segment was made (or freed) */
+		uint64_t u = gm_sim_used(p->be);
+
+		p->res_seen = res;
+		if (u > p->used_max)
+			p->used_max = u;
+	}
 	if ((double)res > p->r->peak_reserved) {
 		p->r->peak_reserved = (double)res;
 		p->r->peak_reserved_step = p->step;
@@ -2522,14 +2723,18 @@ static int rp_free(void *ctx, uint32_t id)
 		uint64_t dc;
 
 		if (p->lz.armed &&
-		    lz_serve(p, false, p->addr[id], 0, NULL, &rc))
+		    lz_serve(p, false, p->addr[id], 0, NULL, &rc)) {
+			lz_fp_put(&p->lz, false, p->addr[id]);
 			goto done;
+		}
 		if (rc)
 			return rc;
 		dc = gm_pool_device_calls(p->pool);
 		rc = gm_pool_free(p->pool, p->addr[id]);
-		if (!rc)
-			lz_made(p, dc, false, p->addr[id], 0);
+		if (!rc) {
+			lz_fp_put(&p->lz, false, p->addr[id]);
+			rc = lz_made(p, dc, false, p->addr[id], 0);
+		}
 	} else {
 		rc = gm_pool_free(p->pool, p->addr[id]);
 	}
@@ -2553,11 +2758,59 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 	((struct rp *)ctx)->phase = ph;
 }
 
+/*
+ * Replays kept for a plan of the same step on another card (gpumem fit
+ * plans each candidate on every card of the catalog). The simulated
+ * card enters a replay only through its charges: where none was refused
+ * (no retry or release of cached segments, no out-of-memory), the
+ * replay made the calls, got the answers and reached the figures that a
+ * replay on any card on which each of those charges fits would: every
+ * card of at least the peak of used bytes it reached (used_max), its
+ * own size (card_needed) aside. The key is the whole step (without a
+ * pointer whose data could change under it: Megatron-LM's steps are not
+ * kept); only replays without an observer are kept or answered.
+ */
+#define RP_MEMO 8
+
+static struct rp_memo {
+	bool on;
+	struct gm_step st;
+	struct gm_step_result r;
+	uint64_t used_max;
+} rp_memo[RP_MEMO];
+static unsigned rp_memo_next;
+
+static struct rp_memo *memo_find(const struct gm_step *st)
+{
+	for (unsigned i = 0; i < RP_MEMO; i++)
+		if (rp_memo[i].on && !memcmp(&rp_memo[i].st, st, sizeof(*st)))
+			return &rp_memo[i];
+	return NULL;
+}
+
+static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
+		      uint64_t used_max)
+{
+	struct rp_memo *m = memo_find(st);
+
+	if (!m) {
+		m = &rp_memo[rp_memo_next];
+		rp_memo_next = (rp_memo_next + 1) % RP_MEMO;
+	}
+	m->on = true;
+	m->st = *st;
+	m->r = *r;
+	m->used_max = used_max;
+}
+
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
 		       const struct gm_step_observer *obs, bool stop,
 		       bool lazy)
 {
+	bool memo = lazy && !obs && !st->megatron;
+	const struct rp_memo *m = memo ? memo_find(st) : NULL;
+
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
 	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
@@ -2568,6 +2821,11 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
+	if (m && total >= m->used_max) {
+		*out = m->r;
+		out->card_needed = (double)total;
+		return 0;
+	}
 	memset(out, 0, sizeof(*out));
 	if (obs && obs->begin) {
 		rc = obs->begin(obs->ctx, &so, &po);
@@ -2584,6 +2842,9 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	rc = gm_step_emit(st, &sk);
 	out->card_needed = (double)be->total_bytes;
 	out->served = p.lz.served;
+	if (memo && !rc && !out->out_of_memory &&
+	    !gm_pool_releases(p.pool) && !gm_sim_short_by(be))
+		memo_keep(st, out, p.used_max);
 	gm_pool_destroy(p.pool);
 out:
 	be->ops->destroy(be);

@@ -25,6 +25,11 @@ cases=(
 "layers1000-gen4096|slow|plan models/llama-2-7b.yaml --set task=inference --set inference.precision=bf16-true --set inference.prompt_length=512 --set inference.generate_length=4096 --set inference.batch_size=1 --set parallelism.data_parallel=1 --set parallelism.zero_stage=0 --set model.layers=1000 --gpu h200"
 "fit-gen13b-a100|slow|fit models/llama-2-13b.yaml $gen --set inference.batch_size=4 --gpu a100-80gb"
 "fit-gen13b-catalog|slow|fit models/llama-2-13b.yaml $gen --set inference.batch_size=4"
+"train-layers1000|fast|plan models/llama-2-7b.yaml --set model.layers=1000 --gpu h200"
+"fit-train-layers1024|fast|fit models/llama-2-7b.yaml --set model.layers=1024 --gpu h200"
+"fit-infer8b-catalog|slow|fit tests/data/plan/llama-3-8b-infer.yaml"
+"plan-llama-2-7b|fast|plan models/llama-2-7b.yaml"
+"plan-mixtral-8x7b|fast|plan models/mixtral-8x7b.yaml"
 )
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

@@ -23,8 +23,13 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
 static void help(void)
 {
@@ -239,6 +244,88 @@ static int trace_write(const char *path, const struct trace_buf *t,
 }
 
 /*
+ * The progress line, on a terminal only (stderr; nothing when piped),
+ * overwritten in place and cleared before anything else is printed:
+ * while the plan runs past a second, the seconds so far (a timer: the
+ * replay has no count of its own to show); during the hint's search,
+ * the plans it has made, at most five times a second.
+ */
+static volatile sig_atomic_t prog_secs, prog_shown;
+
+static void prog_alarm(int sig)
+{
+	char b[64] = "\r\033[Kgpumem plan: planning, ";
+	size_t n = strlen(b);
+	char d[12];
+	int k = 0;
+	unsigned v = (unsigned)++prog_secs;
+
+	(void)sig;
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) && k < (int)sizeof(d));
+	while (k)
+		b[n++] = d[--k];
+	memcpy(b + n, " s", 2);
+	n += 2;
+	prog_shown = 1;
+	/* a failed write loses only a progress line */
+	if (write(STDERR_FILENO, b, n) < 0)
+		return;
+}
+
+/* Start (on) or stop the seconds line; stopping clears it. */
+static void prog_timer(bool on)
+{
+	struct itimerval it = {{on, 0}, {on, 0}};
+	struct sigaction sa;
+
+	if (!isatty(STDERR_FILENO))
+		return;
+	if (on) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = prog_alarm;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		prog_secs = 0;
+	}
+	setitimer(ITIMER_REAL, &it, NULL);
+	if (!on && prog_shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		prog_shown = 0;
+	}
+}
+
+struct hint_progress {
+	struct gm_fit_progress p;
+	double last;
+};
+
+static double prog_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void hint_tick(struct gm_fit_progress *p)
+{
+	struct hint_progress *h = (struct hint_progress *)p;
+	double t = prog_now();
+
+	if (h->last > 0 && t - h->last < 0.2)
+		return;
+	h->last = t;
+	prog_shown = 1;
+	fprintf(stderr, "\r\033[Kgpumem plan: looking for a change that "
+		"fits: %lu plans so far", p->plans);
+	fflush(stderr);
+}
+
+/*
  * Where the plan does not fit: one line on stderr with the smallest
  * change gpumem fit's search finds (fit_search.h), as --set arguments,
  * or that none it searches fits. Nothing if the search fails (the plan
@@ -249,10 +336,17 @@ static void plan_hint(const struct gm_spec *spec, const struct gm_plan_gpu *g,
 {
 	struct gm_fit_change *c = calloc(1, sizeof(*c));
 	struct gm_diag diag = {{0}};
+	struct hint_progress hp = {{0, hint_tick, NULL}, 0};
 	char line[1024];
+	bool ok = c && !gm_fit_change(spec, g, o, plan, NULL, 0, c,
+				      isatty(STDERR_FILENO) ? &hp.p : NULL,
+				      &diag);
 
-	if (c && !gm_fit_change(spec, g, o, plan, NULL, 0, c, NULL, &diag) &&
-	    !c->fits_as_given)
+	if (prog_shown) {
+		fputs("\r\033[K", stderr);
+		prog_shown = 0;
+	}
+	if (ok && !c->fits_as_given)
 		fprintf(stderr, "gpumem plan: hint: %s%s\n",
 			c->found ? "fits with " : "",
 			gm_fit_change_text(c, line, sizeof(line)));
@@ -367,13 +461,16 @@ int gm_cmd_plan(int argc, char **argv)
 					 gpu, "--gpu", &diag);
 	if (!rc)
 		gm_plan_gpu_cap(&g, a.frac_num, a.frac_den, a.limit);
-	if (!rc)
+	if (!rc) {
+		prog_timer(true);
 		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
+	}
 	if (!rc && trace && plan->per_gpu_stage != a.model.trace_stage) {
 		/* the most loaded stage is another: replay it again */
 		a.model.trace_stage = plan->per_gpu_stage;
 		rc = gm_plan_capped(spec, &g, &a.model, plan, &diag);
 	}
+	prog_timer(false);
 	if (rc) {
 		gm_cmd_file_error("plan", diag.msg, paths, 4);
 		code = gm_exit_code(rc);

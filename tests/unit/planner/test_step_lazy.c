@@ -235,6 +235,70 @@ static void long_generation(void **state)
 	assert_true(served_total > 0);
 }
 
+/* More small blocks live than a checkpoint takes whole (every layer's
+ * norm weights in the small pool): cycles are found from fingerprints
+ * and proven by a trial on the pool; training steps of as many layers
+ * too. */
+static void many_small_blocks(void **state)
+{
+	(void)state;
+	served_total = 0;
+	for (int i = 0; i < 3; i++) {
+		struct gm_step st = infer_case(GM_ARCH_LLAMA);
+
+		st.steps = 1;
+		st.layers = 300 + 50 * (uint64_t)i;
+		st.n_param = 3;
+		st.p[2] = (struct gm_step_param){.where = GM_STEP_LAYER,
+						 .weight = 2 * 1024};
+		st.inf.batch = 1 + (uint64_t)i;
+		st.inf.prompt = 600; /* K and V above 1 MiB: large */
+		st.inf.generate = 24;
+		st.inf.hidden = st.inf.q = st.inf.kv = 1024;
+		st.inf.ffn = 2816;
+		st.inf.head_dim = 128;
+		st.inf.c = st.inf.kvb = 2;
+		compare(&st, i ? card_for(&st) : 0);
+	}
+	assert_true(served_total > 0);
+	for (int i = 0; i < 2; i++) {
+		struct gm_step st = train_case();
+
+		st.layers = 300 + 40 * (uint64_t)i;
+		compare(&st, card_for(&st));
+	}
+}
+
+/* A replay kept for the same step on another card (step.c, "Replays
+ * kept"): after a replay on an unlimited card, replays on cards from
+ * roomy to tight (kept answers where each charge fits, replays where
+ * the pool retries or runs out) give the figures of replays made in
+ * full. */
+static void kept_across_cards(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 16; i++) {
+		struct gm_step st = i % 2 ? train_case() :
+				    infer_case((enum gm_arch)(i % GM_ARCH_N));
+		struct gm_step_result r, a, b;
+		static const double f[] = {2.0, 1.05, 1.0, 0.9, 0.7};
+
+		assert_int_equal(gm_step_replay(&st, 0, &r), 0);
+		for (int k = 0; k < 5; k++) {
+			uint64_t cap = (uint64_t)(r.peak_reserved * f[k]) + 1;
+
+			assert_int_equal(gm_step_replay(&st, cap, &a), 0);
+			assert_int_equal(gm_step_replay_plain(&st, cap, false,
+							      &b, NULL), 0);
+			same_result(&a, &b);
+			assert_int_equal(gm_step_replay_fits(&st, cap, &a), 0);
+			assert_int_equal(gm_step_replay_plain(&st, cap, true,
+							      &b, NULL), 0);
+			same_result(&a, &b);
+		}
+	}
+}
+
 /* Llama-2-13B's shape (40 layers, hidden 5120, ffn 13824, fp16),
  * batch 4, prompt 2048 + 2048 generated, on an A100 80GB's allocator
  * room and on an unlimited card. */
@@ -268,6 +332,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(random_inference),
 		cmocka_unit_test(random_training),
 		cmocka_unit_test(long_generation),
+		cmocka_unit_test(many_small_blocks),
+		cmocka_unit_test(kept_across_cards),
 	};
 	const struct CMUnitTest slow[] = {
 		cmocka_unit_test(long_13b),
