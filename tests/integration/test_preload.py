@@ -225,6 +225,38 @@ def case_no_cuda_no_report(c):
     check(not os.path.exists(rep), 'a process without CUDA wrote a report')
 
 
+def case_run_no_device_note(c):
+    # gpumem run with a report asked for, over a program that never
+    # allocates device memory: it runs, exits 0 and writes no report, and
+    # says once why (the program gpumem run started, not its children).
+    rep = c.path('r.json')
+    for argv in (['true'], [sys.executable, '-c', 'import subprocess; '
+                            'subprocess.run(["true"]); '
+                            'subprocess.run(["true"])']):
+        p = c.run([c.gpumem, 'run', '--report', rep, '--'] + argv,
+                  c.env(preload=False))
+        check(not os.path.exists(rep), f'{argv}: wrote a report')
+        check(p.stderr.count('no report written to ' + rep +
+                             ': the program allocated no device memory')
+              == 1, f'{argv}: {p.stderr!r}')
+    # a program that sets the fake device up but allocates nothing
+    p = c.run([c.gpumem, 'run', '--report', rep, '--',
+               os.path.join(c.bin, 'pl_probe'), 'query'],
+              c.env(preload=False, FAKECUDA_DEVICES=2))
+    check('no report written to ' in p.stderr and not os.path.exists(rep),
+          p.stderr)
+    # a program that allocates writes its report and no such line
+    p = c.run([c.gpumem, 'run', '--report', rep, '--',
+               os.path.join(c.bin, 'pl_probe'), 'plain'],
+              c.env(preload=False, GPUMEM_LIMIT='64MiB'))
+    check(os.path.exists(rep) and 'no report written' not in p.stderr,
+          p.stderr)
+    # without gpumem run (GPUMEM_REPORT set by hand) nothing is said
+    os.unlink(rep)
+    p = c.run(['true'], c.env(GPUMEM_REPORT=rep))
+    check('no report written' not in p.stderr, p.stderr)
+
+
 def case_query_no_report(c):
     # Setting devices up (cuMemGetInfo, cuDeviceTotalMem) is not using
     # them: a process that never asked for memory writes nothing.
