@@ -6,6 +6,7 @@
 #include "emit.h"
 #include "error.h"
 #include "log.h"
+#include "oom_say.h"
 #include "pool.h"
 
 #include <errno.h>
@@ -65,7 +66,8 @@ static void pool_keys(struct gm_val *o, struct gm_pl_dev *d,
 		verdict = "fragmentation";
 	gm_obj_set_str(o, "oom_verdict", verdict);
 	gm_obj_set_real(o, "fragmentation", st.fragmentation);
-	gm_obj_set_uint(o, "largest_free_block_bytes", st.largest_free_bytes);
+	gm_obj_set_uint(o, "largest_free_block_bytes",
+			gm_pl_largest_free_block(d, st.largest_free_bytes));
 	gm_obj_set_uint(o, "pool_reserved_bytes", st.reserved_bytes.current);
 	gm_obj_set_uint(o, "pool_allocated_bytes",
 			st.allocated_bytes.current);
@@ -118,7 +120,8 @@ static struct gm_val *device_val(struct gm_pl_dev *d)
 	gm_obj_set_str(o, "oom_verdict", gm_pl_oom_verdict(d));
 	/* Limit mode keeps no cached memory: nothing is free inside it. */
 	gm_obj_set_real(o, "fragmentation", 0.0);
-	gm_obj_set_uint(o, "largest_free_block_bytes", 0);
+	gm_obj_set_uint(o, "largest_free_block_bytes",
+			gm_pl_largest_free_block(d, 0));
 	return o;
 }
 

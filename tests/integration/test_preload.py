@@ -751,13 +751,18 @@ def oom_lines(p):
 
 def case_oom_line(c):
     # A refused allocation is explained on stderr, once, in PyTorch's
-    # manner: asked, cap, allocated, reserved, largest free, verdict.
-    p = c.probe('cap', GPUMEM_LIMIT='1GiB')
+    # manner: asked, cap, allocated, reserved, what is free, verdict.
+    # Limit mode caches nothing: no free block (the report's
+    # largest_free_block_bytes is 0), only the room under the cap.
+    p = c.probe('cap', GPUMEM_LIMIT='1GiB',
+                GPUMEM_REPORT=c.path('cap.json'))
     lines = oom_lines(p)
     check(len(lines) == 1, p.stderr)
     check('tried to allocate 600.00 MiB; cap 1.00 GiB, 512.00 MiB '
-          'allocated, 512.00 MiB reserved, largest free block 512.00 MiB: '
-          'cap (' in lines[0], lines[0])
+          'allocated, 512.00 MiB reserved, 512.00 MiB free under the cap: '
+          'cap (' in lines[0] and 'block' not in lines[0], lines[0])
+    dev = load(c.path('cap.json'))['devices'][0]
+    check(dev['largest_free_block_bytes'] == 0, dev)
     # the driver's own out of memory: the card is full
     p = c.probe('errors', GPUMEM_LIMIT='64MiB', FAKECUDA_FAIL_ALLOC='2')
     lines = oom_lines(p)
@@ -774,7 +779,8 @@ def case_oom_line(c):
     lines = oom_lines(p)
     check(len(lines) == 1 and 'tried to allocate 14.00 MiB; cap 20.00 MiB, '
           '4.00 MiB allocated, 20.00 MiB reserved, largest free block '
-          '12.00 MiB: fragmentation (' in lines[0], p.stderr)
+          '12.00 MiB, 0 B free under the cap: fragmentation (' in lines[0],
+          p.stderr)
 
 
 def case_oom_burst(c):
