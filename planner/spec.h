@@ -190,6 +190,19 @@ struct gm_spec_deepspeed {
 	bool contiguous_gradients;       /* true */
 	bool overlap_comm;               /* default: stage == 3 */
 	bool overlap_comm_given;
+	/* "auto" values the HF Trainer fills from a TrainingArguments
+	 * field the spec does not write (gm_spec_ds_assumed() words
+	 * them): which one, and where the "auto" stands in the JSON */
+	struct gm_ds_assumed {
+		enum gm_ds_auto_arg {
+			GM_DS_AUTO_MICRO,     /* per_device_train_batch_size */
+			GM_DS_AUTO_GAS,       /* gradient_accumulation_steps */
+			GM_DS_AUTO_PRECISION, /* bf16 / fp16 */
+		} arg;
+		char key[40];    /* the JSON key, dotted */
+		unsigned line, column;
+	} assumed[3];
+	unsigned n_assumed;
 };
 
 /*
@@ -284,6 +297,17 @@ enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,
  */
 char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
 		    size_t len);
+
+/*
+ * The i-th "auto" of the DeepSpeed JSON whose value is an assumption
+ * (0 <= i < spec->deepspeed.n_assumed), in words, into buf: "ds.json:
+ * 2:37: train_micro_batch_size_per_gpu: "auto" is the HF Trainer's
+ * per_device_train_batch_size, which the spec does not write; assumed
+ * training.micro_batch_size 1 (the spec's default)". Call it after
+ * gm_spec_load() (the values are the final ones). Returns buf.
+ */
+char *gm_spec_ds_assumed(const struct gm_spec *spec, unsigned i, char *buf,
+			 size_t len);
 
 /*
  * Check hardware.gpu against a catalog: names[0..n) are every accepted

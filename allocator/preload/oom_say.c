@@ -38,23 +38,21 @@ static bool first_of_burst(int dev, uint64_t *skipped)
 	return true;
 }
 
-/* The largest request that could still be served, as the library sees
- * it: the pool's largest free block and the room it could still take
- * (cache mode), else the device's free bytes within the cap. */
-static uint64_t largest_free(struct gm_pl_dev *d, const struct gm_pool_oom *o)
+uint64_t gm_pl_largest_free_block(const struct gm_pl_dev *d,
+				  uint64_t pool_largest)
+{
+	return atomic_load(&d->pool) ? pool_largest : 0;
+}
+
+/* The bytes the process could still obtain from the driver: the room
+ * under the cap, within the device's free bytes (both modes). */
+static uint64_t room_under_cap(struct gm_pl_dev *d)
 {
 	uint64_t reserved = atomic_load(&d->reserved);
 	uint64_t room = d->cap == UINT64_MAX ? UINT64_MAX :
 			reserved >= d->cap ? 0 : d->cap - reserved;
 	size_t f = 0, t = 0;
 
-	if (o && o->kind != GM_OOM_NONE) {
-		uint64_t head = o->device_free_bytes < room ?
-				o->device_free_bytes : room;
-
-		return o->largest_free_bytes > head ? o->largest_free_bytes
-						    : head;
-	}
 	if (gm__pl_cu.mem_get_info) {
 		gm__pl_guard_enter();
 		if (gm__pl_cu.mem_get_info(&f, &t) != GM_CU_SUCCESS)
@@ -68,7 +66,8 @@ void gm_pl_oom_say(struct gm_pl_dev *d, uint64_t size, enum gm_pl_oom_why why)
 {
 	struct gm_pool *pool = atomic_load(&d->pool);
 	struct gm_pool_oom o = {0};
-	char req[32], cap[32], alloc[32], res[32], big[32], more[64] = "";
+	char req[32], cap[32], alloc[32], res[32], big[32], room[32];
+	char blk[64] = "", more[64] = "";
 	const char *verdict;
 	uint64_t skipped = 0;
 
@@ -97,13 +96,20 @@ void gm_pl_oom_say(struct gm_pl_dev *d, uint64_t size, enum gm_pl_oom_why why)
 	if (skipped)
 		snprintf(more, sizeof(more), "; %llu more refused since the "
 			 "last message", (unsigned long long)skipped);
+	/* a free block is the cache's (cache mode, as the report's
+	 * largest_free_block_bytes); limit mode caches nothing */
+	if (pool)
+		snprintf(blk, sizeof(blk), ", largest free block %s",
+			 gm_size_format(big, sizeof(big),
+					gm_pl_largest_free_block(
+						d, o.kind != GM_OOM_NONE ?
+						o.largest_free_bytes : 0)));
 	gm_error("out of memory on device %d: tried to allocate %s; cap %s, "
-		 "%s allocated, %s reserved, largest free block %s: %s%s",
+		 "%s allocated, %s reserved%s, %s free under the cap: %s%s",
 		 d->ordinal, gm_size_format(req, sizeof(req), size), cap,
 		 gm_size_format(alloc, sizeof(alloc),
 				atomic_load(&d->allocated)),
 		 gm_size_format(res, sizeof(res), atomic_load(&d->reserved)),
-		 gm_size_format(big, sizeof(big), largest_free(d, pool ? &o :
-							       NULL)),
+		 blk, gm_size_format(room, sizeof(room), room_under_cap(d)),
 		 verdict, more);
 }

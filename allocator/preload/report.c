@@ -6,11 +6,13 @@
 #include "emit.h"
 #include "error.h"
 #include "log.h"
+#include "oom_say.h"
 #include "pool.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -64,7 +66,8 @@ static void pool_keys(struct gm_val *o, struct gm_pl_dev *d,
 		verdict = "fragmentation";
 	gm_obj_set_str(o, "oom_verdict", verdict);
 	gm_obj_set_real(o, "fragmentation", st.fragmentation);
-	gm_obj_set_uint(o, "largest_free_block_bytes", st.largest_free_bytes);
+	gm_obj_set_uint(o, "largest_free_block_bytes",
+			gm_pl_largest_free_block(d, st.largest_free_bytes));
 	gm_obj_set_uint(o, "pool_reserved_bytes", st.reserved_bytes.current);
 	gm_obj_set_uint(o, "pool_allocated_bytes",
 			st.allocated_bytes.current);
@@ -117,7 +120,8 @@ static struct gm_val *device_val(struct gm_pl_dev *d)
 	gm_obj_set_str(o, "oom_verdict", gm_pl_oom_verdict(d));
 	/* Limit mode keeps no cached memory: nothing is free inside it. */
 	gm_obj_set_real(o, "fragmentation", 0.0);
-	gm_obj_set_uint(o, "largest_free_block_bytes", 0);
+	gm_obj_set_uint(o, "largest_free_block_bytes",
+			gm_pl_largest_free_block(d, 0));
 	return o;
 }
 
@@ -383,10 +387,35 @@ void gm_pl_reporter_start(void)
 	pthread_once(&start_once, start);
 }
 
+/*
+ * A report was asked for, but the process never allocated device memory
+ * (no CUDA driver, or a program that does not use the GPU), so none is
+ * written: a process that used no device has nothing to report, and the
+ * processes a job starts besides the program (shells, launchers,
+ * compilers) write none. The program `gpumem run` started (its pid in
+ * GPUMEM_RUN_PID) says so once on stderr, so that a missing file is not
+ * taken for a lost node.
+ */
+static void no_report_note(void)
+{
+	const char *run = getenv("GPUMEM_RUN_PID");
+	char path[GM_PL_PATH_MAX];
+
+	if (!gm__pl.opts.report[0] || !run || atol(run) != (long)getpid())
+		return;
+	if (expand(path, sizeof(path), gm__pl.opts.report))
+		snprintf(path, sizeof(path), "%s", gm__pl.opts.report);
+	gm_warn("no report written to %s: the program allocated no device "
+		"memory through the CUDA driver (it did not use the GPU, or "
+		"libcuda.so.1 could not be loaded)", path);
+}
+
 void gm_pl_reporter_exit(void)
 {
-	if (!atomic_load(&gm__pl.used))
+	if (!atomic_load(&gm__pl.used)) {
+		no_report_note();
 		return;
+	}
 	if (thread_running) {
 		atomic_store(&stopping, true);
 		sem_post(&wake);

@@ -40,17 +40,22 @@ struct emu_card {
 
 /* ==== Parsing ==== */
 
-/* A size key; claimed= is a card's claimed capacity (GB = GiB,
- * gm_claimed_size_parse), the others plain sizes. */
+/* A size key: claimed=, real= and reported= are each a card capacity,
+ * read by one rule (gm_claimed_size_parse: GB = GiB, the seller's), so
+ * claimed=80GB,real=80GB is a card with all it claims. */
 static int parse_size_key(const char *key, const char *val, uint64_t *out,
 			  struct gm_diag *d)
 {
-	int rc = strcmp(key, "claimed") == 0 ?
-		 gm_claimed_size_parse(val, out) : gm_size_parse(val, out);
+	int rc = gm_claimed_size_parse(val, out);
 
 	if (rc)
 		return gm_diag_set(d, rc, "--emulate: %s='%s' is not a size",
 				   key, val);
+	/* a card below 1 MiB written without a unit is a forgotten unit */
+	if (*out && gm_size_bare_small(val))
+		return gm_diag_set(d, GM_EINVAL, "--emulate: %s='%s' has no "
+				   "unit (a card's capacity: write e.g. %sGB or "
+				   "%sGiB)", key, val, val, val);
 	if (*out % 16)
 		return gm_diag_set(d, GM_EINVAL,
 				   "--emulate: %s='%s' must be a multiple of "

@@ -540,7 +540,12 @@ static struct gm_val *device_obj(const struct gm_verify_result *r, bool flat,
 	gm_obj_set_real(o, "bandwidth_gbps", r->bandwidth_gbps);
 	if (flat) {
 		gm_obj_set_uint(o, "tested_bytes", r->tested_bytes);
-		gm_obj_set_uint(o, "real_bytes", r->real_bytes);
+		/* 0: no estimate (JSON leaves the key out): the table's "-",
+		 * CSV's empty cell */
+		if (r->real_bytes)
+			gm_obj_set_uint(o, "real_bytes", r->real_bytes);
+		else
+			gm_obj_set(o, "real_bytes", gm_val_null());
 		if (reason)
 			gm_obj_set_str(o, "reason", r->reason);
 		return o;

@@ -258,7 +258,8 @@ struct gm_verify_emu {
 /*
  * Parse "claimed=SIZE,real=SIZE[,mode=wrap|drop|garbage][,bad_bits=N]
  * [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1][,gddr=0|1][,mig=0|1]".
- * claimed= is a claimed capacity (GB = GiB, gm_claimed_size_parse).
+ * claimed=, real= and reported= are card capacities, all read by
+ * gm_claimed_size_parse (GB = GiB, what the seller means).
  * Sizes must be multiples of 16 bytes, real <= reported, real > 0, and
  * each at most GM_EMU_MAX_BYTES. Returns 0 or GM_EINVAL / GM_ERANGE with
  * a message naming the key.
@@ -275,8 +276,8 @@ struct gm_verify_emu {
 int gm_verify_emu_parse(const char *text, struct gm_verify_emu *emu,
 			struct gm_diag *d);
 
-/* Parse --emulate-vmm "claimed=SIZE,real=SIZE" (0 < real <= claimed).
- * Returns 0 or GM_EINVAL / GM_ERANGE naming the key. */
+/* Parse --emulate-vmm "claimed=SIZE,real=SIZE" (0 < real <= claimed;
+ * both card capacities, as in gm_verify_emu_parse). Returns 0 or GM_EINVAL / GM_ERANGE naming the key. */
 int gm_verify_vmm_parse(const char *text, uint64_t *claimed, uint64_t *real,
 			struct gm_diag *d);
 

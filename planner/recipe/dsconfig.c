@@ -13,8 +13,22 @@
  * deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig),
  * deepspeed/runtime/zero/offload_config.py (offload devices),
  * deepspeed/runtime/config.py and constants.py (batch keys, fp16, bf16,
- * optimizer). Values "auto" (the Hugging Face integration's
- * placeholder, filled from the Trainer's arguments) count as not given.
+ * optimizer).
+ *
+ * "auto" (the Hugging Face integration's placeholder: DeepSpeed alone
+ * takes no "auto" for a batch key) is filled as transformers 5.17
+ * integrations/deepspeed.py fills it (HfTrainerDeepSpeedConfig,
+ * trainer_config_process and trainer_config_finalize), with the spec's
+ * keys standing for the TrainingArguments: the batch keys from
+ * training.micro_batch_size / global_batch_size, fp16/bf16.enabled from
+ * training.precision, the hidden-size keys from model.hidden_size
+ * (auto_hidden()). Where the spec does not write the key the Trainer's
+ * value comes from, its default is assumed and recorded
+ * (spec->deepspeed.assumed, worded by gm_spec_ds_assumed()). The other
+ * "auto"s the Trainer fills have no effect on memory (gradient_clipping,
+ * optimizer.params, scheduler.params); the rest it leaves, and
+ * DeepSpeed's config models drop an "auto" for their defaults
+ * (runtime/config_utils.py, DeepSpeedConfigModel.__init__).
  * Keys that change memory in ways the planner does not model are
  * refused by name; keys without an effect on memory (logging,
  * schedulers, checkpoint I/O) are accepted.
@@ -194,6 +208,9 @@ struct ds_read {
 	const struct gm_json_node *micro_n, *gas_n, *tbs_n;
 	int fp16, bf16;          /* -1 not given, else 0/1 */
 	const struct gm_json_node *fp16_n, *bf16_n;
+	/* the keys written "auto" that the HF Trainer fills; NULL = not */
+	const struct gm_json_node *micro_auto, *gas_auto, *fp16_auto, *bf16_auto;
+	const struct gm_json_node *rbs_auto, *prefetch_auto, *persist_auto;
 };
 
 static char *dotted(int id, char *buf, size_t len)
@@ -424,6 +441,22 @@ static int enabled_refuse(struct ds_read *r, const struct gm_json_node *v, int i
 	return b ? refuse(r, v, id, "this feature") : 0;
 }
 
+/* A key written "auto": remembered where the HF Trainer fills it. */
+static int auto_value(struct ds_read *r, const struct gm_json_node *v, int id)
+{
+	switch (ds_keys[id].act) {
+	case DS_MICRO: r->micro_auto = v; break;
+	case DS_GAS: r->gas_auto = v; break;
+	case DS_FP16: r->fp16_auto = v; break;
+	case DS_BF16: r->bf16_auto = v; break;
+	case DS_REDUCE_BUCKET: r->rbs_auto = v; break;
+	case DS_PREFETCH: r->prefetch_auto = v; break;
+	case DS_PERSIST: r->persist_auto = v; break;
+	default: break; /* train_batch_size: derived in batch() */
+	}
+	return 0;
+}
+
 /* One key: value of the JSON, by the table's action. */
 static int value(struct ds_read *r, const struct gm_json_node *v, int id)
 {
@@ -436,7 +469,9 @@ static int value(struct ds_read *r, const struct gm_json_node *v, int id)
 
 	if (ds_keys[id].act == DS_ANY)
 		return 0;
-	if (ds_keys[id].act != DS_SECTION && (is_auto(v) || is_null(v)))
+	if (ds_keys[id].act != DS_SECTION && is_auto(v))
+		return auto_value(r, v, id);
+	if (ds_keys[id].act != DS_SECTION && is_null(v))
 		return 0;
 	if (ds_keys[id].act != DS_SECTION && ds_keys[id].act != DS_REFUSE_SET &&
 	    (v->type == GM_JSON_OBJECT || v->type == GM_JSON_ARRAY))
@@ -603,10 +638,58 @@ static int walk(struct ds_read *r, const struct gm_json_node *map, int section)
 	return 0;
 }
 
+/* Record that the "auto" at v took an assumed TrainingArguments value. */
+static void assume(struct ds_read *r, const struct gm_json_node *v, int id,
+		   enum gm_ds_auto_arg arg)
+{
+	struct gm_spec_deepspeed *ds = &r->c->spec->deepspeed;
+	struct gm_ds_assumed *a;
+
+	if (ds->n_assumed >= sizeof(ds->assumed) / sizeof(ds->assumed[0]))
+		return;
+	a = &ds->assumed[ds->n_assumed++];
+	a->arg = arg;
+	dotted(id, a->key, sizeof(a->key));
+	a->line = v->line;
+	a->column = v->column;
+}
+
+/*
+ * fp16.enabled / bf16.enabled "auto": the Trainer writes args.fp16 and
+ * args.bf16 (trainer_config_process), for which training.precision
+ * stands (fp16-* / bf16-*). When the spec does not write it, an
+ * explicit true in the JSON decides (the run's arguments must agree
+ * with it, or the Trainer stops on the mismatch), else the spec's
+ * default, bf16-mixed (gm__spec_defaults), is assumed.
+ */
+static void auto_precision(struct ds_read *r)
+{
+	struct gm_spec *sp = r->c->spec;
+	bool written = sp->where[GM_K_PRECISION].origin != GM_SPEC_DEFAULT;
+	int p = written ? (int)sp->training.precision : GM_PREC_BF16_MIXED;
+	bool any_true = r->fp16 == 1 || r->bf16 == 1;
+	bool f16 = p == GM_PREC_FP16_MIXED || p == GM_PREC_FP16_TRUE;
+	bool b16 = p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE;
+
+	if (!r->fp16_auto && !r->bf16_auto)
+		return;
+	if (!written && any_true)
+		f16 = b16 = false;
+	if (r->fp16_auto)
+		r->fp16 = f16;
+	if (r->bf16_auto)
+		r->bf16 = b16;
+	if (!written && !any_true)
+		assume(r, r->bf16_auto ? r->bf16_auto : r->fp16_auto,
+		       find(r->bf16_auto ? S_BF16 : S_FP16, "enabled"),
+		       GM_DS_AUTO_PRECISION);
+}
+
 /*
  * fp16 / bf16: DeepSpeed's 16-bit training with fp32 master weights in
  * the optimizer, which the spec names *-mixed; neither enabled is fp32
- * (runtime/config.py: both default to disabled).
+ * (runtime/config.py: both default to disabled). at: the value written
+ * in the JSON that decides; an "auto" decides nothing of its own.
  */
 static int precision(struct ds_read *r)
 {
@@ -614,13 +697,18 @@ static int precision(struct ds_read *r)
 	const struct gm_json_node *at = r->bf16_n ? r->bf16_n : r->fp16_n;
 	int p = GM_PREC_FP32;
 
+	auto_precision(r);
 	if (r->fp16 == 1 && r->bf16 == 1)
-		return fail(r, r->bf16_n, -1, "bf16.enabled and fp16.enabled "
-			    "are both true; DeepSpeed takes one");
+		return fail(r, r->bf16_n ? r->bf16_n : r->bf16_auto, -1,
+			    "bf16.enabled and fp16.enabled are both true%s; "
+			    "DeepSpeed takes one", r->bf16_n && r->fp16_n ? ""
+			    : " (\"auto\" is training.precision)");
 	if (r->fp16 == 1)
 		p = GM_PREC_FP16_MIXED, at = r->fp16_n;
 	else if (r->bf16 == 1)
 		p = GM_PREC_BF16_MIXED, at = r->bf16_n;
+	if (!at && (r->fp16_auto || r->bf16_auto))
+		return 0; /* training.precision, written or its default */
 	if (!at) {
 		/* left out: DeepSpeed's default fills only a default */
 		if (sp->where[GM_K_PRECISION].origin == GM_SPEC_DEFAULT) {
@@ -675,10 +763,61 @@ static int batch(struct ds_read *r)
 	}
 	if (!tbs && r->gas)
 		tbs = sp->training.micro_batch_size * r->gas * dp;
-	if (tbs)
-		return adopt_u64(r, r->tbs_n ? r->tbs_n : r->gas_n, 0,
-				 GM_K_GLOBAL_BATCH,
-				 &sp->training.global_batch_size, tbs);
+	if (tbs) {
+		rc = adopt_u64(r, r->tbs_n ? r->tbs_n : r->gas_n, 0,
+			       GM_K_GLOBAL_BATCH,
+			       &sp->training.global_batch_size, tbs);
+		if (rc)
+			return rc;
+	}
+	/* "auto": the Trainer's per_device_train_batch_size and
+	 * gradient_accumulation_steps (trainer_config_process), which
+	 * training.micro_batch_size and global_batch_size stand for; the
+	 * spec's defaults where it writes neither */
+	if (r->micro_auto &&
+	    sp->where[GM_K_MICRO_BATCH].origin == GM_SPEC_DEFAULT)
+		assume(r, r->micro_auto, 1, GM_DS_AUTO_MICRO);
+	if (r->gas_auto &&
+	    sp->where[GM_K_GLOBAL_BATCH].origin == GM_SPEC_DEFAULT)
+		assume(r, r->gas_auto, 2, GM_DS_AUTO_GAS);
+	return 0;
+}
+
+/*
+ * reduce_bucket_size, stage3_prefetch_bucket_size and
+ * stage3_param_persistence_threshold "auto" (transformers 5.17
+ * integrations/deepspeed.py, trainer_config_finalize): hidden_size^2,
+ * and under ZeRO-3 int(0.9 * hidden_size^2) and 10 * hidden_size
+ * elements, from the model config's hidden_size (model.hidden_size
+ * here). Below stage 3 the two stage-3 keys stay "auto", which
+ * DeepSpeedZeroConfig drops for its defaults. A model without a
+ * hidden size is refused, as the Trainer refuses it.
+ */
+static int auto_hidden(struct ds_read *r)
+{
+	struct gm_spec *sp = r->c->spec;
+	struct gm_spec_deepspeed *ds = &sp->deepspeed;
+	uint64_t h = sp->model.hidden_size;
+	const struct gm_json_node *first = r->rbs_auto ? r->rbs_auto
+				 : r->prefetch_auto ? r->prefetch_auto
+				 : r->persist_auto;
+
+	if (!first)
+		return 0;
+	if (!h)
+		return fail(r, first, -1, "\"auto\" is filled by the HF "
+			    "Trainer from the model's hidden_size, and this "
+			    "spec gives no model.hidden_size; write a number");
+	if (r->rbs_auto)
+		ds->reduce_bucket_size = h * h;
+	if (sp->parallelism.zero_stage != 3)
+		return 0;
+	/* Python's 0.9 * h * h, left to right in doubles, truncated */
+	if (r->prefetch_auto)
+		ds->prefetch_bucket_size = (uint64_t)(0.9 * (double)h *
+						      (double)h);
+	if (r->persist_auto)
+		ds->param_persistence_threshold = 10 * h;
 	return 0;
 }
 
@@ -721,6 +860,8 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 	int rc;
 
 	zero_defaults(ds);
+	memset(ds->assumed, 0, sizeof(ds->assumed));
+	ds->n_assumed = 0;
 	if (!sp->training.deepspeed_config[0])
 		return 0;
 	if (!resolve(sp, ds->path, sizeof(ds->path)))
@@ -747,8 +888,52 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 		rc = precision(&r);
 	if (!rc)
 		rc = batch(&r);
+	if (!rc)
+		rc = auto_hidden(&r);
 	if (!rc && !ds->overlap_comm_given)
 		ds->overlap_comm = sp->parallelism.zero_stage == 3;
 	gm_json_tree_free(j);
 	return rc;
+}
+
+/* The words of one TrainingArguments value the Trainer takes. */
+static const char *const assumed_arg[] = {
+	[GM_DS_AUTO_MICRO] = "per_device_train_batch_size",
+	[GM_DS_AUTO_GAS] = "gradient_accumulation_steps",
+	[GM_DS_AUTO_PRECISION] = "bf16 / fp16",
+};
+
+char *gm_spec_ds_assumed(const struct gm_spec *spec, unsigned i, char *buf,
+			 size_t len)
+{
+	const struct gm_ds_assumed *a;
+	char val[96];
+
+	if (!len)
+		return buf;
+	buf[0] = 0;
+	if (i >= spec->deepspeed.n_assumed || i >= sizeof(spec->deepspeed.assumed) /
+						   sizeof(spec->deepspeed.assumed[0]))
+		return buf;
+	a = &spec->deepspeed.assumed[i];
+	switch (a->arg) {
+	case GM_DS_AUTO_MICRO:
+		snprintf(val, sizeof(val), "training.micro_batch_size %llu "
+			 "(the spec's default)",
+			 (unsigned long long)spec->training.micro_batch_size);
+		break;
+	case GM_DS_AUTO_GAS:
+		snprintf(val, sizeof(val), "1 (as without "
+			 "training.global_batch_size)");
+		break;
+	case GM_DS_AUTO_PRECISION:
+		snprintf(val, sizeof(val), "training.precision %s",
+			 gm_precision_name(spec->training.precision));
+		break;
+	}
+	snprintf(buf, len, "%s:%u:%u: %s: \"auto\" is the HF Trainer's %s, "
+		 "which the spec does not write; assumed %s",
+		 spec->deepspeed.path, a->line, a->column, a->key,
+		 assumed_arg[a->arg], val);
+	return buf;
 }

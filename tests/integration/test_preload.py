@@ -225,6 +225,38 @@ def case_no_cuda_no_report(c):
     check(not os.path.exists(rep), 'a process without CUDA wrote a report')
 
 
+def case_run_no_device_note(c):
+    # gpumem run with a report asked for, over a program that never
+    # allocates device memory: it runs, exits 0 and writes no report, and
+    # says once why (the program gpumem run started, not its children).
+    rep = c.path('r.json')
+    for argv in (['true'], [sys.executable, '-c', 'import subprocess; '
+                            'subprocess.run(["true"]); '
+                            'subprocess.run(["true"])']):
+        p = c.run([c.gpumem, 'run', '--report', rep, '--'] + argv,
+                  c.env(preload=False))
+        check(not os.path.exists(rep), f'{argv}: wrote a report')
+        check(p.stderr.count('no report written to ' + rep +
+                             ': the program allocated no device memory')
+              == 1, f'{argv}: {p.stderr!r}')
+    # a program that sets the fake device up but allocates nothing
+    p = c.run([c.gpumem, 'run', '--report', rep, '--',
+               os.path.join(c.bin, 'pl_probe'), 'query'],
+              c.env(preload=False, FAKECUDA_DEVICES=2))
+    check('no report written to ' in p.stderr and not os.path.exists(rep),
+          p.stderr)
+    # a program that allocates writes its report and no such line
+    p = c.run([c.gpumem, 'run', '--report', rep, '--',
+               os.path.join(c.bin, 'pl_probe'), 'plain'],
+              c.env(preload=False, GPUMEM_LIMIT='64MiB'))
+    check(os.path.exists(rep) and 'no report written' not in p.stderr,
+          p.stderr)
+    # without gpumem run (GPUMEM_REPORT set by hand) nothing is said
+    os.unlink(rep)
+    p = c.run(['true'], c.env(GPUMEM_REPORT=rep))
+    check('no report written' not in p.stderr, p.stderr)
+
+
 def case_query_no_report(c):
     # Setting devices up (cuMemGetInfo, cuDeviceTotalMem) is not using
     # them: a process that never asked for memory writes nothing.
@@ -719,13 +751,18 @@ def oom_lines(p):
 
 def case_oom_line(c):
     # A refused allocation is explained on stderr, once, in PyTorch's
-    # manner: asked, cap, allocated, reserved, largest free, verdict.
-    p = c.probe('cap', GPUMEM_LIMIT='1GiB')
+    # manner: asked, cap, allocated, reserved, what is free, verdict.
+    # Limit mode caches nothing: no free block (the report's
+    # largest_free_block_bytes is 0), only the room under the cap.
+    p = c.probe('cap', GPUMEM_LIMIT='1GiB',
+                GPUMEM_REPORT=c.path('cap.json'))
     lines = oom_lines(p)
     check(len(lines) == 1, p.stderr)
     check('tried to allocate 600.00 MiB; cap 1.00 GiB, 512.00 MiB '
-          'allocated, 512.00 MiB reserved, largest free block 512.00 MiB: '
-          'cap (' in lines[0], lines[0])
+          'allocated, 512.00 MiB reserved, 512.00 MiB free under the cap: '
+          'cap (' in lines[0] and 'block' not in lines[0], lines[0])
+    dev = load(c.path('cap.json'))['devices'][0]
+    check(dev['largest_free_block_bytes'] == 0, dev)
     # the driver's own out of memory: the card is full
     p = c.probe('errors', GPUMEM_LIMIT='64MiB', FAKECUDA_FAIL_ALLOC='2')
     lines = oom_lines(p)
@@ -742,7 +779,8 @@ def case_oom_line(c):
     lines = oom_lines(p)
     check(len(lines) == 1 and 'tried to allocate 14.00 MiB; cap 20.00 MiB, '
           '4.00 MiB allocated, 20.00 MiB reserved, largest free block '
-          '12.00 MiB: fragmentation (' in lines[0], p.stderr)
+          '12.00 MiB, 0 B free under the cap: fragmentation (' in lines[0],
+          p.stderr)
 
 
 def case_oom_burst(c):

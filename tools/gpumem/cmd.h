@@ -96,7 +96,9 @@ int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
 		      const struct gm_fit *fits, size_t n,
 		      struct gm_diag *diag);
 /*
- * Warn on stderr about a loaded spec's sections that the task ignores:
+ * Warn on stderr about a loaded spec: the DeepSpeed JSON's "auto"s that
+ * took an assumed value ("gpumem NAME: note: ds.json:L:C: ..."), and the
+ * sections that the task ignores:
  * "gpumem NAME: SPEC:L:C: training: ignored for task inference".
  */
 void gm_plan_spec_warn(const char *name, const struct gm_spec *spec);

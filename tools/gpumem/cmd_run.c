@@ -339,6 +339,14 @@ int gm_cmd_run(int argc, char **argv)
 		return GM_EXIT_USAGE;
 	}
 	setenv("LD_PRELOAD", preload, 1);
+	{
+		/* the program keeps this pid: the library tells it from
+		 * the processes it starts (report.c, no_report_note) */
+		char pid[24];
+
+		snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+		setenv("GPUMEM_RUN_PID", pid, 1);
+	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "gpumem run: %s: %s\n", argv[optind], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

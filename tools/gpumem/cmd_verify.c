@@ -7,6 +7,7 @@
 #include "cu.h"
 #include "emit.h"
 #include "error.h"
+#include "nvml.h"
 #include "units.h"
 #include "verify.h"
 
@@ -58,7 +59,9 @@ static void help(FILE *out)
 		"      [,reported=SIZE][,name=TEXT][,nvml=0|1][,ecc=0|1]"
 		"[,gddr=0|1][,mig=0|1]\n"
 		"                          (cards above 512 MiB run at a "
-		"stated scale, e.g. 1/256)\n"
+		"stated scale, e.g. 1/256;\n"
+		"                          every SIZE is a card's: GB = GiB, "
+		"as for --claimed)\n"
 		"  --emulate-vmm claimed=SIZE,real=SIZE\n"
 		"                          a real fake on the GPU of --device: "
 		"real bytes mapped\n"
@@ -196,6 +199,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 				return gm_cmd_usage_error("verify",
 					"--claimed: '%s' is not a size such as "
 					"80GB or 80GiB", optarg);
+			if (gm_size_bare_small(optarg))
+				return gm_cmd_usage_error("verify",
+					"--claimed: '%s' has no unit (a card's "
+					"capacity: write e.g. %sGB or %sGiB)",
+					optarg, optarg, optarg);
 			break;
 		case O_QUICK:
 			quick = true;
@@ -352,6 +360,23 @@ out:
 	return rc;
 }
 
+/* nvml.error of a record with no device: the loader's reason when NVML
+ * cannot be opened, else that it was not read. */
+static void nvml_reason(struct gm_verify_ident *id)
+{
+	struct gm_nvml nvml;
+	struct gm_diag nd = {{0}};
+
+	if (gm_nvml_open(&nvml, NULL, &nd)) {
+		snprintf(id->nvml_error, sizeof(id->nvml_error), "%.500s",
+			 nd.msg);
+		return;
+	}
+	gm_nvml_close(&nvml);
+	snprintf(id->nvml_error, sizeof(id->nvml_error),
+		 "NVML loaded, not read: no device was checked");
+}
+
 /*
  * The check could not run at all (no driver, no device): the report
  * still says so, as one device -1 with verdict "error" and the message
@@ -373,6 +398,7 @@ static int error_record(const struct args *a, struct gm_file *out,
 	r.claimed_bytes = a->o.claimed_bytes;
 	r.err = err;
 	snprintf(r.errmsg, sizeof(r.errmsg), "%s", msg);
+	nvml_reason(&r.id);
 	gm_verify_judge(&r);
 	report = gm_verify_report(&r, 1, host);
 	if (a->format == GM_FORMAT_JSON || a->format == GM_FORMAT_YAML)

@@ -172,6 +172,10 @@ void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 {
 	char where[1200];
 
+	/* the DeepSpeed JSON's "auto"s that took an assumed value */
+	for (unsigned i = 0; i < spec->deepspeed.n_assumed; i++)
+		fprintf(stderr, "gpumem %s: note: %s\n", name,
+			gm_spec_ds_assumed(spec, i, where, sizeof(where)));
 	if (spec->task != GM_TASK_INFERENCE || !gm_spec_given(spec, "training"))
 		return;
 	fprintf(stderr, "gpumem %s: %s: training: ignored for task "

@@ -8,6 +8,12 @@ GPUMEM = sys.argv[1]
 cases = [
     (["--claimed", "lots"], "--claimed"),
     (["--claimed", "0"], "--claimed"),
+    # a card capacity without a unit is a forgotten unit, not 80 bytes
+    (["--claimed", "80"], "--claimed: '80' has no unit"),
+    (["--claimed", "80", "--emulate", "claimed=1GiB"],
+     "--claimed: '80' has no unit"),
+    (["--emulate", "claimed=80"], "--emulate: claimed='80' has no unit"),
+    (["--emulate", "claimed=1GiB,real=512"], "real='512' has no unit"),
     (["--device", "x"], "--device"),
     (["--device", "-1"], "--device"),
     (["--device", "0,"], None),

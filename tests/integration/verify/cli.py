@@ -71,6 +71,32 @@ for spec, extra, want_code, want_verdict, want_real in cases:
         check(dev.get("alias_stride_bytes", want_real) == want_real,
               label + ": alias stride")
 
+# Every size of --emulate is a card capacity: GB is the seller's (GiB) in
+# real= and reported= as in claimed=, so 80GB of 80GB is a whole card.
+for spec in ("claimed=80GB,real=80GB", "claimed=80GB,reported=80GB",
+             "claimed=80GB,real=80GiB,reported=80GB"):
+    code, dev = emulate(spec, "--quick")
+    check(code == 0 and dev is not None and dev["verdict"] == "ok" and
+          dev["reported_bytes"] == 80 << 30 and
+          dev["verified_bytes"] == 80 << 30,
+          "%s: %d %r" % (spec, code, dev and dev["verdict"]))
+code, dev = emulate("claimed=8GB,real=7GB", "--quick")
+check(code == 1 and dev is not None and dev.get("real_bytes") == 7 << 30,
+      "claimed=8GB,real=7GB: real_bytes %r" % (dev and dev.get("real_bytes")))
+
+# Without an estimate of the real size (JSON leaves real_bytes out) the
+# table shows "-", not 0.00 GiB, and CSV an empty cell.
+code, out, _ = run("--emulate", "claimed=80GB,reported=76GiB", "--quick")
+head, row = out.splitlines()[:2]
+check(code == 1 and head.split()[-1] == "real" and row.split()[-1] == "-",
+      "table real of an unknown estimate: %r" % row)
+code, out, _ = run("--emulate", "claimed=80GB,reported=76GiB", "--quick",
+                   "--format", "csv")
+cols = out.splitlines()[0].split(",")
+vals = out.splitlines()[1].split(",")
+check("real_bytes" in cols and vals[cols.index("real_bytes")] == "",
+      "csv real of an unknown estimate: %r" % out)
+
 # The table names the verdict and the reason; CSV has one row.
 code, out, _ = run("--emulate", "claimed=32MiB,real=16MiB", "--quick")
 check(code == 1 and "undersized" in out and "alias" in out, "table")
@@ -113,6 +139,17 @@ with tempfile.TemporaryDirectory() as tmp:
           dev.get("verdict") == "error" and
           "/nonexistent/libcuda.so.1" in dev.get("reason", ""),
           "no driver --output: %d %r" % (p.returncode, doc))
+    # nvml.error carries the NVML loader's reason (no libnvidia-ml here)
+    nv = subprocess.run([GPUMEM, "verify", "--no-progress", "--quick",
+                         "--output", rec], capture_output=True, text=True,
+                        env=dict(env, GPUMEM_LIBNVML="/nonexistent/"
+                                 "libnvidia-ml.so.1"))
+    doc = json.load(open(rec)) if os.path.exists(rec) else {}
+    nvml = (doc.get("devices") or [{}])[0].get("nvml", {})
+    check(nv.returncode == 3 and nvml.get("present") is False and
+          "cannot load NVML" in nvml.get("error", "") and
+          "/nonexistent/libnvidia-ml.so.1" in nvml.get("error", ""),
+          "no driver --output: nvml %r" % nvml)
     p = subprocess.run([GPUMEM, "report", rec], capture_output=True,
                        text=True)
     check(p.returncode == 1 and "error" in p.stdout,

@@ -452,8 +452,10 @@ static void deepspeed_config(void **state)
 	assert_int_equal(spec.parallelism.offload_optimizer, GM_OFFLOAD_CPU);
 	assert_int_equal(spec.parallelism.offload_parameters, GM_OFFLOAD_NONE);
 	assert_int_equal(spec.deepspeed.reduce_bucket_size, 200000000);
-	/* "auto" and what the JSON leaves out: DeepSpeed's defaults */
-	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 50000000);
+	/* "auto" at stage 3: the HF Trainer's int(0.9 * hidden^2),
+	 * 0.9 * 4096 * 4096 = 15099494.4 */
+	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 15099494);
+	/* what the JSON leaves out: DeepSpeed's defaults */
 	assert_int_equal(spec.deepspeed.max_live_parameters, 1000000000);
 	assert_true(spec.deepspeed.contiguous_gradients);
 	assert_true(spec.deepspeed.overlap_comm); /* stage 3's default */
@@ -548,6 +550,115 @@ static void deepspeed_config(void **state)
 				       "\"Lamb\" is not modelled yet"));
 }
 
+/*
+ * "auto" is what transformers' Trainer fills in (integrations/
+ * deepspeed.py, HfTrainerDeepSpeedConfig): the hidden-size keys from
+ * model.hidden_size, the batch and precision keys from the spec's keys
+ * standing for the TrainingArguments, an assumption recorded where the
+ * spec does not write them.
+ */
+static void deepspeed_auto(void **state)
+{
+	char buf[1200];
+
+	(void)state;
+	/* the HF docs' ZeRO-2 config with CPU optimizer offload */
+	write_file("ds.json", "{\n"
+		   "  \"fp16\": {\"enabled\": \"auto\"},\n"
+		   "  \"bf16\": {\"enabled\": \"auto\"},\n"
+		   "  \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+		   "{\"lr\": \"auto\", \"betas\": \"auto\"}},\n"
+		   "  \"zero_optimization\": {\"stage\": 2,\n"
+		   "    \"offload_optimizer\": {\"device\": \"cpu\"},\n"
+		   "    \"reduce_bucket_size\": \"auto\",\n"
+		   "    \"stage3_prefetch_bucket_size\": \"auto\",\n"
+		   "    \"stage3_param_persistence_threshold\": \"auto\"},\n"
+		   "  \"gradient_clipping\": \"auto\",\n"
+		   "  \"train_batch_size\": \"auto\",\n"
+		   "  \"train_micro_batch_size_per_gpu\": \"auto\",\n"
+		   "  \"gradient_accumulation_steps\": \"auto\"\n}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n  micro_batch_size: 2\n"
+			      "  global_batch_size: 64\n"
+			      "  precision: fp16-mixed\n"
+			      "parallelism:\n  data_parallel: 4\n", NULL, 0), 0);
+	/* hidden_size^2 = 4096 * 4096, at any stage */
+	assert_int_equal(spec.deepspeed.reduce_bucket_size, 16777216);
+	/* below stage 3 the stage-3 keys keep DeepSpeed's defaults */
+	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 50000000);
+	assert_int_equal(spec.deepspeed.param_persistence_threshold, 100000);
+	assert_int_equal(spec.training.micro_batch_size, 2);
+	assert_int_equal(spec.training.global_batch_size, 64);
+	assert_int_equal(spec.training.precision, GM_PREC_FP16_MIXED);
+	assert_int_equal(spec.parallelism.zero_stage, 2);
+	/* everything the Trainer fills came from the spec: no assumption */
+	assert_int_equal(spec.deepspeed.n_assumed, 0);
+
+	/* stage 3 through --set: int(0.9 * 4096^2) = 15099494 and
+	 * 10 * 4096 = 40960; the spec writes no batch or precision, so
+	 * the Trainer's values are assumed and said */
+	const char *z3[] = {"parallelism.zero_stage=3"};
+	write_file("ds.json", "{\"bf16\": {\"enabled\": \"auto\"},\n"
+		   " \"train_micro_batch_size_per_gpu\": \"auto\",\n"
+		   " \"gradient_accumulation_steps\": \"auto\",\n"
+		   " \"zero_optimization\": {\"reduce_bucket_size\": \"auto\",\n"
+		   "  \"stage3_prefetch_bucket_size\": \"auto\",\n"
+		   "  \"stage3_param_persistence_threshold\": \"auto\"}}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", z3, 1), 0);
+	assert_int_equal(spec.deepspeed.reduce_bucket_size, 16777216);
+	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 15099494);
+	assert_int_equal(spec.deepspeed.param_persistence_threshold, 40960);
+	/* bf16 "auto" with no training.precision: the spec's default, not
+	 * DeepSpeed's fp32 for a config without fp16/bf16 */
+	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
+	assert_int_equal(spec.training.micro_batch_size, 1);
+	assert_int_equal(spec.deepspeed.n_assumed, 3);
+	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 0, buf, sizeof(buf)),
+			       "/ds.json:1:22: bf16.enabled: \"auto\" is the HF "
+			       "Trainer's bf16 / fp16, which the spec does not "
+			       "write; assumed training.precision bf16-mixed"));
+	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 1, buf, sizeof(buf)),
+			       "/ds.json:2:36: train_micro_batch_size_per_gpu: "
+			       "\"auto\" is the HF Trainer's "
+			       "per_device_train_batch_size, which the spec "
+			       "does not write; assumed "
+			       "training.micro_batch_size 1 (the spec's "
+			       "default)"));
+	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 2, buf, sizeof(buf)),
+			       "ds.json:3:33: gradient_accumulation_steps: "
+			       "\"auto\" is the HF Trainer's "
+			       "gradient_accumulation_steps, which the spec "
+			       "does not write; assumed 1"));
+	/* an explicit fp16 true decides over a bf16 "auto" */
+	write_file("ds.json", "{\"fp16\": {\"enabled\": true},\n"
+		   " \"bf16\": {\"enabled\": \"auto\"}}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), 0);
+	assert_int_equal(spec.training.precision, GM_PREC_FP16_MIXED);
+	assert_int_equal(spec.deepspeed.n_assumed, 0);
+	/* an explicit false against the spec's precision is the mismatch
+	 * the Trainer stops on */
+	write_file("ds.json", "{\"fp16\": {\"enabled\": false},\n"
+		   " \"bf16\": {\"enabled\": \"auto\"}}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n  precision: fp16-mixed\n", NULL, 0),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:22: fp16.enabled: fp32 "
+				       "contradicts training.precision "
+				       "fp16-mixed"));
+	/* a hidden-size "auto" needs a hidden size, as the Trainer does */
+	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 2,\n"
+		   " \"reduce_bucket_size\": \"auto\"}}\n");
+	assert_int_equal(load("x.yaml", "model:\n  architecture: custom\n"
+			      "  parameters: 1e9\ntraining:\n  framework: "
+			      "deepspeed\n  deepspeed_config: ds.json\n", NULL,
+			      0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:2:24: \"auto\" is filled by "
+				       "the HF Trainer from the model's "
+				       "hidden_size"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -568,6 +679,7 @@ int main(void)
 		cmocka_unit_test(recipe_defaults),
 		cmocka_unit_test(lora_targets_every_family),
 		cmocka_unit_test(deepspeed_config),
+		cmocka_unit_test(deepspeed_auto),
 	};
 	int rc;
 
