@@ -164,8 +164,8 @@ def check_plan(report, dom, shown, fails):
                          % (part, val))
 
 
-def check_fit(rows, dom, shown, fails):
-    for r in rows:
+def check_fit(report, dom, shown, fails):
+    for r in report["gpus"]:
         name = r["gpu"]
         if name not in shown:
             fails.append("GPU '%s' is not shown" % name)

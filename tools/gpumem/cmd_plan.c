@@ -401,6 +401,7 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	v = a.format == GM_FORMAT_TABLE ? gm_plan_report_table(plan) :
+	    a.format == GM_FORMAT_CSV ? gm_plan_report_csv(plan) :
 	    gm_plan_report(plan);
 	if (!v || (rc = gm_emit(stdout, v, a.format))) {
 		/* a write error: main() says why, once */
