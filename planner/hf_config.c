@@ -599,7 +599,7 @@ int gm__hf_config_apply(struct gm__spec_ctx *c)
 	if (!given(s, GM_K_HF_CONFIG))
 		return 0;
 	resolve(s, s->hf_path, sizeof(s->hf_path));
-	rc = gm_json_tree_load(s->hf_path, &h.j, &d);
+	rc = gm_json_tree_load(s->hf_path, GM_JSON_STRICT, &h.j, &d);
 	if (rc == GM_EIO)
 		return gm__spec_blame(c, GM_K_HF_CONFIG, "%s", d.msg);
 	if (rc) {

@@ -6,12 +6,17 @@
  * event that JSON cannot produce: block collections, plain words other
  * than true/false/null and numbers of RFC 8259's grammar, single-quoted
  * or block scalars, anchors, aliases, tags, "---" documents, a second
- * value, and a member name given twice.
+ * value, and a member name given twice. Comments and trailing commas,
+ * which libyaml would take ('#') or misread ('//'), are found by a scan
+ * of the text before libyaml sees it: refused, or (when the reader's
+ * flags allow them) blanked to spaces so that every mark stays where
+ * it was.
  */
 #include "json.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +198,179 @@ static int fail_ev(struct builder *b, const yaml_event_t *ev,
 	return rc;
 }
 
+/* 1-based line and column (in characters) of byte offset off in buf. */
+static void position(const char *buf, size_t off, unsigned *line,
+		     unsigned *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off && buf[i]; i++) {
+		if (buf[i] == '\n')
+			++*line, *col = 1;
+		else if (((unsigned char)buf[i] & 0xc0) != 0x80)
+			++*col;
+	}
+}
+
+static int fail_off(struct builder *b, const char *buf, size_t off,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail_off(struct builder *b, const char *buf, size_t off,
+		    const char *fmt, ...)
+{
+	unsigned line, col;
+	va_list ap;
+	int rc;
+
+	position(buf, off, &line, &col);
+	va_start(ap, fmt);
+	rc = vfail_at(b->diag, b->path, line, col, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* ==== Comments and trailing commas, before libyaml ==== */
+
+/* Bytes of the UTF-8 character at s (left bytes remain), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t left)
+{
+	size_t n = s[0] < 0x80 ? 1 : s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2
+		 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
+
+	if (!n || n > left)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	}
+	return n;
+}
+
+static bool is_break(char ch)
+{
+	return ch == '\n' || ch == '\r';
+}
+
+/*
+ * Blank the comment at buf[*r] ('#' or '//' to the end of the line, or
+ * a block to its closing mark) into buf[*w...]: one space per
+ * character, line breaks kept, so the text after it keeps its line and
+ * column (w <= r: the buffer only shrinks). 0 or GM_EINVAL.
+ */
+static int blank_comment(struct builder *b, char *buf, size_t n, size_t *r,
+			 size_t *w)
+{
+	bool block = buf[*r] == '/' && buf[*r + 1] == '*';
+	size_t start = *w;
+
+	if (block) {
+		buf[(*w)++] = ' ';
+		buf[(*w)++] = ' ';
+		*r += 2;
+	}
+	while (*r < n) {
+		size_t len;
+
+		if (!block && is_break(buf[*r]))
+			return 0;
+		if (block && buf[*r] == '*' && *r + 1 < n && buf[*r + 1] == '/') {
+			buf[(*w)++] = ' ';
+			buf[(*w)++] = ' ';
+			*r += 2;
+			return 0;
+		}
+		if (is_break(buf[*r])) {
+			buf[(*w)++] = buf[(*r)++];
+			continue;
+		}
+		len = utf8_len((const unsigned char *)buf + *r, n - *r);
+		if (!len)
+			return fail_off(b, buf, *w, "not UTF-8 text (in a "
+					"comment)");
+		buf[(*w)++] = ' ';
+		*r += len;
+	}
+	if (block)
+		return fail_off(b, buf, start, "JSON syntax error: a comment "
+				"'/*' without its closing '*/'");
+	return 0;
+}
+
+/*
+ * Find comments and trailing commas outside strings in buf[0..*n);
+ * refuse them (at their first character) unless flags allow them, in
+ * which case they are blanked and *n may shrink. 0 or GM_EINVAL.
+ */
+static int prescan(struct builder *b, char *buf, size_t *n, unsigned flags)
+{
+	size_t r = 0, w = 0, comma = SIZE_MAX;
+	char quote = 0;
+	int rc;
+
+	while (r < *n) {
+		char ch = buf[r];
+
+		if (quote) {
+			buf[w++] = buf[r++];
+			if (ch == '\\' && quote == '"' && r < *n)
+				buf[w++] = buf[r++];
+			else if (ch == quote)
+				quote = 0;
+			continue;
+		}
+		if (ch == '#' || (ch == '/' && r + 1 < *n &&
+				  (buf[r + 1] == '/' || buf[r + 1] == '*'))) {
+			if (!(flags & GM_JSON_COMMENTS))
+				return fail_off(b, buf, w, "JSON syntax error: "
+						"a comment ('%s'); JSON has "
+						"none", ch == '#' ? "#" :
+						buf[r + 1] == '/' ? "//" :
+						"/*");
+			if ((rc = blank_comment(b, buf, *n, &r, &w)))
+				return rc;
+			continue;
+		}
+		if ((ch == '}' || ch == ']') && comma != SIZE_MAX) {
+			if (!(flags & GM_JSON_TRAILING_COMMAS))
+				return fail_off(b, buf, comma, "JSON syntax "
+						"error: a ',' before '%c' (JSON "
+						"has no trailing commas)", ch);
+			buf[comma] = ' ';
+		}
+		if (ch != ' ' && ch != '\t' && !is_break(ch))
+			comma = ch == ',' ? w : SIZE_MAX;
+		if (ch == '"' || ch == '\'')
+			quote = ch;
+		buf[w++] = buf[r++];
+	}
+	buf[w] = '\0';
+	*n = w;
+	return 0;
+}
+
+/*
+ * The dotted name of member s of the innermost open object
+ * ("zero_optimization.stage"; an array's element as "[i]") into buf.
+ */
+static void member_path(const struct builder *b, const char *s, char *buf,
+			size_t len)
+{
+	size_t at = 0;
+
+	for (int i = 1; i < b->depth && at < len; i++) {
+		const struct gm_json_node *n = b->stack[i].node;
+		const struct gm_json_node *up = b->stack[i - 1].node;
+		int k = n->key ? snprintf(buf + at, len - at, "%s%s",
+					  at ? "." : "", n->key)
+			       : snprintf(buf + at, len - at, "[%zu]",
+					  (size_t)(n - up->kids));
+
+		at += k > 0 ? (size_t)k : 0;
+	}
+	if (at >= len)
+		at = len - 1;
+	snprintf(buf + at, len - at, "%s%s", at ? "." : "", s);
+}
+
 /*
  * A slot for a new value: the root, or the next child of the open
  * collection (with the pending member name of an object). NULL with
@@ -256,12 +434,17 @@ static int member_name(struct builder *b, const yaml_event_t *ev)
 {
 	struct frame *f = &b->stack[b->depth - 1];
 	const char *s = (const char *)ev->data.scalar.value;
+	const struct gm_json_node *first = gm_json_get(f->node, s);
+	char name[256];
 
 	if (ev->data.scalar.style != YAML_DOUBLE_QUOTED_SCALAR_STYLE)
 		return fail_ev(b, ev, "JSON syntax error: a member name must "
 			       "be a double-quoted string");
-	if (gm_json_get(f->node, s))
-		return fail_ev(b, ev, "duplicate member \"%s\"", s);
+	if (first) {
+		member_path(b, s, name, sizeof(name));
+		return fail_ev(b, ev, "duplicate member \"%s\" (first at "
+			       "line %u)", name, first->key_line);
+	}
 	f->key = strdup(s);
 	if (!f->key)
 		return oom(b);
@@ -404,20 +587,6 @@ static int on_event(struct builder *b, const yaml_event_t *ev)
 	}
 }
 
-/* 1-based line and column (in characters) of byte offset off in buf. */
-static void position(const char *buf, size_t off, unsigned *line,
-		     unsigned *col)
-{
-	*line = 1;
-	*col = 1;
-	for (size_t i = 0; i < off && buf[i]; i++) {
-		if (buf[i] == '\n')
-			++*line, *col = 1;
-		else if (((unsigned char)buf[i] & 0xc0) != 0x80)
-			++*col;
-	}
-}
-
 static int syntax_error(struct builder *b, const yaml_parser_t *p,
 			const char *buf)
 {
@@ -505,7 +674,8 @@ static int read_all(const char *path, char **out, size_t *n,
 	return 0;
 }
 
-int gm_json_tree_load(const char *path, struct gm_json **out, struct gm_diag *diag)
+int gm_json_tree_load(const char *path, unsigned flags, struct gm_json **out,
+		      struct gm_diag *diag)
 {
 	struct builder b = {.path = path, .diag = diag};
 	struct gm_json *j;
@@ -517,7 +687,9 @@ int gm_json_tree_load(const char *path, struct gm_json **out, struct gm_diag *di
 	rc = read_all(path, &buf, &n, diag);
 	if (rc)
 		return rc;
-	rc = parse(&b, buf, n);
+	rc = prescan(&b, buf, &n, flags);
+	if (!rc)
+		rc = parse(&b, buf, n);
 	free(buf);
 	j = rc ? NULL : calloc(1, sizeof(*j));
 	if (!rc && !j)

@@ -5,8 +5,11 @@
  * config.json, a DeepSpeed config). libyaml does the parsing (JSON is
  * YAML flow syntax); json.c builds the tree from its events and refuses
  * what is YAML but not JSON (block style, unquoted words, single quotes,
- * anchors, tags, duplicate member names), so every node keeps a 1-based
- * line:column for messages "file:line:column: ...".
+ * anchors, tags, duplicate member names, comments, trailing commas), so
+ * every node keeps a 1-based line:column for messages
+ * "file:line:column: ...". A reader whose program takes more than JSON
+ * names what it takes in flags (GM_JSON_COMMENTS, GM_JSON_TRAILING_COMMAS:
+ * what DeepSpeed's hjson reader takes beyond JSON).
  *
  * Errors: 0, or GM_EINVAL (not JSON; diag "file:line:column: message"),
  * GM_EIO (unreadable; diag "file: cannot open: ..."), GM_ENOMEM.
@@ -47,12 +50,22 @@ struct gm_json {
 	struct gm_json_node *root;
 };
 
+/* What a reader accepts beyond RFC 8259 (flags of gm_json_tree_load()). */
+enum {
+	GM_JSON_STRICT = 0,
+	GM_JSON_COMMENTS = 1u << 0,        /* '#' and '//' to the end of the
+					    * line, and '/' '*' ... '*' '/' */
+	GM_JSON_TRAILING_COMMAS = 1u << 1, /* "[1, 2,]", "{"a": 1,}" */
+};
+
 /*
  * Read and parse path (at most 16 MiB; nesting at most 64 deep) into
- * *out. The caller frees it with gm_json_tree_free(). Returns 0 or
- * GM_EINVAL / GM_EIO / GM_ENOMEM with diag set.
+ * *out, refusing what flags do not allow (GM_JSON_STRICT: RFC 8259
+ * JSON only). The caller frees it with gm_json_tree_free(). Returns 0
+ * or GM_EINVAL / GM_EIO / GM_ENOMEM with diag set.
  */
-int gm_json_tree_load(const char *path, struct gm_json **out, struct gm_diag *diag);
+int gm_json_tree_load(const char *path, unsigned flags, struct gm_json **out,
+		      struct gm_diag *diag);
 
 void gm_json_tree_free(struct gm_json *j);
 

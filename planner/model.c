@@ -1346,27 +1346,22 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 
 /*
  * Mixture of experts: the plan routes tokens evenly (each expert gets
- * tok x experts_per_token / experts). A router that sends every token
- * of the micro-batch (the pass) to one expert, which the top-k allows
- * (each token picks an expert once), gives that expert tok tokens: in
- * inference its gathered input, gate_up, SiLU, product and down tensors
- * (hidden + 4 expert-widths per token) grow by the difference. Training
- * runs the experts as one grouped matmul over all (token, expert) rows
- * (arch/moe.c), whose memory the split does not change: 0. Bytes; 0 for
- * dense models.
+ * tok x experts_per_token / experts); this is what a router that sends
+ * every token of the micro-batch (the pass) to one expert would add.
+ * transformers 5.17 runs the experts as one grouped matmul over all
+ * (token, expert) rows in training and in inference alike (arch/moe.c:
+ * PreTrainedModel.get_correct_experts_implementation picks grouped_mm
+ * wherever it can dispatch), and none of those tensors depends on how
+ * the rows split between experts: 0 bytes, for either task. (The eager
+ * per-expert loop, where grouped_mm cannot dispatch, would gather the
+ * one expert's tok rows at once.)
  */
 static double moe_skew(const struct ctx *c, double tok, bool training)
 {
-	const struct gm_spec_model *m = &c->spec->model;
-	double E = (double)m->experts, k = (double)m->experts_per_token;
-	double F = (double)m->moe_ffn_hidden_size / c->t, C = c->full.compute;
-	double extra;
-
-	if (!(E > k) || !c->fam->moe)
-		return 0;
-	extra = tok * (1 - k / E);
-	return training ? 0 :
-			  extra * ((double)m->hidden_size + 4 * F) * C;
+	(void)c;
+	(void)tok;
+	(void)training;
+	return 0;
 }
 
 /*
@@ -1484,6 +1479,10 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->head_dim = hd;
 	in->c = c->full.compute;
 	in->kvb = kv_bytes(si->kv_cache_dtype);
+	in->kv_v = in->kv;
+	in->layer0 = stage_first(c);
+	if (c->fam->infer_shapes)
+		c->fam->infer_shapes(m, (double)c->t, in);
 }
 
 /*
@@ -1514,8 +1513,8 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	infer_shapes(c, &st.inf);
 	len = st.inf.prompt + (st.inf.generate ? st.inf.generate - 1 : 0);
 	kv_end = c->fam->encoder ? 0 :
-		 2 * (double)c->layers * (double)(st.inf.batch * len) *
-		 st.inf.kv * st.inf.kvb;
+		 (double)c->layers * (double)(st.inf.batch * len) *
+		 (st.inf.kv + st.inf.kv_v) * st.inf.kvb;
 	step_params(c, &st, 0, 0);
 	st.workspace = c->ws;
 	st.layers = c->layers;

@@ -274,6 +274,17 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 				      (unsigned long long)
 					      s->model.experts_per_token,
 				      (unsigned long long)s->model.experts);
+	/* the rotary embedding turns pairs of elements: transformers'
+	 * inv_freq has dim / 2 entries (arange(0, dim, 2)) and cos, sin
+	 * are two copies of them side by side, which an odd
+	 * qk_rope_head_dim cannot multiply */
+	if ((fam->keys & GM_FK_MLA) && s->model.qk_rope_head_dim % 2)
+		return gm__spec_blame(c, given(s, GM_K_QK_ROPE_HEAD_DIM) ?
+				      GM_K_QK_ROPE_HEAD_DIM : GM_K_ARCH,
+				      "%llu is odd; the rotary embedding "
+				      "turns pairs of elements (must be "
+				      "even)", (unsigned long long)
+				      s->model.qk_rope_head_dim);
 	return 0;
 }
 

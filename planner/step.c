@@ -1359,6 +1359,11 @@ uint32_t gm_em_rms_norm(struct gm_em *e, double T)
 	return rms_norm_n(e, T * e->st->inf.hidden, T);
 }
 
+uint32_t gm_em_rms_norm_w(struct gm_em *e, double T, double width)
+{
+	return rms_norm_n(e, T * width, T);
+}
+
 uint32_t gm_em_head_rms_norm(struct gm_em *e, double T, double width)
 {
 	return rms_norm_n(e, T * width, T * width / e->st->inf.head_dim);
@@ -1382,18 +1387,27 @@ uint32_t gm_em_rotary(struct gm_em *e, double bytes)
 	return out;
 }
 
-/* DynamicCache.update: torch.cat([cache, new], dim=-2) for K then V: a
- * tensor of the new length replaces the old one (in the prefill the
- * cache is empty and nothing is freed). */
+/* Bytes per position of the cache's key (k 0) or value (k 1) tensor of
+ * one layer: batch x its width x the cache dtype. */
+static double kv_per_pos(const struct gm_step_infer *in, int k)
+{
+	return (double)in->batch * (k ? in->kv_v : in->kv) * in->kvb;
+}
+
+/* DynamicCache.update (transformers 5.17 cache_utils.py
+ * DynamicLayer.update): torch.cat([self.keys, key_states], dim=-2), then
+ * the same for the values: a tensor of the new length replaces the old
+ * one (the prefill's cat copies the new states into the empty tensors
+ * lazy_initialization made, so the cache never aliases them). */
 void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = &e->st->inf;
-	double per_tok = (double)in->batch * in->kv * in->kvb;
 	uint64_t len = f->n + f->T / in->batch;
 
 	for (int k = 0; k < 2; k++) {
 		uint32_t *slot = &e->a[2 * l + k];
-		uint32_t id = ealloc(e, per_tok * (double)len, GM_SK_KV);
+		uint32_t id = ealloc(e, kv_per_pos(in, k) * (double)len,
+				     GM_SK_KV);
 		efree(e, slot);
 		*slot = id;
 	}
@@ -1552,8 +1566,9 @@ static void infer_pass(struct gm_em *e)
 				for (uint64_t l = 0; l < 2 * e->L; l++)
 					if (e->a[l] != NONE)
 						regrow(e, &e->a[l],
-						       (double)b * f.n *
-						       in->kv * in->kvb,
+						       (double)f.n *
+						       kv_per_pos(in, (int)
+								  (l % 2)),
 						       GM_SK_KV);
 				for (int j = 0; j < 4; j += 3)
 					regrow(e, &g[j], (double)(b *

@@ -109,6 +109,18 @@ struct gm_step_infer {
 				 * (0: a dense MLP) */
 	double c;               /* bytes per activation element */
 	double kvb;             /* bytes per KV-cache element */
+	double kv_v;            /* elements per token of the cache's value
+				 * tensor (kv: of its key tensor); kv unless
+				 * the family's infer_shapes sets it */
+	uint64_t layer0;        /* this stage's first block in the model */
+	/* Multi-head latent attention (family infer_shapes; heads and
+	 * ffn_shared per tensor-parallel rank, the latent widths whole) */
+	struct {
+		double heads, q_lora, kv_lora, rope, nope, v;
+		double ffn_shared;      /* the shared experts' MLP width */
+		uint64_t dense_layers;  /* blocks 0 .. dense_layers - 1
+					 * have a dense MLP */
+	} mla;
 };
 
 /*

@@ -44,6 +44,9 @@ void gm_em_free(struct gm_em *e, uint32_t *id);
 uint32_t gm_em_layer_norm(struct gm_em *e, double T);
 /* LlamaRMSNorm over T tokens: its output. */
 uint32_t gm_em_rms_norm(struct gm_em *e, double T);
+/* An RMSNorm over width elements of each of T tokens (DeepSeek-V3's
+ * q_a_layernorm, kv_a_layernorm): its output. */
+uint32_t gm_em_rms_norm_w(struct gm_em *e, double T, double width);
 /* An RMSNorm over head_dim on each head of a T x width projection
  * (Qwen3Attention's q_norm, k_norm; width per rank): its output. */
 uint32_t gm_em_head_rms_norm(struct gm_em *e, double T, double width);
@@ -52,7 +55,8 @@ uint32_t gm_em_rotary(struct gm_em *e, double bytes);
 /* The rotary cos and sin for q positions into cs[0..1] (with the first
  * matmul's cuBLAS workspace). */
 void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs);
-/* DynamicCache.update of layer l's K and V for forward f. */
+/* DynamicCache.update of layer l's key and value tensors (kv and kv_v
+ * elements per token) for forward f. */
 void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f);
 
 /* For the framework engines beside the emitter (step_ds.c): the step

@@ -31,6 +31,7 @@ struct gm_em;
 struct gm_em_fwd;
 struct gm_em_live;
 struct gm_loss;
+struct gm_step_infer;
 
 /* Optional model keys a family accepts (spec_rules.c refuses them for
  * the others). */
@@ -149,8 +150,13 @@ struct gm_family {
 	/* Before the blocks, on every stage (rotary tables into lv->cs);
 	 * NULL: nothing. q: positions of the forward. */
 	void (*infer_pre)(struct gm_em *e, double q, struct gm_em_live *lv);
-	/* Block l over f; returns its output (the caller frees the
-	 * input). */
+	/* The family's own widths of a pass (struct gm_step_infer: kv,
+	 * kv_v, head_dim, mla) after the generic ones are set, for the
+	 * model m on a tensor-parallel degree t; NULL: the generic ones. */
+	void (*infer_shapes)(const struct gm_spec_model *m, double t,
+			     struct gm_step_infer *in);
+	/* Block l (of this stage: in->layer0 + l in the model) over f;
+	 * returns its output (the caller frees the input). */
 	uint32_t (*infer_layer)(struct gm_em *e, uint64_t l,
 				const struct gm_em_fwd *f);
 	/* The last stage's head input after the blocks (lv->hs: the last

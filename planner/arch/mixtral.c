@@ -8,12 +8,10 @@
  * Training runs the experts as transformers' grouped_mm experts forward
  * (moe.c): every token is in experts_per_token rows of one grouped
  * matmul, so the saved tensors and the backward's transient do not
- * depend on how the router splits the tokens. Inference is planned as
- * the per-expert loop with balanced routing (each of the `experts`
- * experts gets tokens x experts_per_token / experts tokens); a skewed
- * router gives the most loaded expert more (its gathered input, gate_up
- * and down outputs grow with its token count, up to all tokens), which
- * the plan reports as skewed_router_extra_bytes (model.c moe_skew()).
+ * depend on how the router splits the tokens. Inference runs the same
+ * grouped_mm forward (transformers 5.17's default experts
+ * implementation, moe.c gm_moe_infer_experts), so it does not depend on
+ * the split either.
  * Training has no op-by-op block program yet: the replay runs the
  * analytic saved-tensor list below.
  */
@@ -80,13 +78,14 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 }
 
 /* One MixtralDecoderLayer in inference: the attention as Llama's, then
- * the sparse MoE block. */
+ * the sparse MoE block (moe.c; MixtralTopKRouter keeps its top-k
+ * weights in fp32). */
 static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 			    const struct gm_em_fwd *f)
 {
 	uint32_t n2, r = gm_llama_infer_attention(e, l, f, &n2);
 
-	return gm_moe_infer_mlp(e, f, &n2, &r);
+	return gm_moe_infer_mlp(e, f, &n2, &r, false);
 }
 
 const struct gm_family gm_family_mixtral = {

@@ -8,6 +8,7 @@
 #ifndef GM_ARCH_MOE_H
 #define GM_ARCH_MOE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct gm_act_layer;
@@ -23,19 +24,30 @@ struct gm_em_fwd;
 void gm_moe_saved(struct gm_act_layer *l, const struct gm_act_style *st);
 
 /*
- * Inference over T tokens whose MLP input the caller holds: the router
- * and the experts' per-expert loop. Returns the MLP's output (T x hidden
- * in the activation dtype); frees everything else it allocated.
+ * Inference: the routed experts over T tokens whose routing (top-k
+ * indices, weights of wb bytes each) and MLP input the caller holds, as
+ * transformers' grouped_mm experts forward (moe.c). Returns their output
+ * (T x hidden in the activation dtype); frees everything else it
+ * allocated.
  */
-uint32_t gm_moe_infer(struct gm_em *e, double T);
+uint32_t gm_moe_infer_experts(struct gm_em *e, double T, double wb);
+
+/*
+ * Inference over T tokens whose MLP input the caller holds: the router
+ * (softmax, top-k; cast: the weights cast back to the activation dtype,
+ * as Qwen3-MoE's router does) and the experts. Returns the MLP's output
+ * (T x hidden in the activation dtype); frees everything else it
+ * allocated.
+ */
+uint32_t gm_moe_infer(struct gm_em *e, double T, bool cast);
 
 /*
  * A MoE decoder layer's second half in inference, after its attention
  * half: the sparse block over f->T tokens on *n2 (post_attention_
- * layernorm's output, freed), then the residual add with *r (freed).
- * Returns the layer's output.
+ * layernorm's output, freed), then the residual add with *r (freed);
+ * cast as gm_moe_infer's. Returns the layer's output.
  */
 uint32_t gm_moe_infer_mlp(struct gm_em *e, const struct gm_em_fwd *f,
-			  uint32_t *n2, uint32_t *r);
+			  uint32_t *n2, uint32_t *r, bool cast);
 
 #endif

@@ -76,13 +76,14 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 }
 
 /* One Qwen3MoeDecoderLayer in inference: Qwen3's attention half, the
- * sparse MoE block (moe.c), the residual add. */
+ * sparse MoE block (moe.c; Qwen3MoeTopKRouter casts its top-k weights
+ * to the logits' dtype), the residual add. */
 static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 			    const struct gm_em_fwd *f)
 {
 	uint32_t n2, r = gm_qwen3_infer_attention(e, l, f, &n2);
 
-	return gm_moe_infer_mlp(e, f, &n2, &r);
+	return gm_moe_infer_mlp(e, f, &n2, &r, true);
 }
 
 /* Qwen3MoeModel's embedding, rotary tables, final norm and return are

@@ -19,6 +19,15 @@
  * refused by name; keys without an effect on memory (logging,
  * schedulers, checkpoint I/O) are accepted.
  *
+ * The file is read by json.c with what DeepSpeed's own reader takes
+ * beyond JSON that users write: comments ('#', '//', block) and
+ * trailing commas. DeepSpeedConfig.__init__ (deepspeed/runtime/config.py,
+ * v0.19.6) reads a path with hjson.load and refuses a key given twice
+ * (config_utils.py, dict_raise_error_on_duplicate_keys), so json.c
+ * refuses duplicates too; hjson refuses NaN and Infinity, and so does
+ * json.c. The rest of Hjson (quoteless keys and strings, commas left
+ * out, single quotes) is refused with a JSON syntax error.
+ *
  * Errors: 0, GM_EINVAL (diag "JSON:LINE:COLUMN: KEY: message"), GM_EIO,
  * GM_ENOMEM.
  */
@@ -30,7 +39,7 @@
 #include <strings.h>
 
 #include "error.h"
-#include "jsondoc.h"
+#include "json.h"
 #include "spec_int.h"
 #include "text.h"
 
@@ -179,13 +188,12 @@ static const struct ds_key ds_keys[] = {
 /* The reader's state: the spec being filled and the JSON's values. */
 struct ds_read {
 	struct gm__spec_ctx *c;
-	yaml_document_t *doc;
 	const char *path;
 	/* batch keys, 0 = not given */
 	uint64_t micro, gas, tbs;
-	const yaml_node_t *micro_n, *gas_n, *tbs_n;
+	const struct gm_json_node *micro_n, *gas_n, *tbs_n;
 	int fp16, bf16;          /* -1 not given, else 0/1 */
-	const yaml_node_t *fp16_n, *bf16_n;
+	const struct gm_json_node *fp16_n, *bf16_n;
 };
 
 static char *dotted(int id, char *buf, size_t len)
@@ -202,81 +210,96 @@ static char *dotted(int id, char *buf, size_t len)
 	return buf;
 }
 
-static int fail(struct ds_read *r, const yaml_node_t *n, int id,
-		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(struct ds_read *r, const yaml_node_t *n, int id,
-		const char *fmt, ...)
+static int vfail(struct ds_read *r, unsigned line, unsigned col, int id,
+		 const char *fmt, va_list ap)
 {
 	char msg[640], key[128];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (id < 0)
 		return gm_diag_set(r->c->diag, GM_EINVAL, "%s:%u:%u: %s",
-				   r->path, gm_jsondoc_line(n), gm_jsondoc_column(n),
-				   msg);
+				   r->path, line, col, msg);
 	return gm_diag_set(r->c->diag, GM_EINVAL, "%s:%u:%u: %s: %s", r->path,
-			   gm_jsondoc_line(n), gm_jsondoc_column(n),
-			   dotted(id, key, sizeof(key)), msg);
+			   line, col, dotted(id, key, sizeof(key)), msg);
 }
 
-static bool is_auto(const yaml_node_t *v)
+/* "JSON:LINE:COLUMN: KEY: message" at value n (KEY: table entry id, or
+ * none when id < 0); GM_EINVAL. */
+static int fail(struct ds_read *r, const struct gm_json_node *n, int id,
+		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(struct ds_read *r, const struct gm_json_node *n, int id,
+		const char *fmt, ...)
 {
-	return gm_jsondoc_is_string(v) && !strcmp(gm_jsondoc_text(v), "auto");
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vfail(r, n->line, n->column, id, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
-static bool is_null(const yaml_node_t *v)
+/* The same at the member name of n. */
+static int fail_key(struct ds_read *r, const struct gm_json_node *n, int id,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail_key(struct ds_read *r, const struct gm_json_node *n, int id,
+		    const char *fmt, ...)
 {
-	return v->type == YAML_SCALAR_NODE && !gm_jsondoc_is_string(v) &&
-	       !strcmp(gm_jsondoc_text(v), "null");
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vfail(r, n->key_line, n->key_column, id, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static bool is_auto(const struct gm_json_node *v)
+{
+	return v->type == GM_JSON_STRING && !strcmp(v->text, "auto");
+}
+
+static bool is_null(const struct gm_json_node *v)
+{
+	return v->type == GM_JSON_NULL;
 }
 
 /* A JSON boolean. */
-static int get_bool(struct ds_read *r, const yaml_node_t *v, int id, bool *out)
+static int get_bool(struct ds_read *r, const struct gm_json_node *v, int id,
+		    bool *out)
 {
-	const char *s = gm_jsondoc_text(v);
-
-	if (s && !gm_jsondoc_is_string(v) && !strcmp(s, "true"))
-		return *out = true, 0;
-	if (s && !gm_jsondoc_is_string(v) && !strcmp(s, "false"))
-		return *out = false, 0;
-	return fail(r, v, id, "expected true or false");
+	if (v->type != GM_JSON_BOOL)
+		return fail(r, v, id, "expected true or false");
+	*out = v->boolean;
+	return 0;
 }
 
 /*
  * A JSON number that is a whole count (DeepSpeed's pydantic fields
  * accept 5e8 and 500000000 alike), 0..2^53.
  */
-static int get_count(struct ds_read *r, const yaml_node_t *v, int id,
+static int get_count(struct ds_read *r, const struct gm_json_node *v, int id,
 		     uint64_t *out)
 {
-	const char *s = gm_jsondoc_text(v);
-	char *end;
-	double d;
+	double d = v->number;
 
-	if (!s || gm_jsondoc_is_string(v))
+	if (v->type != GM_JSON_NUMBER)
 		return fail(r, v, id, "expected a number");
-	d = strtod(s, &end);
-	if (*end || !isfinite(d) || d < 0 || d != floor(d) || d > 9007199254740992.0)
+	if (!isfinite(d) || d < 0 || d != floor(d) || d > 9007199254740992.0)
 		return fail(r, v, id, "expected a whole number of at least 0, "
-			    "got %s", s);
+			    "got %s", v->text);
 	*out = (uint64_t)d;
 	return 0;
 }
 
-static int get_number(struct ds_read *r, const yaml_node_t *v, int id,
+static int get_number(struct ds_read *r, const struct gm_json_node *v, int id,
 		      double *out)
 {
-	const char *s = gm_jsondoc_text(v);
-	char *end;
-
-	if (!s || gm_jsondoc_is_string(v))
+	if (v->type != GM_JSON_NUMBER)
 		return fail(r, v, id, "expected a number");
-	*out = strtod(s, &end);
-	if (*end || !isfinite(*out))
-		return fail(r, v, id, "expected a number, got %s", s);
+	*out = v->number;
+	if (!isfinite(*out))
+		return fail(r, v, id, "expected a number, got %s", v->text);
 	return 0;
 }
 
@@ -285,7 +308,7 @@ static int get_number(struct ds_read *r, const yaml_node_t *v, int id,
  * a --set wins, the spec file must agree (else an error naming both),
  * a default is replaced. same: the JSON value equals the spec's.
  */
-static int adopt(struct ds_read *r, const yaml_node_t *v, int id, int key,
+static int adopt(struct ds_read *r, const struct gm_json_node *v, int id, int key,
 		 bool same, const char *json_words, const char *spec_words)
 {
 	struct gm_spec_where *w = &r->c->spec->where[key];
@@ -302,12 +325,12 @@ static int adopt(struct ds_read *r, const yaml_node_t *v, int id, int key,
 			    r->c->path, w->line, w->column);
 	}
 	w->origin = GM_SPEC_DEEPSPEED;
-	w->line = gm_jsondoc_line(v);
-	w->column = gm_jsondoc_column(v);
+	w->line = v->line;
+	w->column = v->column;
 	return 0; /* the caller stores the value */
 }
 
-static int adopt_u64(struct ds_read *r, const yaml_node_t *v, int id, int key,
+static int adopt_u64(struct ds_read *r, const struct gm_json_node *v, int id, int key,
 		     uint64_t *field, uint64_t val)
 {
 	char a[32], b[32];
@@ -323,7 +346,7 @@ static int adopt_u64(struct ds_read *r, const yaml_node_t *v, int id, int key,
 	return 0;
 }
 
-static int adopt_enum(struct ds_read *r, const yaml_node_t *v, int id, int key,
+static int adopt_enum(struct ds_read *r, const struct gm_json_node *v, int id, int key,
 		      int *field, int val, const char *(*name)(int))
 {
 	int rc = adopt(r, v, id, key, *field == val, name(val), name(*field));
@@ -345,14 +368,13 @@ static const char *stage_name(int z)
 static const char *off_name(int o) { return gm_offload_name(o); }
 static const char *opt_name(int o) { return gm_optimizer_name(o); }
 
-static int offload(struct ds_read *r, const yaml_node_t *v, int id, int key,
+static int offload(struct ds_read *r, const struct gm_json_node *v, int id, int key,
 		   enum gm_offload *field)
 {
 	static const char *const dev[] = {"none", "cpu", "nvme"};
-	const char *s = gm_jsondoc_text(v);
 
-	for (int i = 0; s && gm_jsondoc_is_string(v) && i < 3; i++) {
-		if (!strcmp(s, dev[i]))
+	for (int i = 0; v->type == GM_JSON_STRING && i < 3; i++) {
+		if (!strcmp(v->text, dev[i]))
 			return adopt_enum(r, v, id, key, (int *)field, i,
 					  off_name);
 	}
@@ -364,13 +386,13 @@ static int offload(struct ds_read *r, const yaml_node_t *v, int id, int key,
  * constants; case-insensitive as get_optimizer_name() lowers them).
  * Only Adam and AdamW are planned; the others keep other states.
  */
-static int opt_type(struct ds_read *r, const yaml_node_t *v, int id)
+static int opt_type(struct ds_read *r, const struct gm_json_node *v, int id)
 {
-	const char *s = gm_jsondoc_text(v);
+	const char *s = v->text;
 	struct gm_spec *sp = r->c->spec;
 	int o;
 
-	if (!s || !gm_jsondoc_is_string(v))
+	if (v->type != GM_JSON_STRING)
 		return fail(r, v, id, "expected a name such as \"AdamW\"");
 	if (!strcasecmp(s, "adam"))
 		o = GM_OPT_ADAM;
@@ -383,32 +405,18 @@ static int opt_type(struct ds_read *r, const yaml_node_t *v, int id)
 			  o, opt_name);
 }
 
-static int refuse(struct ds_read *r, const yaml_node_t *v, int id,
+static int refuse(struct ds_read *r, const struct gm_json_node *v, int id,
 		  const char *what)
 {
 	return fail(r, v, id, "%s is not modelled yet by gpumem; remove it to "
 		    "plan without it", what);
 }
 
-/* The value of key `name` in JSON object map, or NULL. */
-static const yaml_node_t *member(struct ds_read *r, const yaml_node_t *map,
-				 const char *name)
-{
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
-		const yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
-
-		if (k->type == YAML_SCALAR_NODE && !strcmp(gm_jsondoc_text(k), name))
-			return yaml_document_get_node(r->doc, p->value);
-	}
-	return NULL;
-}
-
 /* A feature section ("amp": {"enabled": ...}): refused unless it says
  * "enabled": false. */
-static int enabled_refuse(struct ds_read *r, const yaml_node_t *v, int id)
+static int enabled_refuse(struct ds_read *r, const struct gm_json_node *v, int id)
 {
-	const yaml_node_t *e = member(r, v, "enabled");
+	const struct gm_json_node *e = gm_json_get(v, "enabled");
 	bool b = true;
 
 	if (e && get_bool(r, e, id, &b))
@@ -417,24 +425,23 @@ static int enabled_refuse(struct ds_read *r, const yaml_node_t *v, int id)
 }
 
 /* One key: value of the JSON, by the table's action. */
-static int value(struct ds_read *r, const yaml_node_t *v, int id)
+static int value(struct ds_read *r, const struct gm_json_node *v, int id)
 {
 	struct gm_spec *sp = r->c->spec;
 	struct gm_spec_deepspeed *ds = &sp->deepspeed;
 	uint64_t u = 0;
-	double d;
-	bool b;
+	double d = 0;
+	bool b = false;
 	int rc;
 
 	if (ds_keys[id].act == DS_ANY)
 		return 0;
 	if (ds_keys[id].act != DS_SECTION && (is_auto(v) || is_null(v)))
 		return 0;
-	if (ds_keys[id].act != DS_SECTION && v->type != YAML_SCALAR_NODE &&
-	    ds_keys[id].act != DS_REFUSE_SET)
+	if (ds_keys[id].act != DS_SECTION && ds_keys[id].act != DS_REFUSE_SET &&
+	    (v->type == GM_JSON_OBJECT || v->type == GM_JSON_ARRAY))
 		return fail(r, v, id, "expected a single value, not %s",
-			    v->type == YAML_MAPPING_NODE ? "an object"
-							 : "an array");
+			    gm_json_type_name(v->type));
 	switch (ds_keys[id].act) {
 	case DS_ANY:
 	case DS_SECTION:
@@ -446,8 +453,8 @@ static int value(struct ds_read *r, const yaml_node_t *v, int id)
 	case DS_IGNORE_NUM:
 		return get_number(r, v, id, &d);
 	case DS_IGNORE_STR:
-		return gm_jsondoc_is_string(v) ? 0
-					    : fail(r, v, id, "expected a string");
+		return v->type == GM_JSON_STRING
+			       ? 0 : fail(r, v, id, "expected a string");
 	case DS_MICRO:
 	case DS_GAS:
 	case DS_TRAIN_BATCH:
@@ -526,14 +533,15 @@ static int value(struct ds_read *r, const yaml_node_t *v, int id)
 		return d < 1 ? refuse(r, v, id, "partial offload (below 1)")
 			     : 0;
 	case DS_REFUSE_SET:
-		if (v->type == YAML_MAPPING_NODE)
+		if (v->type == GM_JSON_OBJECT)
 			return enabled_refuse(r, v, id);
 		return refuse(r, v, id, "this setting");
 	}
 	return 0;
 }
 
-static int walk(struct ds_read *r, const yaml_node_t *map, int section);
+static int walk(struct ds_read *r, const struct gm_json_node *map,
+		int section);
 
 /* The table entry of key `name` in section, or -1. */
 static int find(int section, const char *name)
@@ -546,7 +554,8 @@ static int find(int section, const char *name)
 	return -1;
 }
 
-static int unknown(struct ds_read *r, const yaml_node_t *k, int section)
+static int unknown(struct ds_read *r, const struct gm_json_node *k,
+		   int section)
 {
 	const char *cands[N_DS], *near;
 	char sec[128] = "";
@@ -556,44 +565,32 @@ static int unknown(struct ds_read *r, const yaml_node_t *k, int section)
 		if (ds_keys[i].name && ds_keys[i].parent == section)
 			cands[n++] = ds_keys[i].name;
 	}
-	near = gm_text_suggest(gm_jsondoc_text(k), cands, n);
+	near = gm_text_suggest(k->key, cands, n);
 	if (section >= 0)
 		snprintf(sec, sizeof(sec), " in %s",
 			 dotted(section, (char[96]){0}, 96));
 	if (near)
-		return fail(r, k, -1, "unknown DeepSpeed key \"%s\"%s; did you "
-			    "mean \"%s\"?", gm_jsondoc_text(k), sec, near);
-	return fail(r, k, -1, "unknown DeepSpeed key \"%s\"%s (not in "
-		    "DeepSpeed 0.19's configuration, or not one gpumem reads)",
-		    gm_jsondoc_text(k), sec);
+		return fail_key(r, k, -1, "unknown DeepSpeed key \"%s\"%s; did "
+				"you mean \"%s\"?", k->key, sec, near);
+	return fail_key(r, k, -1, "unknown DeepSpeed key \"%s\"%s (not in "
+			"DeepSpeed 0.19's configuration, or not one gpumem "
+			"reads)", k->key, sec);
 }
 
-static int walk(struct ds_read *r, const yaml_node_t *map, int section)
+/* The members of object map (section: its table entry, -1 the root);
+ * json.c has refused a member given twice, as DeepSpeed does. */
+static int walk(struct ds_read *r, const struct gm_json_node *map, int section)
 {
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
-		const yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
-		const yaml_node_t *v = yaml_document_get_node(r->doc, p->value);
-		int id, rc;
+	for (size_t i = 0; i < map->n; i++) {
+		const struct gm_json_node *v = &map->kids[i];
+		int id = find(section, v->key), rc;
 
-		if (!gm_jsondoc_is_string(k))
-			return fail(r, k, -1, "JSON syntax error: an object's "
-				    "key must be a string in double quotes");
-		id = find(section, gm_jsondoc_text(k));
 		if (id < 0)
-			return unknown(r, k, section);
-		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p;
-		     q++) {
-			const yaml_node_t *k2 = yaml_document_get_node(r->doc,
-								       q->key);
-			if (!strcmp(gm_jsondoc_text(k2), gm_jsondoc_text(k)))
-				return fail(r, k, id, "duplicate key (first "
-					    "at line %u)", gm_jsondoc_line(k2));
-		}
+			return unknown(r, v, section);
 		if (ds_keys[id].act == DS_SECTION) {
 			if (is_null(v) || is_auto(v))
 				continue;
-			if (v->type != YAML_MAPPING_NODE)
+			if (v->type != GM_JSON_OBJECT)
 				return fail(r, v, id, "expected an object "
 					    "({ ... })");
 			rc = walk(r, v, id);
@@ -614,7 +611,7 @@ static int walk(struct ds_read *r, const yaml_node_t *map, int section)
 static int precision(struct ds_read *r)
 {
 	struct gm_spec *sp = r->c->spec;
-	const yaml_node_t *at = r->bf16_n ? r->bf16_n : r->fp16_n;
+	const struct gm_json_node *at = r->bf16_n ? r->bf16_n : r->fp16_n;
 	int p = GM_PREC_FP32;
 
 	if (r->fp16 == 1 && r->bf16 == 1)
@@ -720,7 +717,7 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 	struct gm_spec *sp = c->spec;
 	struct gm_spec_deepspeed *ds = &sp->deepspeed;
 	struct ds_read r = {.c = c, .fp16 = -1, .bf16 = -1};
-	yaml_document_t doc;
+	struct gm_json *j = NULL;
 	int rc;
 
 	zero_defaults(ds);
@@ -728,7 +725,8 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 		return 0;
 	if (!resolve(sp, ds->path, sizeof(ds->path)))
 		return gm__spec_blame(c, GM_K_DS_CONFIG, "the path is too long");
-	rc = gm_jsondoc_load(ds->path, &doc, c->diag);
+	rc = gm_json_tree_load(ds->path, GM_JSON_COMMENTS |
+			       GM_JSON_TRAILING_COMMAS, &j, c->diag);
 	if (rc == GM_EIO) {
 		char why[1024];
 
@@ -737,16 +735,20 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 	}
 	if (rc)
 		return rc;
-	r.doc = &doc;
 	r.path = ds->path;
 	ds->loaded = true;
-	rc = walk(&r, yaml_document_get_root_node(&doc), -1);
+	if (j->root->type != GM_JSON_OBJECT)
+		rc = fail(&r, j->root, -1, "a DeepSpeed config is a JSON "
+			  "object ({ ... }), not %s",
+			  gm_json_type_name(j->root->type));
+	if (!rc)
+		rc = walk(&r, j->root, -1);
 	if (!rc)
 		rc = precision(&r);
 	if (!rc)
 		rc = batch(&r);
 	if (!rc && !ds->overlap_comm_given)
 		ds->overlap_comm = sp->parallelism.zero_stage == 3;
-	yaml_document_delete(&doc);
+	gm_json_tree_free(j);
 	return rc;
 }

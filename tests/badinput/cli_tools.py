@@ -311,9 +311,10 @@ for cmd in ("plan", "fit"):
 DSBAD = os.path.join(ROOT, "tests", "data", "bad", "ds-config-syntax.yaml")
 for cmd in ("plan", "fit"):
     p = check(cmd + "-ds-config-caret", [cmd, DSBAD, "--gpu", "h200"], 2,
-              "ds-syntax.json:3:22: JSON syntax error")
+              "ds-syntax.json:2:37: JSON syntax error: a ',' missing "
+              "after '4'")
     expect(cmd + "-ds-config-caret-line",
-           '"zero_optimization": {"stage": 2}' in p.stderr and
+           '"train_micro_batch_size_per_gpu": 4\n' in p.stderr and
            "^" in p.stderr, p.stderr)
 
 # --limit: a wrong unit is named (its case matters), a bare number below

@@ -29,6 +29,9 @@ def model_class_name(spec):
         ("qwen2", "classification"): "Qwen2ForSequenceClassification",
         ("qwen3", "causal-lm"): "Qwen3ForCausalLM",
         ("qwen3-moe", "causal-lm"): "Qwen3MoeForCausalLM",
+        # built from model.hf_config only (build_config)
+        ("mixtral", "causal-lm"): "MixtralForCausalLM",
+        ("deepseek-v3", "causal-lm"): "DeepseekV3ForCausalLM",
         ("gpt2", "causal-lm"): "GPT2LMHeadModel",
         ("gpt2", "classification"): "GPT2ForSequenceClassification",
         ("bert", "masked-lm"): "BertForMaskedLM",
@@ -49,6 +52,9 @@ def config_kwargs(spec, attn_implementation=None):
     m = spec["model"]
     arch = m["architecture"]
     kw = {}
+    if arch in ("mixtral", "deepseek-v3") and not m.get("hf_config"):
+        raise Unsupported(f"model.architecture: {arch} is built from "
+                          "model.hf_config only")
     if arch in ("llama", "qwen3", "qwen3-moe"):
         kw = dict(hidden_size=m["hidden_size"],
                   intermediate_size=m["ffn_hidden_size"],
@@ -104,9 +110,33 @@ def config_kwargs(spec, attn_implementation=None):
     return kw
 
 
+def hf_config(spec, attn_implementation=None):
+    """The transformers config of a spec with model.hf_config: the
+    config.json (its model_type picks the class, AutoConfig.for_model),
+    with the sizes written in the spec (gmspec.HF_KEYS) over its own."""
+    import json
+    import transformers
+    import gmspec
+    m = spec["model"]
+    with open(m["hf_config"]) as f:
+        d = json.load(f)
+    for k in ("architectures", "auto_map", "quantization_config",
+              "torch_dtype", "dtype", "transformers_version"):
+        d.pop(k, None)
+    for key, hf in gmspec.HF_KEYS:
+        if m.get(key) is not None and m["_given"].get(key):
+            d[hf] = m[key]
+    cfg = transformers.AutoConfig.for_model(**d)
+    if attn_implementation:
+        cfg._attn_implementation = attn_implementation
+    return cfg
+
+
 def build_config(spec, attn_implementation=None):
     import transformers
     m = spec["model"]
+    if m.get("hf_config"):
+        return hf_config(spec, attn_implementation)
     if m["architecture"] == "llama" and m["qkv_bias"]:
         return transformers.Qwen2Config(**config_kwargs(spec,
                                                         attn_implementation))

@@ -118,21 +118,9 @@ def refuse(spec, runner):
 def build_config(spec, attn):
     """The transformers config: from model.hf_config (a config.json, keys
     written in the spec override its sizes) or hfbuild's mapping."""
-    import transformers
-    m = spec["model"]
-    if not m["hf_config"]:
+    if not spec["model"]["hf_config"]:
         return hfbuild.build_config(spec, attn)
-    with open(m["hf_config"]) as f:
-        d = json.load(f)
-    for k in ("architectures", "auto_map", "quantization_config",
-              "torch_dtype", "dtype", "transformers_version"):
-        d.pop(k, None)
-    for key, hf in gmspec.HF_KEYS:
-        if m.get(key) is not None and m["_given"].get(key):
-            d[hf] = m[key]
-    cfg = transformers.AutoConfig.for_model(**d)
-    cfg._attn_implementation = attn
-    return cfg
+    return hfbuild.hf_config(spec, attn)
 
 
 def build_model(torch, spec, dtype, attn):

@@ -175,11 +175,11 @@ static void inference_kv_cache(void **state)
 	assert_true(p.fits);
 }
 
-/* A small Mixtral (2 layers, 8 experts, top-2): the plan is balanced and
- * says what one expert taking every token would add: nothing in
- * training (transformers' grouped_mm experts run every (token, expert)
- * row in one matmul, arch/moe.c), in inference tok (1 - k/E) x (hidden
- * + 4 expert widths) (bf16: 2 B); a dense model reports nothing. */
+/* A small Mixtral (2 layers, 8 experts, top-2): the plan is balanced;
+ * one expert taking every token would add nothing, in training or in
+ * inference (transformers 5.17's default grouped_mm experts run every
+ * (token, expert) row in one matmul, arch/moe.c); a dense model reports
+ * nothing either. */
 static void moe_skew_reported(void **state)
 {
 	struct gm_spec s = spec_llama(2, 512, 1024, 8, 8, 32000);
@@ -201,10 +201,52 @@ static void moe_skew_reported(void **state)
 		.prompt_length = 512, .generate_length = 0,
 		.kv_cache_dtype = GM_KV_BF16};
 	p = plan(s, &h200);
-	assert_true(p.per_gpu.moe_skew == 1024.0 * 0.75 * (512 + 4 * 1024) *
-		    2);
+	assert_true(p.per_gpu.moe_skew == 0);
 	/* the cache is Llama's: 2 x layers x tokens x kv width x 2 B */
 	assert_true(p.per_gpu.kv_cache == 2.0 * 2 * 2 * 512 * 512 * 2);
+}
+
+/*
+ * DeepSeek-V3's inference cache (multi-head latent attention), a tiny
+ * shape by hand: transformers 5.17's DeepseekV3Attention caches the
+ * compressed latents, kv_a_layernorm's output (kv_lora_rank 64) and the
+ * shared rotary key (qk_rope_head_dim 16), not per-head keys and values:
+ * (64 + 16) x 2 B = 160 B per token and layer, whatever the heads (8
+ * here, whose expanded keys and values would take 8 x (48 + 24) x 2 B =
+ * 1152 B). 4 layers x batch 2 x (100 prompt + 9 fed back) positions at
+ * the end; at the peak the cache holds at least the prompt. The first
+ * block is dense (dense_layers 1), the other three routed.
+ */
+static void inference_mla_cache(void **state)
+{
+	struct gm_spec s = spec_llama(4, 256, 512, 8, 8, 1024);
+	struct gm_plan p;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_DEEPSEEK_V3;
+	s.model.experts = 16;
+	s.model.experts_per_token = 4;
+	s.model.moe_ffn_hidden_size = 64;
+	s.model.shared_experts = 1;
+	s.model.dense_layers = 1;
+	s.model.q_lora_rank = 96;
+	s.model.kv_lora_rank = 64;
+	s.model.qk_rope_head_dim = 16;
+	s.model.qk_nope_head_dim = 32;
+	s.model.v_head_dim = 24;
+	s.task = GM_TASK_INFERENCE;
+	s.inference = (struct gm_spec_inference){
+		.precision = GM_PREC_BF16_TRUE, .batch_size = 2,
+		.prompt_length = 100, .generate_length = 10,
+		.kv_cache_dtype = GM_KV_BF16};
+	p = plan(s, &h200);
+	assert_true(p.per_gpu.kv_cache == 4.0 * 2 * 109 * (64 + 16) * 2);
+	assert_true(p.per_gpu.at_peak.kv_cache >= 4.0 * 2 * 100 * 160);
+	assert_true(p.per_gpu.at_peak.kv_cache <= 4.0 * 2 * 109 * 160);
+	/* fp32 cache: twice the bytes */
+	s.inference.kv_cache_dtype = GM_KV_FP32;
+	assert_true(plan(s, &h200).per_gpu.kv_cache ==
+		    4.0 * 2 * 109 * (64 + 16) * 4);
 }
 
 static void fits_and_fit_search(void **state)
@@ -424,6 +466,7 @@ int main(void)
 		cmocka_unit_test(settings_move_the_right_way),
 		cmocka_unit_test(pipeline_stages),
 		cmocka_unit_test(inference_kv_cache),
+		cmocka_unit_test(inference_mla_cache),
 		cmocka_unit_test(moe_skew_reported),
 		cmocka_unit_test(fits_and_fit_search),
 		cmocka_unit_test(largest_shapes_do_not_wrap),

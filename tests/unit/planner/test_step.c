@@ -199,7 +199,8 @@ static struct gm_step infer_step(enum gm_arch net, uint64_t gen)
 	st.inf = (struct gm_step_infer){
 		.fam = gm_family(net), .first = true, .last = true, .lm_head = true,
 		.batch = 2, .prompt = 8, .generate = gen, .hidden = 64,
-		.q = 64, .kv = net == GM_ARCH_LLAMA ? 32 : 64, .ffn = 128,
+		.q = 64, .kv = net == GM_ARCH_LLAMA ? 32 : 64,
+		.kv_v = net == GM_ARCH_LLAMA ? 32 : 64, .ffn = 128,
 		.vocab = 1000, .head_dim = 16, .c = 2, .kvb = 2};
 	return st;
 }

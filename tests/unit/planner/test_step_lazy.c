@@ -135,6 +135,7 @@ static struct gm_step infer_case(enum gm_arch a)
 		.hidden = h, .q = h, .kv = rnd(2) ? h : h / 4,
 		.ffn = rnd(2) ? 4 * h : 2.6875 * h, .vocab = 1000 + rnd(50000),
 		.head_dim = hd, .c = rnd(3) ? 2 : 4, .kvb = rnd(3) ? 2 : 1};
+	st.inf.kv_v = st.inf.kv;
 	if (a == GM_ARCH_MIXTRAL) {
 		st.inf.experts = 8;
 		st.inf.topk = 2;
@@ -252,7 +253,8 @@ static void long_13b(void **state)
 	st.inf = (struct gm_step_infer){
 		.fam = gm_family(GM_ARCH_LLAMA), .first = true, .last = true,
 		.lm_head = true, .batch = 4, .prompt = 2048, .generate = 2048,
-		.hidden = 5120, .q = 5120, .kv = 5120, .ffn = 13824,
+		.hidden = 5120, .q = 5120, .kv = 5120, .kv_v = 5120,
+		.ffn = 13824,
 		.vocab = 32000, .head_dim = 128, .c = 2, .kvb = 2};
 	served_total = 0;
 	compare(&st, 79.41 * GM_GiB);

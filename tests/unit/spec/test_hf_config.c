@@ -72,7 +72,7 @@ static void json_tree(void **state)
 	(void)state;
 	put("t.json", LLAMA3);
 	snprintf(path, sizeof(path), "%s/t.json", dir);
-	assert_int_equal(gm_json_tree_load(path, &j, &diag), 0);
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag), 0);
 	assert_int_equal(j->root->type, GM_JSON_OBJECT);
 	assert_int_equal(j->root->n, 11);
 	n = gm_json_get(j->root, "num_key_value_heads");
@@ -108,7 +108,7 @@ static void json_types(void **state)
 	(void)state;
 	put("t.json", "{\"a\": \"4096\", \"b\": true, \"c\": -1, \"d\": 1.0}");
 	snprintf(path, sizeof(path), "%s/t.json", dir);
-	assert_int_equal(gm_json_tree_load(path, &j, &diag), 0);
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag), 0);
 	assert_int_equal(gm_json_get(j->root, "a")->type, GM_JSON_STRING);
 	assert_false(gm_json_uint(gm_json_get(j->root, "a"), &u));
 	assert_true(gm_json_get(j->root, "b")->boolean);
@@ -116,12 +116,35 @@ static void json_types(void **state)
 	assert_false(gm_json_uint(gm_json_get(j->root, "d"), &u));
 	gm_json_tree_free(j);
 	put("t.json", "{\"a\": yes}");
-	assert_int_equal(gm_json_tree_load(path, &j, &diag), GM_EINVAL);
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag), GM_EINVAL);
 	assert_non_null(strstr(diag.msg, "t.json:1:7: JSON syntax error"));
 	put("t.json", "{\"a\": 1}\n{\"b\": 2}\n");
-	assert_int_equal(gm_json_tree_load(path, &j, &diag), GM_EINVAL);
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag), GM_EINVAL);
+	/* transformers reads config.json with json.loads: no comments, no
+	 * trailing commas (libyaml alone would take both) */
+	put("t.json", "{\"a\": 1, # x\n\"b\": \"#\"}");
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "t.json:1:10: JSON syntax error: a "
+				       "comment ('#'); JSON has none"));
+	put("t.json", "{\"a\": [1, 2 ,\n ], \"b\": \",]\"}");
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "t.json:1:13: JSON syntax error: a "
+				       "',' before ']' (JSON has no trailing "
+				       "commas)"));
+	/* a reader that takes them: blanked, "#" in a string kept */
+	put("t.json", "{\"a\": [1, 2,], // x\n \"b\": \"#,]\",}");
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_COMMENTS |
+					   GM_JSON_TRAILING_COMMAS, &j, &diag),
+			 0);
+	assert_int_equal(gm_json_get(j->root, "a")->n, 2);
+	assert_string_equal(gm_json_get(j->root, "b")->text, "#,]");
+	assert_int_equal(gm_json_get(j->root, "b")->key_line, 2);
+	assert_int_equal(gm_json_get(j->root, "b")->key_column, 2);
+	gm_json_tree_free(j);
 	put("t.json", "");
-	assert_int_equal(gm_json_tree_load(path, &j, &diag), GM_EINVAL);
+	assert_int_equal(gm_json_tree_load(path, GM_JSON_STRICT, &j, &diag), GM_EINVAL);
 	assert_non_null(strstr(diag.msg, "t.json:1:1: empty file"));
 }
 

@@ -476,27 +476,70 @@ static void deepspeed_config(void **state)
 			      "ds.json\n", NULL, 0), 0);
 	assert_int_equal(spec.training.precision, GM_PREC_FP32);
 	assert_false(spec.deepspeed.overlap_comm);
-	/* JSON that YAML would take: single quotes, a trailing comma,
-	 * bare words, two documents */
+	/* what DeepSpeed's hjson reader takes beyond JSON and users
+	 * write: comments and trailing commas; marks after them stay */
+	write_file("ds.json", "// ZeRO-2\n{ # the stage\n  \"zero_optimization\""
+		   ": {/* \xc3\xa9tape */ \"stage\": 2,},\n"
+		   "  /* two\n  lines */ \"bf16\": {\"enabled\": true,},\n}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), 0);
+	assert_int_equal(spec.parallelism.zero_stage, 2);
+	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
+	assert_non_null(strstr(gm_spec_where(&spec, "parallelism.zero_stage",
+					     where, sizeof(where)),
+			       "ds.json:3:46"));
+	assert_non_null(strstr(gm_spec_where(&spec, "training.precision",
+					     where, sizeof(where)),
+			       "ds.json:5:32"));
+	/* what DeepSpeed refuses: a key given twice
+	 * (dict_raise_error_on_duplicate_keys), NaN (hjson has none) */
+	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 1,\n"
+		   "  \"stage\": 2}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:2:3: duplicate member "
+				       "\"zero_optimization.stage\" (first at "
+				       "line 1)"));
+	write_file("ds.json", "{\"gradient_clipping\": NaN}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:23: JSON syntax error: "
+				       "'NaN' is not a value"));
+	/* the rest of Hjson and of YAML: single quotes, bare words, a
+	 * quoteless key, an open comment, a second object, no object */
 	write_file("ds.json", "{'zero_optimization': {\"stage\": 1}}");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", NULL, 0), GM_EINVAL);
 	assert_non_null(strstr(diag.msg, "ds.json:1:2: JSON syntax error: a "
-				       "single-quoted string"));
-	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 1,}}");
-	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
-			      "ds.json\n", NULL, 0), GM_EINVAL);
-	assert_non_null(strstr(diag.msg, "ds.json:1:35: JSON syntax error: a "
-				       "',' before '}'"));
+				       "member name must be a double-quoted "
+				       "string"));
 	write_file("ds.json", "{\"bf16\": {\"enabled\": yes}}");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", NULL, 0), GM_EINVAL);
 	assert_non_null(strstr(diag.msg, "ds.json:1:22: JSON syntax error: "
-				       "'yes' is not a JSON value"));
+				       "'yes' is not a value"));
+	write_file("ds.json", "{zero_optimization: {\"stage\": 1}}");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:2: JSON syntax error: a "
+				       "member name must be a double-quoted "
+				       "string"));
+	write_file("ds.json", "{\"bf16\": {}} /* end\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:14: JSON syntax error: a "
+				       "comment '/*' without its closing "
+				       "'*/'"));
 	write_file("ds.json", "{\"bf16\": {}}\n{}");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", NULL, 0), GM_EINVAL);
 	assert_non_null(strstr(diag.msg, "ds.json:2:1: JSON syntax error"));
+	write_file("ds.json", "[{\"bf16\": {}}]");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:1:1: a DeepSpeed config is "
+				       "a JSON object ({ ... }), not an "
+				       "array"));
 	write_file("ds.json", "{\"optimizer\": {\"type\": \"Lamb\"}}");
 	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
 			      "ds.json\n", NULL, 0), GM_EINVAL);
