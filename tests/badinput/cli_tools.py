@@ -374,5 +374,31 @@ p = run(["fit", os.path.join(ROOT, "tests", "data", "plan",
                              "llama-2-7b-h200.yaml"), "--gpu", "l4"])
 expect("fit-none-fits-exit-1", p.returncode == 1, "rc %d" % p.returncode)
 
+# Warnings name the command that gave them ("gpumem plan: warning:", as
+# models/README.md shows its messages), in plan and fit alike; no line
+# is prefixed with the bare program name.
+V100 = os.path.join(ROOT, "models", "llama-2-7b.yaml")
+for cmd in ("plan", "fit"):
+    p = run([cmd, V100, "--gpu", "v100-32gb"])
+    lines = [ln for ln in p.stderr.splitlines() if "warning:" in ln]
+    expect(cmd + "-warning-prefix", lines and all(
+        ln.startswith("gpumem %s: warning: " % cmd) for ln in lines),
+        p.stderr[-400:])
+
+# Typos of options and commands get the spec keys' "did you mean".
+for name, args, hint in (
+        ("plan-gpus", ["plan", V100, "--gpus", "h100"], "'--gpu'"),
+        ("fit-global_batch", ["fit", V100, "--global_batch", "8"],
+         "'--global-batch'"),
+        ("plan-format-eq", ["plan", V100, "--formt=json"], "'--format'"),
+        ("gpus-format", ["gpus", "--fromat", "json"], "'--format'"),
+        ("replay-format", ["replay", "--formats", "json", "x"], "'--format'"),
+        ("verify-quik", ["verify", "--quik"], "'--quick'"),
+        ("command-plna", ["plna"], "'plan'"),
+        ("help-plna", ["help", "plna"], "'plan'")):
+    check("did-you-mean-" + name, args, 2, "did you mean %s?" % hint)
+check("no-hint-far-option", ["plan", V100, "--zzzzzzzz"], 2,
+      "unknown option '--zzzzzzzz'\n")
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

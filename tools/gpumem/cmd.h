@@ -14,6 +14,7 @@
 #include "model.h"
 #include "spec.h"
 
+#include <getopt.h>
 #include <stdio.h>
 
 struct gm_cmd {
@@ -36,9 +37,16 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
  * Report getopt_long's error c ('?' unknown option, ':' missing value;
  * the optstring must start with ':' and opterr be 0) the same way in
  * every subcommand: "option '--x' needs a value" or "unknown option
- * '--y'". Returns GM_EXIT_USAGE.
+ * '--y'; did you mean '--x'?", the hint from opts, getopt_long's table,
+ * NULL: none). Returns GM_EXIT_USAGE.
  */
-int gm_cmd_option_error(const char *name, int c, char **argv);
+int gm_cmd_option_error(const char *name, int c, char **argv,
+			const struct option *opts);
+/* "unknown option '--gpus'; did you mean '--gpu'?" for arg (its
+ * "=VALUE" left out) against opts (getopt_long's table, NULL: no
+ * hint). Returns GM_EXIT_USAGE. */
+int gm_cmd_unknown_option(const char *name, const char *arg,
+			  const struct option *opts);
 
 /*
  * Print an error message "gpumem NAME: MSG" on stderr; when MSG starts
@@ -82,8 +90,9 @@ void gm_plan_args_init(struct gm_plan_args *a);
  * Take getopt_long's answer c for `gpumem NAME` (optstring starting
  * with ':', long options 's' set, 'f' format, 'v' svg, 'c' catalog,
  * 'r' reserve-model, 'F' fraction, 'L' limit, 'H' html). Returns 0 when c was a shared option and was
- * taken, -1 when c is the caller's own, or GM_EXIT_USAGE after a usage
- * message (bad value, missing value, unknown option).
+ * taken, -1 when c is the caller's own or unknown ('?': the caller says
+ * so with its table, gm_cmd_unknown_option), or GM_EXIT_USAGE after a
+ * usage message (bad value, missing value).
  */
 int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			char **argv);

@@ -300,8 +300,8 @@ int gm_cmd_fit(int argc, char **argv)
 			code = GM_EXIT_OK;
 			goto out;
 		default:
-			code = gm_cmd_usage_error("fit", "unknown option "
-						  "'%s'", argv[optind - 1]);
+			code = gm_cmd_unknown_option("fit", argv[optind - 1],
+						     opts);
 			goto out;
 		}
 	}

@@ -313,8 +313,8 @@ int gm_cmd_plan(int argc, char **argv)
 			help();
 			return GM_EXIT_OK;
 		default:
-			return gm_cmd_usage_error("plan", "unknown option "
-						  "'%s'", argv[optind - 1]);
+			return gm_cmd_unknown_option("plan", argv[optind - 1],
+						     opts);
 		}
 	}
 	if (gpu && gm_plan_args_sets(&a, "hardware.gpu"))

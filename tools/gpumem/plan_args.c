@@ -161,9 +161,6 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 	case ':':
 		return gm_cmd_usage_error(name, "%s needs a value",
 					  argv[optind - 1]);
-	case '?':
-		return gm_cmd_usage_error(name, "unknown option '%s'",
-					  argv[optind - 1]);
 	}
 	return -1;
 }
