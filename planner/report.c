@@ -303,6 +303,24 @@ static void change_cols(struct gm_val *r, const char *prefix,
 	}
 }
 
+char *gm_fit_tflops_text(const struct gm_fit *f, char *buf, size_t len)
+{
+	bool fp16 = f->gpu.sm_major > 0 && f->gpu.sm_major < 8;
+
+	if (!(f->gpu.bf16_tflops > 0))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, fp16 ? "%.4g (fp16)" : "%.4g",
+			 f->gpu.bf16_tflops);
+	return buf;
+}
+
+char *gm_fit_bandwidth_text(const struct gm_fit *f, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.4g", f->gpu.bandwidth_gbps);
+	return buf;
+}
+
 /* bf16 TFLOP/s of row i: a number, "125 (fp16)" in a table where the
  * card has no bf16 (before sm_80: the catalog lists its fp16 figure), or
  * null where not known. */
@@ -314,8 +332,7 @@ static void tflops_set(struct gm_val *r, const struct gm_fit *f,
 	if (f->gpu.bf16_tflops > 0 && fp16 && table) {
 		char t[48];
 
-		snprintf(t, sizeof(t), "%.4g (fp16)", f->gpu.bf16_tflops);
-		gm_obj_set_str(r, key, t);
+		gm_obj_set_str(r, key, gm_fit_tflops_text(f, t, sizeof(t)));
 	} else if (f->gpu.bf16_tflops > 0) {
 		gm_obj_set_real(r, key, f->gpu.bf16_tflops);
 	} else {

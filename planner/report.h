@@ -64,6 +64,12 @@ struct gm_val *gm_fit_report(const struct gm_fit_doc *d,
  * "search_refused" says why. */
 void gm_fit_change_set(struct gm_val *row, const struct gm_fit_change *c);
 
+/* A fit row's bf16 TFLOP/s and bandwidth (GB/s) as its table prints
+ * them (the output layer's 4 significant digits; "125 (fp16)" for a
+ * card without bf16, "-" where not known): the HTML page's cells too. */
+char *gm_fit_tflops_text(const struct gm_fit *f, char *buf, size_t len);
+char *gm_fit_bandwidth_text(const struct gm_fit *f, char *buf, size_t len);
+
 /* The same as one line of words into buf ("--set KEY=VALUE ... (N
  * GPUs, ...)", or why nothing fits); returns buf. */
 char *gm_fit_change_text(const struct gm_fit_change *c, char *buf,

@@ -240,7 +240,7 @@ static const char *framework_words(const struct gm_run *r)
 {
 	switch (r->wrap) {
 	case GM_WRAP_SINGLE:
-		return "plain PyTorch on one rank per replica, no wrapper";
+		return "plain PyTorch on one GPU, no wrapper";
 	case GM_WRAP_DDP:
 		return "PyTorch DistributedDataParallel";
 	case GM_WRAP_DDP_ZERO1:
@@ -264,7 +264,9 @@ static const char *framework_words(const struct gm_run *r)
 	case GM_WRAP_INFERENCE:
 		break;
 	}
-	return "PyTorch inference (model.generate with a KV cache)";
+	return r->generate_length ? "PyTorch inference (model.generate with "
+	       "a KV cache)" : "PyTorch inference (one forward pass over the "
+	       "prompt that fills the KV cache)";
 }
 
 /* What each tensor of the model states is, in words. */
@@ -281,12 +283,13 @@ static void precision_li(FILE *out, const struct gm_run *r)
 	switch (r->wrap) {
 	case GM_WRAP_LORA:
 	case GM_WRAP_QLORA:
-		li(out, "Precision %s: the base model frozen in %s (no "
-		   "gradients, no optimizer states); the LoRA adapters "
+		li(out, "Precision %s: the base model frozen, with no "
+		   "gradients or optimizer states, in %s; the LoRA adapters "
 		   "(rank %llu on %s) trained in fp32 with their gradients "
 		   "and %s states%s.", pn,
-		   r->wrap == GM_WRAP_QLORA ? "4-bit NF4 (double quantized; "
-		   "the other parameters in fp32)" : d,
+		   r->wrap == GM_WRAP_QLORA ? "4-bit NF4 with double "
+		   "quantization (its linears; the other parameters in fp32)" :
+		   d,
 		   (unsigned long long)r->lora_rank,
 		   r->n_lora_targets ? r->lora_targets : "no module",
 		   gm_optimizer_name(r->optimizer),
@@ -360,8 +363,8 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 	if (r->offload_optimizer != GM_OFFLOAD_NONE ||
 	    r->offload_parameters != GM_OFFLOAD_NONE)
 		li(out, "Offload (DeepSpeed ZeRO-Offload): optimizer states "
-		   "%s, parameters %s; host memory is in the figures' host "
-		   "row.", r->offload_optimizer != GM_OFFLOAD_NONE ?
+		   "%s, parameters %s; the host holds what is offloaded "
+		   "(plan's JSON: host_bytes).", r->offload_optimizer != GM_OFFLOAD_NONE ?
 		   gm_offload_name(r->offload_optimizer) : "on the GPU",
 		   r->offload_parameters != GM_OFFLOAD_NONE ?
 		   gm_offload_name(r->offload_parameters) : "on the GPU");

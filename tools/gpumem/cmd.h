@@ -11,6 +11,7 @@
 
 #include "emit.h"
 #include "fit.h"
+#include "fit_search.h"
 #include "model.h"
 #include "spec.h"
 
@@ -113,7 +114,8 @@ void gm_plan_spec_warn(const char *name, const struct gm_spec *spec);
 int gm_plan_write_html(const char *path, const struct gm_spec *spec,
 		       const struct gm_model_opts *opts,
 		       const struct gm_plan *plans, const struct gm_fit *fits,
-		       size_t n, struct gm_diag *diag);
+		       const struct gm_fit_change *changes, size_t n,
+		       struct gm_diag *diag);
 
 int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_verify(int argc, char **argv);

@@ -411,7 +411,7 @@ int gm_cmd_fit(int argc, char **argv)
 		goto out;
 	}
 	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plans, fits,
-					 m, &diag)) {
+					 changes, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --html: %s\n", diag.msg);
 		goto out;
 	}

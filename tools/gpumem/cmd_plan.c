@@ -389,7 +389,7 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, 1,
+	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, NULL, 1,
 					 &diag)) {
 		fprintf(stderr, "gpumem plan: --html: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
