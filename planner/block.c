@@ -70,6 +70,8 @@ struct nd {
 	double red;        /* that sum's staging buffer (reduce.h) */
 	bool alias;        /* an add: its inputs' gradients are the
 			    * incoming one (a cast where dtypes differ) */
+	bool vgrad;        /* its inputs' gradients are views of the
+			    * incoming one, whatever their sizes */
 	bool core;
 };
 
@@ -563,10 +565,31 @@ static int dropout(struct gm_blk *b, int x)
  * cast back, dropout, the product with v (again a copy of v), and the
  * transpose's contiguous copy.
  */
+/* The widths of an attention's q (Q = heads x hd), k (K) and v (V =
+ * K / hd x vd) and the head dims of q/k (hd) and of v (vd). */
+struct attn_w {
+	double Q, K, V, hd, vd;
+};
+
+static int attention_w(struct gm_blk *b, int q, int k, int v,
+		       const struct attn_w *aw);
+
 static int attention(struct gm_blk *b, int q, int k, int v)
 {
 	const struct gm_step_shape *sh = b->sh;
-	double T = sh->tok, C = sh->c, Q = sh->q;
+	struct attn_w aw = {sh->q, sh->kv, sh->kv, sh->head_dim, sh->head_dim};
+
+	return attention_w(b, q, k, v, &aw);
+}
+
+/* The attention with the widths of aw (attention's contract above;
+ * MLA's v head dim differs from q/k's). */
+static int attention_w(struct gm_blk *b, int q, int k, int v,
+		       const struct attn_w *aw)
+{
+	const struct gm_step_shape *sh = b->sh;
+	double T = sh->tok, C = sh->c, Q = aw->Q, K = aw->K;
+	double Qv = Q / aw->hd * aw->vd; /* the output's width */
 	double S = T * sh->heads * sh->seq; /* b x a x s x s */
 	int qc = q, kc = k, vc = v, o;
 
@@ -583,7 +606,7 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 	if (sh->autocast && b->t[v].eb != C)
 		vc = cast(b, v, C);
 	if (!sh->eager) {
-		double e = b->t[qc].eb, hd = sh->head_dim;
+		double e = b->t[qc].eb, hd = aw->hd;
 		double hp = ceil(hd / 8) * 8, w = hp / hd;
 		bool pad = e == 2 && hp != hd;
 		int lse, qp = qc, kp = kc, vp = vc;
@@ -600,10 +623,10 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 		 * multi/measured-h200x2.json). */
 		if (pad) {
 			qp = op(b, T * Q * w, e, (int[]){qc, END}, NULL);
-			kp = op(b, T * sh->kv * w, e, (int[]){kc, END}, NULL);
-			vp = op(b, T * sh->kv * w, e, (int[]){vc, END}, NULL);
+			kp = op(b, T * K * w, e, (int[]){kc, END}, NULL);
+			vp = op(b, T * aw->V * w, e, (int[]){vc, END}, NULL);
 		}
-		o = tnew(b, T * Q * w, e);
+		o = tnew(b, T * Qv * w, e);
 		lse = tnew(b, T * sh->heads, 4);
 		d = node(b, (int[]){qp, kp, vp, END}, (int[]){o, END},
 			 (int[]){qp, kp, vp, o, lse, END});
@@ -614,15 +637,26 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 		 * group */
 		d->tmp = T * sh->heads * ceil(hp / 32) * 32 * 4 +
 			 T * sh->heads * 4 +
-			 (sh->kv < Q ? 2 * T * Q * w * e : 0);
+			 (K < Q ? 2 * T * Q * w * e : 0);
 		d->tmp_after = true;
 		drop(b, lse);
 		if (pad) {
-			int oc = op(b, T * Q, e, (int[]){o, END}, NULL);
+			int oc = op(b, T * Qv, e, (int[]){o, END}, NULL);
 
 			drop(b, qp);
 			drop(b, kp);
 			drop(b, vp);
+			drop(b, o);
+			o = oc;
+		} else if (aw->vd != aw->hd) {
+			/* v's head dim not q's: not the flash kernel, whose
+			 * output is laid out (b, s, a, d); the one sdpa picks
+			 * then returns (b, a, s, d), and sdpa_attention_
+			 * forward's transpose(1, 2).contiguous() copies it
+			 * (the H200 trace of native-deepseekv3-2l-bf16true-
+			 * sgd: 32 MiB at sdpa_attention.py:168) */
+			int oc = op(b, T * Qv, e, (int[]){o, END}, NULL);
+
 			drop(b, o);
 			o = oc;
 		}
@@ -630,10 +664,10 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 		double e = b->t[qc].eb, me;
 		int qm, km, s1, s2, s3, p, pq, pd, pm, vm, o1;
 		/* repeat_kv: GQA's k, v expanded to all heads */
-		if (sh->kv < Q) {
+		if (K < Q) {
 			int kr = op(b, T * Q, b->t[kc].eb,
 				    (int[]){kc, END}, NULL);
-			int vr = op(b, T * Q, b->t[vc].eb,
+			int vr = op(b, T * Qv, b->t[vc].eb,
 				    (int[]){vc, END}, NULL);
 			if (kc != k)
 				drop(b, kc);
@@ -681,8 +715,8 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 			drop(b, p);
 		pd = dropout(b, pq);
 		pm = sh->autocast && b->t[pd].eb != C ? cast(b, pd, C) : pd;
-		vm = op(b, T * Q, b->t[vc].eb, (int[]){vc, END}, NULL);
-		o1 = op(b, T * Q, b->t[pm].eb, (int[]){pm, vm, END},
+		vm = op(b, T * Qv, b->t[vc].eb, (int[]){vc, END}, NULL);
+		o1 = op(b, T * Qv, b->t[pm].eb, (int[]){pm, vm, END},
 			(int[]){pm, vm, END});
 		drop(b, vm);
 		if (pm != pd)
@@ -690,7 +724,7 @@ static int attention(struct gm_blk *b, int q, int k, int v)
 		drop(b, pd);
 		if (vc != v)
 			drop(b, vc);
-		o = op(b, T * Q, b->t[o1].eb, (int[]){o1, END}, NULL);
+		o = op(b, T * Qv, b->t[o1].eb, (int[]){o1, END}, NULL);
 		drop(b, o1);
 		b->core = false;
 		return o;
@@ -830,8 +864,8 @@ static void backward(struct gm_blk *b, int out)
 			const struct tn *o = &b->t[d->out[0]];
 			if (x->nog)
 				continue;
-			if (d->alias && x->eb == o->eb &&
-			    x->gbytes == o->gbytes) {
+			if (d->vgrad || (d->alias && x->eb == o->eb &&
+					 x->gbytes == o->gbytes)) {
 				b->gref[g0]++;
 				gset(b, d->in[i], g0, false);
 			} else {
@@ -968,6 +1002,11 @@ void gm_blk_alias_last(struct gm_blk *b)
 	b->n[b->nn - 1].alias = true;
 }
 
+void gm_blk_view_grads_last(struct gm_blk *b)
+{
+	b->n[b->nn - 1].vgrad = true;
+}
+
 void gm_blk_output_next(struct gm_blk *b)
 {
 	b->want_out = true;
@@ -982,6 +1021,50 @@ void gm_blk_node(struct gm_blk *b, const int *in, const int *out,
 int gm_blk_view(struct gm_blk *b, int x, double n)
 {
 	return tview(b, x, n);
+}
+
+int gm_blk_op(struct gm_blk *b, double n, double eb, const int *in,
+	      const int *sv)
+{
+	return op(b, n, eb, in, sv);
+}
+
+int gm_blk_tensor(struct gm_blk *b, double n, double eb)
+{
+	int x = tnew(b, n, eb);
+
+	b->t[x].nog = true;
+	return x;
+}
+
+void gm_blk_set_tmp(struct gm_blk *b, double bytes, bool after)
+{
+	if (b->nn <= 0)
+		return;
+	b->n[b->nn - 1].tmp = bytes;
+	b->n[b->nn - 1].tmp_after = after;
+}
+
+/*
+ * torch.nn.functional.grouped_mm (transformers integrations/moe.py
+ * _grouped_mm: grouped_mm(input.to(weight.dtype), weight, offs)): the
+ * output in the weight's dtype, which is the parameters' (sh->r: fp32
+ * under *-mixed, the 16-bit dtype otherwise); GroupedMmBackward saves
+ * the input (and the weight, a parameter).
+ */
+int gm_blk_grouped_mm(struct gm_blk *b, int x, double rows, double in,
+		      double out)
+{
+	double wb = b->sh->r;
+	int xc = b->t[x].eb == wb ? x : cast(b, x, wb), o;
+
+	(void)in;
+	o = tnew(b, rows * out, wb);
+	b->trains = true; /* the experts' weight */
+	node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
+	if (xc != x)
+		drop(b, xc);
+	return o;
 }
 
 void gm_blk_drop(struct gm_blk *b, int x)
@@ -1045,6 +1128,7 @@ int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
 {
 	return attention(b, q, k, v);
 }
+
 
 void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v)
 {

@@ -57,6 +57,9 @@ double gm_blk_eb(const struct gm_blk *b, int x);
 void gm_blk_set_grad_bytes(struct gm_blk *b, int x, double bytes);
 /* The last node passes its gradient through (an add: no new tensor). */
 void gm_blk_alias_last(struct gm_blk *b);
+/* The last node's inputs' gradients are views of its incoming one (a
+ * cat's backward narrows it): nothing is allocated for them. */
+void gm_blk_view_grads_last(struct gm_blk *b);
 /* The next tensor made is the block's output (GM_BLK_OUT). */
 void gm_blk_output_next(struct gm_blk *b);
 /* A node without a new output: in (get gradients), out, saved sv. */
@@ -64,6 +67,17 @@ void gm_blk_node(struct gm_blk *b, const int *in, const int *out,
 		 const int *sv);
 /* A view of x (its storage) of n elements. */
 int gm_blk_view(struct gm_blk *b, int x, double n);
+/* An op of the inputs in (get gradients) with one new output of n
+ * elements of eb bytes, saving sv (may be NULL). */
+int gm_blk_op(struct gm_blk *b, double n, double eb, const int *in,
+	      const int *sv);
+/* A new tensor of n elements of eb bytes that no recorded node makes and
+ * that does not require grad (indices, an empty_like buffer). */
+int gm_blk_tensor(struct gm_blk *b, double n, double eb);
+/* The last node's backward temporary of the given bytes: allocated
+ * before its inputs' gradients (after them with after), freed when the
+ * node is done. */
+void gm_blk_set_tmp(struct gm_blk *b, double bytes, bool after);
 /* Python drops a reference to x (a view: to its storage). */
 void gm_blk_drop(struct gm_blk *b, int x);
 /* x.to(dtype of eb bytes). */
@@ -87,6 +101,14 @@ int gm_blk_rms_norm(struct gm_blk *b, int x);
 int gm_blk_head_rms_norm(struct gm_blk *b, int x);
 /* apply_rotary_pos_emb for one of q, k. */
 int gm_blk_rotary(struct gm_blk *b, int x);
+/* torch.nn.functional.grouped_mm of x (rows x in, sorted by expert)
+ * with the experts' 3-D weight (experts x in x out, the parameters'
+ * dtype): rows x out in the weight's dtype. Not on autocast's lists:
+ * transformers casts the input to the weight's dtype (a copy it saves
+ * where the dtypes differ); saves its input; the weight's gradient is
+ * the parameter's (step.c). */
+int gm_blk_grouped_mm(struct gm_blk *b, int x, double rows, double in,
+		      double out);
 /* Dropout of x (replaces it; x itself without training dropout). */
 int gm_blk_dropout(struct gm_blk *b, int x);
 /* The attention function: q, k, v -> tok x q (sdpa or eager as the

@@ -10,6 +10,7 @@
 #include "block.h"
 #include "loop.h"
 #include "loss.h"
+#include "megatron_moe.h"
 #include "model_megatron.h"
 #include "error.h"
 #include "recipe.h"
@@ -471,7 +472,8 @@ static void loss_program(const struct ctx *c, struct gm_step *st,
  * final norm (the aggregates are used then).
  */
 static int block_program(const struct ctx *c, struct gm_step_block *blk,
-			 double s, double b, bool head, bool in_no_grad)
+			 double s, double b, bool head, bool in_no_grad,
+			 bool moe_layer)
 {
 	const struct gm_spec *sp = c->spec;
 	const struct gm_spec_model *m = &sp->model;
@@ -495,6 +497,17 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.heads = (double)m->attention_heads / c->t,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
+		.experts = (double)m->experts,
+		.topk = (double)m->experts_per_token,
+		.ffn_expert = (double)m->moe_ffn_hidden_size / c->t,
+		.ffn_shared = (double)m->shared_experts *
+			      (double)m->moe_ffn_hidden_size / c->t,
+		.moe_layer = moe_layer,
+		.q_lora = (double)m->q_lora_rank,
+		.kv_lora = (double)m->kv_lora_rank,
+		.rope_dim = (double)m->qk_rope_head_dim,
+		.nope_dim = (double)m->qk_nope_head_dim,
+		.v_dim = (double)m->v_head_dim,
 		.qkv_bias = m->qkv_bias,
 		.kv_cache = gm_loop_kv_cache(sp),
 		.adapter = &sp->training,
@@ -1253,12 +1266,13 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				      GM_OPT_ADAFACTOR};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
+	bool moe = c->fam->moe;
 	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
-		    !block_program(c, &st.blk, x->s, x->b, false, false);
+		    !block_program(c, &st.blk, x->s, x->b, false, false, moe);
 
 	/* the final norm op by op where there is one */
 	if (prog && x->head_saved > 0 &&
-	    !block_program(c, &st.head, x->s, x->b, true, false))
+	    !block_program(c, &st.head, x->s, x->b, true, false, false))
 		st.head_saved = 0;
 	/* LoRA: the frozen embedding's output does not require grad, so the
 	 * first block's ops on it alone record nothing (PeftModel.__init__
@@ -1269,7 +1283,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	 * copy) */
 	if (prog && c->first && adapter_on(c) &&
 	    c->spec->training.adapter == GM_ADAPTER_LORA &&
-	    block_program(c, &st.blk0, x->s, x->b, false, true))
+	    block_program(c, &st.blk0, x->s, x->b, false, true, moe))
 		prog = false;
 	/* the embedding output: how long the model's forward names it
 	 * (the family's embed_out: LlamaModel and GPT2Model keep
@@ -1388,7 +1402,8 @@ static void megatron_stage(const struct ctx *c, struct gm_terms *T)
 		if (!gm_step_peak(&st, (1u << kinds[i]) | GM_STEP_NOGROUP,
 				  &pk))
 			*term[i] = pk.peak;
-	T->workspace = 2 * mg.workspace + mg.te_workspace;
+	T->workspace = 2 * mg.workspace + mg.te_workspace +
+		       mg.te_group_n * mg.te_group_ws;
 	sequence_peak(c, &st, T);
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		struct gm_blocks bs = {0};
@@ -1620,6 +1635,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	rc = gm_params_layout(&spec->model, &pl, diag);
 	if (rc)
 		return rc;
+	/* Megatron-Core builds its own MoE layer (megatron_moe.h) */
+	gm_mg_moe_layout(spec, &pl);
 	snprintf(out->name, sizeof(out->name), "%s", spec->name);
 	shape_describe(spec, out->shape, sizeof(out->shape));
 	out->gpu = *gpu;

@@ -207,6 +207,7 @@ static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
 	gm_obj_set_uint(o, "tensor_parallel", r->tp);
 	gm_obj_set_uint(o, "pipeline_parallel", r->pp);
 	gm_obj_set_uint(o, "virtual_pipeline_stages", r->vpp);
+	gm_obj_set_uint(o, "expert_parallel", r->ep);
 	gm_obj_set_bool(o, "sequence_parallel", r->sequence_parallel);
 	gm_obj_set_uint(o, "zero_stage", r->zero_stage);
 	gm_obj_set_bool(o, "fsdp", fsdp);

@@ -51,6 +51,7 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->tp = one(pa->tensor_parallel);
 	r->pp = one(pa->pipeline_parallel);
 	r->vpp = one(pa->virtual_pipeline_stages);
+	r->ep = one(pa->expert_parallel);
 	r->gpus = r->dp * r->tp * r->pp;
 	r->sequence_parallel = pa->sequence_parallel;
 	r->experts = s->model.experts;
@@ -146,6 +147,9 @@ char *gm_run_sharding_text(const struct gm_run *r, char *buf, size_t len)
 		ADD(", pipeline parallel %llu", (unsigned long long)r->pp);
 	if (r->vpp > 1)
 		ADD(" (%llu virtual stages)", (unsigned long long)r->vpp);
+	if (r->ep > 1)
+		ADD(", expert parallel %llu (within data x tensor parallel)",
+		    (unsigned long long)r->ep);
 #undef ADD
 	return buf;
 }
@@ -189,6 +193,7 @@ void gm_run_set(struct gm_val *o, const struct gm_run *r)
 	gm_obj_set_uint(p, "tensor_parallel", r->tp);
 	gm_obj_set_uint(p, "pipeline_parallel", r->pp);
 	gm_obj_set_uint(p, "virtual_pipeline_stages", r->vpp);
+	gm_obj_set_uint(p, "expert_parallel", r->ep);
 	gm_obj_set_bool(p, "sequence_parallel", r->sequence_parallel);
 	gm_obj_set_uint(p, "zero_stage", r->zero_stage);
 	gm_obj_set_bool(p, "fsdp", fsdp);
@@ -368,10 +373,18 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		   gm_offload_name(r->offload_optimizer) : "on the GPU",
 		   r->offload_parameters != GM_OFFLOAD_NONE ?
 		   gm_offload_name(r->offload_parameters) : "on the GPU");
-	if (r->experts)
+	if (r->experts && r->ep > 1)
 		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
-		   "per token, %llu shared; each rank holds every expert of "
-		   "its layers (expert parallel is not modelled).",
+		   "per token, %llu shared; each MoE layer's experts split "
+		   "over %llu ranks (expert parallel, expert tensor parallel "
+		   "1, all-to-all dispatch).", (unsigned long long)r->experts,
+		   (unsigned long long)r->experts_per_token,
+		   (unsigned long long)r->shared_experts,
+		   (unsigned long long)r->ep);
+	else if (r->experts)
+		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
+		   "per token, %llu shared; every rank holds every expert of "
+		   "its layers (no expert parallel).",
 		   (unsigned long long)r->experts,
 		   (unsigned long long)r->experts_per_token,
 		   (unsigned long long)r->shared_experts);

@@ -35,8 +35,9 @@ struct gm_run {
 	bool train;
 	enum gm_wrap wrap;
 	enum gm_framework framework;
-	/* GPUs in all = dp x tp x pp */
-	uint64_t gpus, dp, tp, pp, vpp;
+	/* GPUs in all = dp x tp x pp; ep (Megatron-Core's expert parallel)
+	 * splits each MoE layer's experts over ranks of dp x tp */
+	uint64_t gpus, dp, tp, pp, vpp, ep;
 	bool sequence_parallel;
 	unsigned zero_stage;
 	enum gm_fsdp_mp fsdp_mp;          /* under GM_WRAP_FSDP2, *-mixed */
@@ -83,7 +84,7 @@ char *gm_run_batch_text(const struct gm_run *r, char *buf, size_t len);
 /*
  * The JSON keys (planner/README.md): "gpus": N, "parallelism":
  * {data_parallel, tensor_parallel, pipeline_parallel,
- * virtual_pipeline_stages, sequence_parallel, zero_stage, fsdp,
+ * virtual_pipeline_stages, expert_parallel, sequence_parallel, zero_stage, fsdp,
  * fsdp_mixed_precision (null unless fsdp), distributed_optimizer,
  * offload_optimizer, offload_parameters}, "batch": training
  * {micro_batch, gradient_accumulation_steps, global_batch,

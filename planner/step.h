@@ -209,6 +209,17 @@ struct gm_step_shape {
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;
 	double c, r;            /* compute, residual bytes per element */
+	/* MoE families: the routed experts (model.experts), the top-k
+	 * (experts_per_token), one expert's FFN width per tensor-parallel
+	 * rank (moe_ffn_hidden_size / t), the shared experts' FFN width
+	 * (shared_experts x moe_ffn_hidden_size / t); moe_layer: this
+	 * block's MLP is routed (else dense, of width ffn) */
+	double experts, topk, ffn_expert, ffn_shared;
+	bool moe_layer;
+	/* multi-head latent attention (GM_FK_MLA): q_lora_rank (0: one
+	 * q_proj), kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim,
+	 * v_head_dim */
+	double q_lora, kv_lora, rope_dim, nope_dim, v_dim;
 	/* training.adapter lora (NULL or adapter none: every weight
 	 * trains): the base weights are frozen, and the linears a family's
 	 * block names (gm_blk_linear_named) that match lora_targets carry

@@ -225,6 +225,7 @@ const struct gm_family gm_family_bert = {
 	 * autocast's list), probabilities cast as the value */
 	.attn = {.mask = false, .softmax_fp32 = false, .probs_as_query = false},
 	.block = block,
+	.adapter = true,
 	.final_norm = NULL,
 	.embed_out = GM_EMBED_OUT_FREE,
 	.embed_mask = 1,

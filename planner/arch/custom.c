@@ -53,6 +53,7 @@ const struct gm_family gm_family_custom = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = gm_llama_block,
+	.adapter = true,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

@@ -90,10 +90,12 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	 * the experts' 3-D parameters, the shared experts' MLP */
 	gm_params_add(l, "layers.*.mlp.gate.weight", E, h, rep);
 	gm_params_blocks(l, k, L);
+	/* not autocast-cast (grouped_mm, as mixtral.c says) */
 	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       lin);
+		       GM_PT_LAYER | GM_PT_TP);
 	gm_params_blocks(l, k, L);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F, lin);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
+		       GM_PT_LAYER | GM_PT_TP);
 	gm_params_blocks(l, k, L);
 	if (Fs) {
 		gm_params_add(l, "layers.*.mlp.shared_experts.gate_proj", Fs,

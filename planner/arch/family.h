@@ -131,6 +131,10 @@ struct gm_family {
 	 * block input GM_BLK_IN; its last op's output is GM_BLK_OUT. NULL:
 	 * no program (the analytic saved list is replayed instead). */
 	void (*block)(struct gm_blk *b);
+	/* The block names its linears and models them frozen with LoRA
+	 * (block.c's frozen linears): training.adapter is planned (with a
+	 * causal-lm head); false refuses it (spec_rules.c). */
+	bool adapter;
 	/* The final norm of x (the last block's output); NULL: the model
 	 * has none (post-norm blocks). Returns the norm's output. */
 	int (*final_norm)(struct gm_blk *b, int x);

@@ -231,6 +231,7 @@ const struct gm_family gm_family_gpt2 = {
 	.dropout = true,
 	.attn = {.mask = true, .softmax_fp32 = false, .probs_as_query = false},
 	.block = block,
+	.adapter = true,
 	.final_norm = final_norm,
 	.embed_out = GM_EMBED_OUT_SUM,
 	.embed_mask = 1,

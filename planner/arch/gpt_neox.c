@@ -16,16 +16,21 @@
  * (torch's gelu, which saves only its input). GPT-NeoX-20B's config.json
  * names "gelu_fast" (activations.py GELUFastActivation, evaluated op by
  * op), whose backward keeps more FFN-wide tensors: not modelled.
- * Training has no op-by-op block program yet: the replay runs the
- * analytic saved-tensor list below.
+ * Training runs GPTNeoXLayer op by op (block), read off transformers
+ * 5.17.0's modeling_gpt_neox.py; no H200 run of the family exists, its
+ * pieces are the builders checked on the other families' traces
+ * (LayerNorm and biased linears: GPT-2's; sdpa and rotary: Llama's).
  */
 #include "arch/family.h"
 #include "arch/llama.h"
 
 #include "activations.h"
+#include "block.h"
 #include "loss.h"
 #include "params.h"
 #include "step_emit.h"
+
+#include <math.h>
 
 /* GPTNeoXConfig's default rotary_pct: the share of a head's channels
  * apply_rotary_pos_emb turns (the rest is passed through and
@@ -147,6 +152,96 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	return out;
 }
 
+/*
+ * apply_rotary_pos_emb of GPT-NeoX for one of q, k (x, tokens x hidden,
+ * a view of the fused output): x[..., :rotary_ndims] turned as Llama's
+ * (block.c's rotary on that slice), then torch.cat with the passed
+ * x[..., rotary_ndims:] into a new tensor (the wider dtype: the turned
+ * part is the residual dtype's under autocast). Each slice's backward
+ * (SliceBackward) makes a zero tensor of x's size and copies its part in;
+ * the cat's backward narrows its incoming gradient (views).
+ */
+static int rotary_partial(struct gm_blk *b, int x)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, N = T * sh->hidden;
+	double nr = floor(sh->head_dim * ROTARY_PCT) * sh->heads * T;
+	double eb = gm_blk_eb(b, x);
+	int xr, xp, re, o;
+
+	xr = gm_blk_view(b, x, 0);
+	gm_blk_node(b, (int[]){x, GM_BLK_END}, (int[]){xr, GM_BLK_END}, NULL);
+	xp = gm_blk_view(b, x, 0);
+	gm_blk_node(b, (int[]){x, GM_BLK_END}, (int[]){xp, GM_BLK_END}, NULL);
+	gm_blk_set_grad_bytes(b, xr, nr * eb);
+	gm_blk_set_grad_bytes(b, xp, (N - nr) * eb);
+	re = gm_blk_rotary(b, xr);
+	gm_blk_drop(b, xr);
+	o = gm_blk_op(b, N, gm_blk_eb(b, re) > eb ? gm_blk_eb(b, re) : eb,
+		      (int[]){re, xp, GM_BLK_END}, NULL);
+	gm_blk_view_grads_last(b);
+	gm_blk_drop(b, re);
+	gm_blk_drop(b, xp);
+	return o;
+}
+
+/*
+ * GPTNeoXLayer.forward with use_parallel_residual, op by op:
+ * input_layernorm; query_key_value (biased) viewed per head and chunked
+ * into q, k, v (views; the chunk's backward concatenates their
+ * gradients); the partial rotary on q and k; the cache; the attention
+ * (q, k, v at hidden width: no grouped heads); dense; the MLP on
+ * post_attention_layernorm of the same layer input (dense_h_to_4h,
+ * gelu, dense_4h_to_h); mlp_output + attn_output + hidden_states, left
+ * to right. hidden_dropout and attention_dropout are 0 (no op).
+ */
+static void block(struct gm_blk *b)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, h = sh->hidden, F = sh->ffn;
+	int n1, qkv, q, k, v, qe, ke, at, o, n2, m1, a, m2, s1;
+
+	n1 = gm_blk_layer_norm(b, GM_BLK_IN);
+	qkv = gm_blk_linear_named(b, "query_key_value", n1, h, 3 * h, true);
+	q = gm_blk_view(b, qkv, 0);
+	k = gm_blk_view(b, qkv, 0);
+	v = gm_blk_view(b, qkv, 0);
+	gm_blk_set_grad_bytes(b, q, T * h * gm_blk_eb(b, qkv));
+	gm_blk_set_grad_bytes(b, k, T * h * gm_blk_eb(b, qkv));
+	gm_blk_set_grad_bytes(b, v, T * h * gm_blk_eb(b, qkv));
+	gm_blk_node(b, (int[]){qkv, GM_BLK_END},
+		    (int[]){q, k, v, GM_BLK_END}, NULL);
+	gm_blk_drop(b, qkv);
+	qe = rotary_partial(b, q);
+	ke = rotary_partial(b, k);
+	gm_blk_drop(b, q);
+	gm_blk_drop(b, k);
+	gm_blk_kv_cache(b, &ke, &v);
+	at = gm_blk_attention(b, qe, ke, v);
+	gm_blk_drop(b, qe);
+	gm_blk_drop(b, ke);
+	gm_blk_drop(b, v);
+	o = gm_blk_linear_named(b, "dense", at, h, h, true);
+	gm_blk_drop(b, at);
+	gm_blk_drop(b, n1);
+	n2 = gm_blk_layer_norm(b, GM_BLK_IN);
+	m1 = gm_blk_linear_named(b, "dense_h_to_4h", n2, h, F, true);
+	a = gm_blk_ew(b, m1, GM_BLK_END, (int[]){m1, GM_BLK_END});
+	gm_blk_drop(b, m1);
+	m2 = gm_blk_linear_named(b, "dense_4h_to_h", a, F, h, true);
+	gm_blk_drop(b, a);
+	gm_blk_drop(b, n2);
+	s1 = gm_blk_add(b, m2, o);
+	gm_blk_drop(b, m2);
+	gm_blk_drop(b, o);
+	gm_blk_output_next(b);
+	gm_blk_add(b, s1, GM_BLK_IN);
+	gm_blk_drop(b, s1);
+	/* GPTNeoXModel's loop holds the layer's input until the layer
+	 * returns */
+	gm_blk_drop(b, GM_BLK_IN);
+}
+
 /* GPTNeoXModel's final_layer_norm (nn.LayerNorm). */
 static int final_norm(struct gm_blk *b, int x)
 {
@@ -177,7 +272,7 @@ const struct gm_family gm_family_gpt_neox = {
 	/* hidden_dropout 0, attention_dropout 0 */
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = NULL,
+	.block = block,
 	.final_norm = final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

@@ -77,12 +77,14 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_add(l, "down_proj input", C, 0)->f = 1;
 }
 
-/* LlamaDecoderLayer.forward, op by op (arch/llama.h). */
-void gm_llama_block(struct gm_blk *b)
+/* LlamaDecoderLayer.forward's attention half, op by op (arch/llama.h):
+ * input_layernorm, q/k/v, rotary, the cache, the attention, o_proj, the
+ * residual add and post_attention_layernorm. */
+int gm_llama_block_attention(struct gm_blk *b, int *n2)
 {
 	const struct gm_step_shape *sh = gm_blk_shape(b);
-	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
-	int n1, q, k, v, qe, ke, at, o, r1, n2, g, s, u, m, d;
+	double h = sh->hidden, Q = sh->q, K = sh->kv;
+	int n1, q, k, v, qe, ke, at, o, r1;
 
 	n1 = gm_blk_rms_norm(b, GM_BLK_IN);
 	q = gm_blk_linear_named(b, "q_proj", n1, h, Q, sh->qkv_bias);
@@ -102,7 +104,16 @@ void gm_llama_block(struct gm_blk *b)
 	gm_blk_drop(b, n1);
 	r1 = gm_blk_add(b, GM_BLK_IN, o);
 	gm_blk_drop(b, o);
-	n2 = gm_blk_rms_norm(b, r1);
+	*n2 = gm_blk_rms_norm(b, r1);
+	return r1;
+}
+
+/* LlamaMLP on n2 of width ffn and the second residual add (arch/llama.h). */
+void gm_llama_block_mlp(struct gm_blk *b, int r1, int n2, double ffn)
+{
+	double h = gm_blk_shape(b)->hidden, F = ffn;
+	int g, s, u, m, d;
+
 	g = gm_blk_linear_named(b, "gate_proj", n2, h, F, false);
 	s = gm_blk_ew(b, g, GM_BLK_END, (int[]){g, GM_BLK_END});
 	u = gm_blk_linear_named(b, "up_proj", n2, h, F, false);
@@ -123,6 +134,14 @@ void gm_llama_block(struct gm_blk *b)
 	 * copy did not save it; the H200 trace of
 	 * llama-134m-bf16true-sgd-seq8192) */
 	gm_blk_drop(b, GM_BLK_IN);
+}
+
+/* LlamaDecoderLayer.forward, op by op (arch/llama.h). */
+void gm_llama_block(struct gm_blk *b)
+{
+	int n2, r1 = gm_llama_block_attention(b, &n2);
+
+	gm_llama_block_mlp(b, r1, n2, gm_blk_shape(b)->ffn);
 }
 
 /* LlamaModel's final norm (self.norm, an RMSNorm). */
@@ -251,6 +270,7 @@ const struct gm_family gm_family_llama = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = gm_llama_block,
+	.adapter = true,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

@@ -20,6 +20,17 @@ struct gm_blk;
 uint32_t gm_llama_infer_attention(struct gm_em *e, uint64_t l,
 				  const struct gm_em_fwd *f, uint32_t *n2);
 
+/* Training (block.h's builders): LlamaDecoderLayer's attention half,
+ * from input_layernorm of the block input to the residual add, which it
+ * returns; *n2 = post_attention_layernorm's output. */
+int gm_llama_block_attention(struct gm_blk *b, int *n2);
+
+/* LlamaMLP of width ffn (gate_proj, SiLU, up_proj, the product,
+ * down_proj) on n2, which it drops, then the residual add with r1 (the
+ * block's output) and the end of the layer (r1 and the block input
+ * dropped). */
+void gm_llama_block_mlp(struct gm_blk *b, int r1, int n2, double ffn);
+
 /* gm_family_llama's entries (family.h: block, final_norm, infer_embed,
  * infer_pre, infer_layer, infer_head). */
 void gm_llama_block(struct gm_blk *b);

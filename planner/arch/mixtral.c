@@ -12,14 +12,17 @@
  * grouped_mm forward (transformers 5.17's default experts
  * implementation, moe.c gm_moe_infer_experts), so it does not depend on
  * the split either.
- * Training has no op-by-op block program yet: the replay runs the
- * analytic saved-tensor list below.
+ * Training runs MixtralDecoderLayer op by op (block): Llama's attention
+ * half (llama.c), then the router and the grouped_mm experts of moe.c
+ * as transformers 5.17.0 runs them; the analytic saved-tensor list below
+ * is the closed form of the same tensors.
  */
 #include "arch/family.h"
 #include "arch/llama.h"
 #include "arch/moe.h"
 
 #include "activations.h"
+#include "block.h"
 #include "loss.h"
 #include "params.h"
 #include "step_emit.h"
@@ -51,10 +54,14 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
 		      GM_PT_LAYER | GM_PT_MATMUL);
 	/* MixtralExperts: (experts, 2 x ffn, hidden), (experts, hidden,
-	 * ffn), split over the ffn by tensor parallelism */
+	 * ffn), split over the ffn by tensor parallelism; not GM_PT_MATMUL:
+	 * grouped_mm is not on autocast's lists, so autocast makes no 16-bit
+	 * copy of them (integrations/moe.py _grouped_mm; the H200 trace of
+	 * accelerate-qwen3moe-2l-bf16mixed has none) */
 	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       lin);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F, lin);
+		       GM_PT_LAYER | GM_PT_TP);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
+		       GM_PT_LAYER | GM_PT_TP);
 	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
 	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
 		      GM_PT_LAYER);
@@ -75,6 +82,16 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_attention(l, st, false);
 	gm_act_norm(l, st, true, 1, "router input");
 	gm_moe_saved(l, st);
+}
+
+/* MixtralDecoderLayer.forward, op by op: Llama's attention half, then
+ * MixtralSparseMoeBlock (router_jitter_noise 0: no jitter) and the
+ * residual add. */
+static void block(struct gm_blk *b)
+{
+	int n2, r1 = gm_llama_block_attention(b, &n2);
+
+	gm_moe_block_mlp(b, r1, n2, false);
 }
 
 /* One MixtralDecoderLayer in inference: the attention as Llama's, then
@@ -104,7 +121,7 @@ const struct gm_family gm_family_mixtral = {
 	/* attention_dropout 0; router_jitter_noise 0 */
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = NULL,
+	.block = block,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

@@ -17,6 +17,7 @@
 #include "arch/moe.h"
 
 #include "activations.h"
+#include "block.h"
 #include "step_emit.h"
 
 /*
@@ -44,6 +45,185 @@ void gm_moe_saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_add(l, "expert down output", R, 0)->h = k;
 	l->transient.f = 0;
 	l->transient.fe = R * 2 * k;
+}
+
+/* ==== Training: the routed MLP op by op (block.h's builders) ==== */
+
+#define END GM_BLK_END
+
+static double maxd(double a, double c)
+{
+	return a > c ? a : c;
+}
+
+/*
+ * MixtralTopKRouter.forward (transformers 5.17.0 models/mixtral/
+ * modeling_mixtral.py) and Qwen3MoeTopKRouter.forward (models/qwen3_moe/
+ * modeling_qwen3_moe.py) on x (tokens x hidden): router_logits =
+ * F.linear(x, weight) (autocast's 16 bits, or x's dtype); their fp32
+ * copy (Mixtral's .float(), Qwen3-MoE's softmax(dtype=float): freed once
+ * the softmax, which saves its output, has run); topk's values (fp32)
+ * and int64 indices (TopkBackward saves the indices); the in-place
+ * division by their sum (autograd saves a clone of the values and the
+ * sum). Qwen3-MoE casts the weights back to the logits' dtype
+ * (to_logits); Mixtral keeps them in fp32. Qwen3-MoE divides only
+ * where norm_topk_prob (true in Qwen3-30B-A3B's and Qwen3-235B-A22B's
+ * config.json), which the spec does not say: the division is planned,
+ * a clone of tokens x top-k fp32. Returns the weights, *idx the
+ * indices, *lg the logits (the block's `_` until it returns).
+ */
+static int router_softmax(struct gm_blk *b, int x, bool to_logits, int *idx,
+			  int *lg)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, E = sh->experts, k = sh->topk;
+	int lf, p, v, sm, vc, w;
+
+	*lg = gm_blk_linear_named(b, "gate", x, sh->hidden, E, false);
+	lf = gm_blk_eb(b, *lg) == 4 ? *lg : gm_blk_cast(b, *lg, 4);
+	p = gm_blk_ew(b, lf, END, (int[]){GM_BLK_OUTP, END});
+	if (lf != *lg)
+		gm_blk_drop(b, lf);
+	*idx = gm_blk_tensor(b, T * k, 8);
+	v = gm_blk_op(b, T * k, 4, (int[]){p, END}, (int[]){*idx, END});
+	gm_blk_drop(b, p);
+	sm = gm_blk_op(b, T, 4, (int[]){v, END}, NULL);
+	vc = gm_blk_tensor(b, T * k, 4);
+	w = gm_blk_view(b, v, 0);
+	gm_blk_set_grad_bytes(b, w, T * k * 4);
+	gm_blk_node(b, (int[]){v, sm, END}, (int[]){w, END},
+		    (int[]){vc, sm, END});
+	gm_blk_drop(b, vc);
+	gm_blk_drop(b, sm);
+	gm_blk_drop(b, v);
+	if (to_logits && gm_blk_eb(b, *lg) != 4) {
+		int wc = gm_blk_cast(b, w, gm_blk_eb(b, *lg));
+		gm_blk_drop(b, w);
+		w = wc;
+	}
+	return w;
+}
+
+/*
+ * grouped_mm_experts_forward (transformers 5.17.0 integrations/moe.py,
+ * the experts implementation transformers picks on CUDA for sm80+) on x
+ * (T tokens x hidden), the top-k weights w and indices idx, S = T x top-k
+ * rows: torch.sort of the expert ids (int64 values and permutation; cub's
+ * scratch, freed inside, left out), perm // top_k, the gather
+ * x[perm // top_k] (IndexBackward saves the indices), the weights in
+ * that order, histc's int32 input, the sentinel mask (bool) and the
+ * in-place masked_fill_ of the gathered rows; gate_up's grouped_mm, its
+ * masked_fill (a new tensor; the grouped_mm output is freed), chunk,
+ * SiLU (saves the gate half, which keeps the whole masked gate_up), the
+ * product (saves both halves' results); down's grouped_mm and its
+ * masked_fill; the product with the weights (promoted: fp32 with
+ * Mixtral's fp32 weights); inv_perm (empty_like, arange freed), the
+ * rows put back in token order (IndexBackward saves inv_perm), their
+ * view as tokens x top-k x hidden summed over the top-k (its backward
+ * reshapes the expanded gradient: a copy of S rows), and .to(x's dtype).
+ * Returns the output (T x hidden, x's dtype).
+ */
+static int experts(struct gm_blk *b, int x, int w, int idx)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, k = sh->topk, S = T * k, H = sh->hidden;
+	double F = sh->ffn_expert, R = gm_blk_eb(b, x);
+	int eg, perm, pk, g, sw, hi, mask, gv, o1, mo, gate, up, sg, pr;
+	int o2, mo2, wo, inv, ar, wp, fs, out;
+	double ew, eo;
+
+	(void)idx;
+	eg = gm_blk_tensor(b, S, 8);
+	perm = gm_blk_tensor(b, S, 8);
+	pk = gm_blk_tensor(b, S, 8);
+	g = gm_blk_op(b, S * H, R, (int[]){x, END}, (int[]){pk, END});
+	sw = gm_blk_op(b, S, gm_blk_eb(b, w), (int[]){w, END},
+		       (int[]){perm, END});
+	hi = gm_blk_tensor(b, S, 4);
+	mask = gm_blk_tensor(b, S, 1);
+	gv = gm_blk_view(b, g, 0);
+	gm_blk_set_grad_bytes(b, gv, S * H * R);
+	gm_blk_node(b, (int[]){g, END}, (int[]){gv, END},
+		    (int[]){mask, END});
+	gm_blk_drop(b, g);
+	o1 = gm_blk_grouped_mm(b, gv, S, H, 2 * F);
+	ew = gm_blk_eb(b, o1);
+	mo = gm_blk_op(b, S * 2 * F, ew, (int[]){o1, END},
+		       (int[]){mask, END});
+	gm_blk_drop(b, o1);
+	gate = gm_blk_view(b, mo, 0);
+	up = gm_blk_view(b, mo, 0);
+	gm_blk_set_grad_bytes(b, gate, S * F * ew);
+	gm_blk_set_grad_bytes(b, up, S * F * ew);
+	gm_blk_node(b, (int[]){mo, END}, (int[]){gate, up, END}, NULL);
+	sg = gm_blk_op(b, S * F, ew, (int[]){gate, END}, (int[]){gate, END});
+	pr = gm_blk_op(b, S * F, ew, (int[]){sg, up, END},
+		       (int[]){sg, up, END});
+	gm_blk_drop(b, sg);
+	gm_blk_drop(b, gate);
+	gm_blk_drop(b, up);
+	gm_blk_drop(b, mo);
+	gm_blk_drop(b, gv);
+	o2 = gm_blk_grouped_mm(b, pr, S, F, H);
+	gm_blk_drop(b, pr);
+	mo2 = gm_blk_op(b, S * H, ew, (int[]){o2, END}, (int[]){mask, END});
+	gm_blk_drop(b, o2);
+	eo = maxd(ew, gm_blk_eb(b, sw));
+	wo = gm_blk_op(b, S * H, eo, (int[]){mo2, sw, END},
+		       (int[]){mo2, sw, END});
+	/* MulBackward0: the weights' gradient from grad x rows (S rows in
+	 * the product's dtype, summed over hidden), and the rows' from
+	 * grad x weights, cast to their dtype where it differs */
+	gm_blk_set_tmp(b, S * H * eo * (ew != eo ? 2 : 1), false);
+	gm_blk_drop(b, mo2);
+	inv = gm_blk_tensor(b, S, 8);
+	ar = gm_blk_tensor(b, S, 8);
+	gm_blk_drop(b, ar);
+	wp = gm_blk_op(b, S * H, eo, (int[]){wo, END}, (int[]){inv, END});
+	gm_blk_drop(b, wo);
+	fs = gm_blk_op(b, T * H, eo, (int[]){wp, END}, NULL);
+	out = eo == R ? fs : gm_blk_cast(b, fs, R);
+	gm_blk_drop(b, eg);
+	gm_blk_drop(b, hi);
+	gm_blk_drop(b, wp);
+	if (out != fs)
+		gm_blk_drop(b, fs);
+	gm_blk_drop(b, perm);
+	gm_blk_drop(b, pk);
+	gm_blk_drop(b, inv);
+	gm_blk_drop(b, sw);
+	gm_blk_drop(b, mask);
+	return out;
+}
+
+int gm_moe_block_routed(struct gm_blk *b, int x, bool to_logits)
+{
+	int idx, lg, w = router_softmax(b, x, to_logits, &idx, &lg);
+	int o = experts(b, x, w, idx);
+
+	gm_blk_drop(b, lg);
+	gm_blk_drop(b, w);
+	gm_blk_drop(b, idx);
+	return o;
+}
+
+int gm_moe_block_experts(struct gm_blk *b, int x, int w, int idx)
+{
+	return experts(b, x, w, idx);
+}
+
+void gm_moe_block_mlp(struct gm_blk *b, int r1, int n2, bool to_logits)
+{
+	int mo = gm_moe_block_routed(b, n2, to_logits);
+
+	gm_blk_drop(b, n2);
+	gm_blk_output_next(b);
+	gm_blk_add(b, r1, mo);
+	gm_blk_drop(b, mo);
+	gm_blk_drop(b, r1);
+	/* the decoder loop holds the layer's input until the layer
+	 * returns, as LlamaModel's does */
+	gm_blk_drop(b, GM_BLK_IN);
 }
 
 /*

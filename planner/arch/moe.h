@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct gm_act_layer;
+struct gm_blk;
 struct gm_act_style;
 struct gm_em;
 struct gm_em_fwd;
@@ -22,6 +23,24 @@ struct gm_em_fwd;
  * gm_act_norm(..., 1, "router input")), and set the MLP's transient.
  */
 void gm_moe_saved(struct gm_act_layer *l, const struct gm_act_style *st);
+
+/*
+ * Training, op by op (block.h's builders): the softmax top-k router
+ * (Mixtral's; Qwen3-MoE's with to_logits, which casts the weights to
+ * the logits' dtype) and the grouped_mm experts on x (tokens x hidden);
+ * returns the MLP's output (x's dtype). The caller drops x.
+ */
+int gm_moe_block_routed(struct gm_blk *b, int x, bool to_logits);
+
+/* The grouped_mm experts alone on x with the router's top-k weights w
+ * and indices idx (a family's own router); returns their output. */
+int gm_moe_block_experts(struct gm_blk *b, int x, int w, int idx);
+
+/* A MoE decoder layer's second half after its attention half (r1 the
+ * residual, n2 post_attention_layernorm's output, dropped):
+ * gm_moe_block_routed on n2, the residual add (the block's output), the
+ * end of the layer (r1 and the block input dropped). */
+void gm_moe_block_mlp(struct gm_blk *b, int r1, int n2, bool to_logits);
 
 /*
  * Inference: the routed experts over T tokens whose routing (top-k

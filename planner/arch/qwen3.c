@@ -88,13 +88,14 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_act_add(l, "down_proj input", C, 0)->f = 1;
 }
 
-/* Qwen3DecoderLayer.forward, op by op: llama.c's block with
- * q_norm(q_proj(x).view(..., head_dim)) and the same for k. */
-static void block(struct gm_blk *b)
+/* Qwen3DecoderLayer.forward's attention half, op by op: llama.c's
+ * with q_norm(q_proj(x).view(..., head_dim)) and the same for k
+ * (arch/qwen3.h). */
+int gm_qwen3_block_attention(struct gm_blk *b, int *n2)
 {
 	const struct gm_step_shape *sh = gm_blk_shape(b);
-	double h = sh->hidden, Q = sh->q, K = sh->kv, F = sh->ffn;
-	int n1, q, k, v, qn, kn, qe, ke, at, o, r1, n2, g, s, u, m, d;
+	double h = sh->hidden, Q = sh->q, K = sh->kv;
+	int n1, q, k, v, qn, kn, qe, ke, at, o, r1;
 
 	n1 = gm_blk_rms_norm(b, GM_BLK_IN);
 	q = gm_blk_linear_named(b, "q_proj", n1, h, Q, false);
@@ -118,24 +119,18 @@ static void block(struct gm_blk *b)
 	gm_blk_drop(b, n1);
 	r1 = gm_blk_add(b, GM_BLK_IN, o);
 	gm_blk_drop(b, o);
-	n2 = gm_blk_rms_norm(b, r1);
-	g = gm_blk_linear_named(b, "gate_proj", n2, h, F, false);
-	s = gm_blk_ew(b, g, GM_BLK_END, (int[]){g, GM_BLK_END});
-	u = gm_blk_linear_named(b, "up_proj", n2, h, F, false);
-	m = gm_blk_ew(b, s, u, (int[]){s, u, GM_BLK_END});
-	gm_blk_drop(b, g);
-	gm_blk_drop(b, s);
-	gm_blk_drop(b, u);
-	d = gm_blk_linear_named(b, "down_proj", m, F, h, false);
-	gm_blk_drop(b, m);
-	gm_blk_drop(b, n2);
-	gm_blk_output_next(b);
-	gm_blk_add(b, r1, d);
-	gm_blk_drop(b, d);
-	gm_blk_drop(b, r1);
-	/* Qwen3Model's loop holds the layer's input until the layer
-	 * returns, as LlamaModel's does */
-	gm_blk_drop(b, GM_BLK_IN);
+	*n2 = gm_blk_rms_norm(b, r1);
+	return r1;
+}
+
+/* Qwen3DecoderLayer.forward: the attention half, then Llama's MLP half
+ * (Qwen3Model's loop holds the layer's input until the layer returns,
+ * as LlamaModel's does). */
+static void block(struct gm_blk *b)
+{
+	int n2, r1 = gm_qwen3_block_attention(b, &n2);
+
+	gm_llama_block_mlp(b, r1, n2, gm_blk_shape(b)->ffn);
 }
 
 /* Qwen3DecoderLayer's attention half in inference (arch/qwen3.h). */
@@ -204,6 +199,7 @@ const struct gm_family gm_family_qwen3 = {
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
 	.block = block,
+	.adapter = true,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

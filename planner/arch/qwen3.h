@@ -11,6 +11,12 @@
 
 struct gm_act_layer;
 struct gm_act_style;
+struct gm_blk;
+
+/* Training (block.h's builders): Qwen3DecoderLayer's attention half,
+ * from input_layernorm of the block input to the residual add, which it
+ * returns; *n2 = post_attention_layernorm's output. */
+int gm_qwen3_block_attention(struct gm_blk *b, int *n2);
 
 /* The attention half's saved tensors in training: input_layernorm,
  * q/k/v's inputs, q_norm's and k_norm's inputs, the attention core. */

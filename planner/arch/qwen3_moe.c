@@ -12,8 +12,10 @@
  * The router is Mixtral's (softmax over the experts in fp32, top-k,
  * renormalised where norm_topk_prob, which changes no tensor's size);
  * the experts run as moe.c says (grouped_mm in training). No shared
- * expert, no biases. Training has no op-by-op block program yet: the
- * replay runs the analytic saved-tensor list below, as for mixtral.
+ * expert, no biases. Training runs Qwen3MoeDecoderLayer op by op
+ * (block): Qwen3's attention half (qwen3.c), then the router (whose
+ * weights are cast back to the logits' dtype) and the grouped_mm experts
+ * of moe.c, as transformers 5.17.0 runs them.
  */
 #include "arch/family.h"
 #include "arch/llama.h"
@@ -21,6 +23,7 @@
 #include "arch/qwen3.h"
 
 #include "activations.h"
+#include "block.h"
 #include "loss.h"
 #include "params.h"
 #include "step_emit.h"
@@ -54,9 +57,11 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	/* Qwen3MoeTopKRouter.weight (experts, hidden): replicated */
 	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
 		      GM_PT_LAYER | GM_PT_MATMUL);
+	/* not autocast-cast (grouped_mm, as mixtral.c says) */
 	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       lin);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F, lin);
+		       GM_PT_LAYER | GM_PT_TP);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
+		       GM_PT_LAYER | GM_PT_TP);
 	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
 	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
 		      GM_PT_LAYER);
@@ -73,6 +78,15 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 	gm_qwen3_saved_attention(l, st);
 	gm_act_norm(l, st, true, 1, "router input");
 	gm_moe_saved(l, st);
+}
+
+/* Qwen3MoeDecoderLayer.forward, op by op: Qwen3's attention half, then
+ * Qwen3MoeSparseMoeBlock and the residual add. */
+static void block(struct gm_blk *b)
+{
+	int n2, r1 = gm_qwen3_block_attention(b, &n2);
+
+	gm_moe_block_mlp(b, r1, n2, true);
 }
 
 /* One Qwen3MoeDecoderLayer in inference: Qwen3's attention half, the
@@ -108,7 +122,7 @@ const struct gm_family gm_family_qwen3_moe = {
 	/* attention_dropout 0 */
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = NULL,
+	.block = block,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,

@@ -316,6 +316,90 @@ static void head_program(void **state)
 	assert_int_equal(gm_block_head_build(&s, &p) != 0, 1);
 }
 
+/* How many forward allocations of exactly `bytes` p makes. */
+static int forward_count(const struct gm_step_block *p, double bytes)
+{
+	int k = 0;
+
+	for (int i = 0; i < p->n_fwd; i++)
+		k += p->op[i].op == GM_BOP_ALLOC && p->op[i].bytes == bytes;
+	return k;
+}
+
+/* A MoE shape: 4 experts, top-2, expert width 48 (S = 8 rows); MLA's
+ * widths for deepseek-v3. */
+static struct gm_step_shape moe_shape(enum gm_arch net, bool autocast)
+{
+	struct gm_step_shape s = shape(net, autocast);
+
+	s.dropout = false;
+	s.ffn = 128;
+	s.experts = 4;
+	s.topk = 2;
+	s.ffn_expert = 48;
+	s.ffn_shared = 32;
+	s.moe_layer = true;
+	s.q_lora = 32;
+	s.kv_lora = 16;
+	s.rope_dim = 8;
+	s.nope_dim = 16;
+	s.v_dim = 16;
+	return s;
+}
+
+/* MixtralSparseMoeBlock under grouped_mm_experts_forward (bf16, no
+ * autocast; the H200 trace of native-mixtral-2l-bf16true-sgd): the
+ * gathered rows (S x hidden), gate_up's grouped_mm and its masked_fill
+ * (S x 2 ffn each), SiLU and the product (S x ffn), down's grouped_mm and
+ * its masked_fill (S x hidden), the rows weighted by the fp32 weights and
+ * their token-order copy (S x hidden fp32), the fp32 sum over the top-k
+ * and its cast back (tokens x hidden). */
+static void mixtral_experts(void **state)
+{
+	struct gm_step_shape s = moe_shape(GM_ARCH_MIXTRAL, false);
+	struct gm_step_block p;
+	double S = 8, H = 64, F = 48;
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	balanced(&p);
+	assert_int_equal(forward_count(&p, S * 2 * F * 2), 2);
+	assert_int_equal(forward_count(&p, S * F * 2), 2);
+	assert_int_equal(forward_count(&p, S * H * 4), 2);
+	/* Qwen3-MoE casts its weights to the logits' dtype: the weighted
+	 * rows stay bf16 */
+	s = moe_shape(GM_ARCH_QWEN3_MOE, false);
+	s.q = 64;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	balanced(&p);
+	assert_int_equal(forward_count(&p, S * H * 4), 0);
+}
+
+/* Every new family's program builds and balances in each regime:
+ * bf16 and autocast, sdpa and eager, full and selective checkpointing;
+ * deepseek-v3 with a dense and a routed MLP. */
+static void moe_families(void **state)
+{
+	static const enum gm_arch fam[] = {
+		GM_ARCH_MIXTRAL, GM_ARCH_QWEN3_MOE, GM_ARCH_DEEPSEEK_V3,
+		GM_ARCH_GPT_NEOX};
+	(void)state;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++)
+		for (int v = 0; v < 10; v++) {
+			struct gm_step_shape s = moe_shape(fam[f], v & 1);
+			struct gm_step_block p;
+
+			s.eager = v & 2;
+			s.moe_layer = !(v & 4);
+			s.ckpt = v == 8 ? GM_STEP_CKPT_SELECTIVE :
+				 v == 9 ? GM_STEP_CKPT_FULL : GM_STEP_CKPT_NONE;
+			assert_int_equal(gm_block_build(&s, &p), 0);
+			assert_true(p.n > p.n_fwd);
+			if (s.ckpt == GM_STEP_CKPT_NONE)
+				balanced(&p);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +411,8 @@ int main(void)
 		cmocka_unit_test(checkpointing),
 		cmocka_unit_test(bias_staging),
 		cmocka_unit_test(head_program),
+		cmocka_unit_test(mixtral_experts),
+		cmocka_unit_test(moe_families),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
