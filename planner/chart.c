@@ -255,7 +255,10 @@ int gm_chart_fit(FILE *out, const struct gm_plan *plans,
 		 const struct gm_fit *fits, size_t n)
 {
 	const double row_h = 24, bar_h = 14, region = 480, right_w = 36 * CHAR_W;
-	const char *what = "each GPU at its largest micro-batch (GiB)";
+	/* inference has a batch, no accumulation */
+	bool train = !n || plans[0].run.train;
+	const char *what = train ? "each GPU at its largest micro-batch (GiB)"
+				 : "each GPU at its largest batch (GiB)";
 	double name_w = 0, maxv = 0, width, height, legend_y = 44, y0, lx;
 	double v[GM_CHART_PARTS], bx, step, title_w;
 	const char *model = n ? plans[0].name : "";
@@ -334,7 +337,8 @@ int gm_chart_fit(FILE *out, const struct gm_plan *plans,
 		"font-weight=\"bold\">%s</text>\n<text x=\"%.1f\" "
 		"y=\"%.0f\" font-weight=\"bold\">GiB used / capacity</text>\n",
 		bx + region / 2, y0 + n * row_h + 32, bx + region + 12, y0 - 26,
-		fits ? "micro-batch \xc3\x97 accumulation:" : "",
+		!fits ? "" : train ? "micro-batch \xc3\x97 accumulation:" :
+		"batch:",
 		bx + region + 12, y0 - 12);
 	for (size_t i = 0; i < n; i++) {
 		const struct gm_plan *p = &plans[i];
@@ -380,7 +384,10 @@ int gm_chart_fit(FILE *out, const struct gm_plan *plans,
 		}
 		fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">",
 			bx + region + 12, y + 11, ok ? "#222" : "#b00");
-		if (fits && fits[i].max_micro_batch)
+		if (fits && fits[i].max_micro_batch && !train)
+			fprintf(out, "%llu: ", (unsigned long long)
+				fits[i].max_micro_batch);
+		else if (fits && fits[i].max_micro_batch)
 			fprintf(out, "%llu \xc3\x97 %llu: ",
 				(unsigned long long)fits[i].max_micro_batch,
 				(unsigned long long)

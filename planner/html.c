@@ -5,6 +5,7 @@
 
 #include "chart.h"
 #include "error.h"
+#include "report.h"
 #include "units.h"
 
 #include <string.h>
@@ -29,41 +30,6 @@ static double gib(double bytes)
 	return bytes / (double)GM_GiB;
 }
 
-static const char *recipe_words(enum gm_recipe r)
-{
-	switch (r) {
-	case GM_RECIPE_DEEPSPEED:
-		return "DeepSpeed's conventions: 16-bit weights and gradients, "
-		       "fp32 master weights inside the optimizer (the ZeRO "
-		       "paper's mixed-precision Adam)";
-	case GM_RECIPE_MEGATRON:
-		return "Megatron-LM's conventions: 16-bit weights with fp32 "
-		       "main gradients";
-	case GM_RECIPE_TORCH:
-		break;
-	}
-	return "PyTorch's conventions (AMP, Lightning precision names)";
-}
-
-static const char *precision_words(enum gm_precision p)
-{
-	switch (p) {
-	case GM_PREC_FP32:
-		return "everything in fp32";
-	case GM_PREC_FP16_MIXED:
-		return "fp32 weights, gradients and optimizer states, "
-		       "computed in fp16 under autocast";
-	case GM_PREC_BF16_MIXED:
-		return "fp32 weights, gradients and optimizer states, "
-		       "computed in bf16 under autocast";
-	case GM_PREC_FP16_TRUE:
-		return "everything in fp16";
-	case GM_PREC_BF16_TRUE:
-		return "everything in bf16";
-	}
-	return "";
-}
-
 static void model_words(FILE *out, const struct gm_spec *s,
 			const struct gm_plan *p)
 {
@@ -84,94 +50,15 @@ static void model_words(FILE *out, const struct gm_spec *s,
 		n >= 1e9 ? "billion" : "million");
 }
 
-/* Megatron-LM's precisions (planner/model_megatron.c). */
-static const char *megatron_precision_words(enum gm_precision p)
-{
-	switch (p) {
-	case GM_PREC_FP32:
-		return "everything in fp32";
-	case GM_PREC_FP16_MIXED:
-	case GM_PREC_FP16_TRUE:
-		return "fp16 weights and gradients, fp32 master weights, "
-		       "main gradients and Adam states";
-	case GM_PREC_BF16_MIXED:
-	case GM_PREC_BF16_TRUE:
-		break;
-	}
-	return "bf16 weights, fp32 main gradients, master weights and Adam "
-	       "states";
-}
-
+/* How the run is built: the model, then the run's description (run.h),
+ * the one the plan's table and JSON print, with the recipe's name. */
 static void run_words(FILE *out, const struct gm_spec *s,
-		      const struct gm_model_opts *o, const struct gm_plan *p,
-		      const struct gm_fit *fits)
+		      const struct gm_plan *p, bool fit)
 {
-	const struct gm_spec_parallel *pa = &s->parallelism;
-
 	fputs("<ul>\n", out);
 	model_words(out, s, p);
-	if (s->task == GM_TASK_TRAIN) {
-		const struct gm_spec_training *t = &s->training;
-
-		bool mg = t->framework == GM_FW_MEGATRON;
-
-		fprintf(out, "<li>Training with %s: %s (%s), optimizer %s.</li>\n",
-			recipe_words(mg ? GM_RECIPE_MEGATRON : o->recipe),
-			gm_precision_name(t->precision),
-			mg ? megatron_precision_words(t->precision) :
-			precision_words(t->precision),
-			gm_optimizer_name(t->optimizer));
-		if (fits)
-			fprintf(out, "<li>Sequences of %llu tokens, each GPU at "
-				"its largest micro-batch",
-				(unsigned long long)t->sequence_length);
-		else
-			fprintf(out, "<li>Micro-batch %llu of %llu tokens",
-				(unsigned long long)t->micro_batch_size,
-				(unsigned long long)t->sequence_length);
-		if (!fits && p->gradient_accumulation_steps > 1)
-			fprintf(out, ", %llu gradient-accumulation steps",
-				(unsigned long long)
-				p->gradient_accumulation_steps);
-		fprintf(out, "; activation checkpointing %s, attention %s.</li>\n",
-			gm_ckpt_name(t->activation_checkpointing),
-			gm_attn_name(t->attention));
-	} else {
-		const struct gm_spec_inference *in = &s->inference;
-
-		char batch[32];
-
-		snprintf(batch, sizeof(batch), "%llu",
-			 (unsigned long long)in->batch_size);
-		fprintf(out, "<li>Inference: weights %s, batch %s, prompt "
-			"%llu tokens, %llu generated, KV cache in %s.</li>\n",
-			gm_precision_name(in->precision),
-			fits ? "the largest on each GPU" : batch,
-			(unsigned long long)in->prompt_length,
-			(unsigned long long)in->generate_length,
-			gm_kv_dtype_name(in->kv_cache_dtype));
-	}
-	fprintf(out, "<li>Parallelism: %llu data-parallel rank%s",
-		(unsigned long long)pa->data_parallel,
-		pa->data_parallel == 1 ? "" : "s");
-	if (pa->zero_stage)
-		fprintf(out, " with ZeRO stage %u%s", pa->zero_stage,
-			pa->zero_stage == 3 ? " (FSDP full shard)" : "");
-	if (pa->tensor_parallel > 1)
-		fprintf(out, "; %llu-way tensor parallel (vocabulary %s%s)",
-			(unsigned long long)pa->tensor_parallel,
-			pa->tp_vocab == GM_TPV_REPLICATED ? "replicated" :
-			"sharded",
-			pa->sequence_parallel ? ", sequence parallel" : "");
-	if (pa->pipeline_parallel > 1)
-		fprintf(out, "; %llu pipeline stages (1F1B)",
-			(unsigned long long)pa->pipeline_parallel);
-	if (pa->expert_parallel > 1)
-		fprintf(out, "; each MoE layer's experts split over %llu "
-			"ranks (expert parallel, expert tensor parallel 1, "
-			"all-to-all dispatch)",
-			(unsigned long long)pa->expert_parallel);
-	fputs(".</li>\n</ul>\n", out);
+	gm_run_html(out, &p->run, p->recipe, fit);
+	fputs("</ul>\n", out);
 }
 
 static void assumptions(FILE *out, const struct gm_model_opts *o,
@@ -252,14 +139,18 @@ static void stage_table(FILE *out, const struct gm_plan *p)
 }
 
 static void fit_table(FILE *out, const struct gm_plan *plans,
-		      const struct gm_fit *f, size_t n)
+		      const struct gm_fit *f, const struct gm_fit_change *ch,
+		      size_t n, bool train)
 {
 	bool cap = n && f[0].gpu.cap_bytes;
+	char buf[1024];
 
 	fprintf(out, "<table>\n<tr><th>GPU</th><th>capacity GiB</th>%s"
-		"<th>largest micro-batch</th><th>accumulation steps</th>"
-		"<th>fewest GPUs</th><th>GiB used</th><th>bandwidth GB/s</th>"
-		"<th>bf16 TFLOP/s</th></tr>\n", cap ? "<th>cap GiB</th>" : "");
+		"<th>largest %s</th>%s<th>fewest GPUs</th><th>GiB used</th>"
+		"<th>bandwidth GB/s</th><th>bf16 TFLOP/s</th>%s</tr>\n",
+		cap ? "<th>cap GiB</th>" : "", train ? "micro-batch" : "batch",
+		train ? "<th>accumulation steps</th>" : "",
+		ch ? "<th>smallest change that fits</th>" : "");
 	for (size_t i = 0; i < n; i++) {
 		fputs("<tr><td>", out);
 		gm_chart_text(out, f[i].gpu.name);
@@ -269,24 +160,33 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 			fprintf(out, "<td>%.2f</td>",
 				gib((double)f[i].gpu.cap_bytes));
 		if (f[i].max_micro_batch)
-			fprintf(out, "<td>%llu</td><td>%llu</td>",
-				(unsigned long long)f[i].max_micro_batch,
-				(unsigned long long)
-				f[i].gradient_accumulation_steps);
+			fprintf(out, "<td>%llu</td>",
+				(unsigned long long)f[i].max_micro_batch);
 		else
-			fputs("<td class=\"no\">none</td><td>-</td>", out);
+			fputs("<td class=\"no\">none</td>", out);
+		if (train && f[i].max_micro_batch)
+			fprintf(out, "<td>%llu</td>", (unsigned long long)
+				f[i].gradient_accumulation_steps);
+		else if (train)
+			fputs("<td>-</td>", out);
 		if (f[i].min_gpus)
 			fprintf(out, "<td>%llu</td>",
 				(unsigned long long)f[i].min_gpus);
 		else
 			fputs("<td>-</td>", out);
-		fprintf(out, "<td>%.2f</td><td>%g</td>",
+		/* the table's figures, by its rules (report.h) */
+		fprintf(out, "<td>%.2f</td><td>%s</td>",
 			gib(plans[i].per_gpu.device_used),
-			f[i].gpu.bandwidth_gbps);
-		if (f[i].gpu.bf16_tflops > 0)
-			fprintf(out, "<td>%g</td></tr>\n", f[i].gpu.bf16_tflops);
-		else
-			fputs("<td>-</td></tr>\n", out);
+			gm_fit_bandwidth_text(&f[i], buf, sizeof(buf)));
+		fprintf(out, "<td>%s</td>",
+			gm_fit_tflops_text(&f[i], buf, sizeof(buf)));
+		if (ch) {
+			fputs("<td style=\"text-align:left\">", out);
+			gm_chart_text(out, gm_fit_change_text(&ch[i], buf,
+							      sizeof(buf)));
+			fputs("</td>", out);
+		}
+		fputs("</tr>\n", out);
 	}
 	fputs("</table>\n", out);
 }
@@ -333,46 +233,52 @@ static void plan_page(FILE *out, const struct gm_spec *s,
 	fputs("</div>\n<h2>The figures</h2>\n", out);
 	stage_table(out, p);
 	fputs("<h2>How the run is built</h2>\n", out);
-	run_words(out, s, o, p, NULL);
+	run_words(out, s, p, false);
 	fputs("<h2>Assumptions</h2>\n", out);
 	assumptions(out, o, p);
 }
 
 static void fit_page(FILE *out, const struct gm_spec *s,
 		     const struct gm_model_opts *o, const struct gm_plan *plans,
-		     const struct gm_fit *f, size_t n)
+		     const struct gm_fit *f, const struct gm_fit_change *ch,
+		     size_t n)
 {
+	bool train = s->task == GM_TASK_TRAIN;
+	const char *mb = train ? "micro-batch" : "batch";
 	char title[512];
 	size_t ok = 0;
 
 	for (size_t i = 0; i < n; i++)
 		ok += f[i].max_micro_batch > 0;
-	snprintf(title, sizeof(title), "gpumem fit: %s on %zu GPUs",
-		 n ? plans[0].name : "", n);
+	/* n card models of the catalog, each planned on its own: not one
+	 * run of n GPUs */
+	snprintf(title, sizeof(title), "gpumem fit: %s on %zu GPU model%s",
+		 n ? plans[0].name : "", n, n == 1 ? "" : "s");
 	head(out, title);
 	fputs("<h1>", out);
 	gm_chart_text(out, n ? plans[0].name : "");
-	fprintf(out, ": the largest micro-batch on %zu GPU%s</h1>\n<p>%zu of "
-		"them run it at micro-batch 1 or more", n, n == 1 ? "" : "s",
-		ok);
-	if (f[0].global_batch)
+	fprintf(out, ": the largest %s on each of %zu GPU model%s</h1>\n"
+		"<p>%zu of them run it at %s 1 or more", mb, n,
+		n == 1 ? "" : "s", ok, mb);
+	if (train && f[0].global_batch)
 		fprintf(out, ", with gradient accumulation to the global "
 			"batch of %llu", (unsigned long long)f[0].global_batch);
-	fputs(". Each bar is the GPU's memory at its largest micro-batch "
-	      "against its capacity (red).</p>\n<h2>Across cards</h2>\n<div "
-	      "class=\"chart\">\n", out);
+	fprintf(out, ". Each bar is the GPU's memory at its largest %s "
+		"against its capacity (red).</p>\n<h2>Across cards</h2>\n"
+		"<div class=\"chart\">\n", mb);
 	gm_chart_fit(out, plans, f, n);
 	fputs("</div>\n<h2>The figures</h2>\n", out);
-	fit_table(out, plans, f, n);
+	fit_table(out, plans, f, ch, n, train);
 	fputs("<h2>How the run is built</h2>\n", out);
-	run_words(out, s, o, &plans[0], f);
+	run_words(out, s, &plans[0], true);
 	fputs("<h2>Assumptions</h2>\n", out);
 	assumptions(out, o, &plans[0]);
 }
 
 int gm_plan_html(FILE *out, const struct gm_spec *spec,
 		 const struct gm_model_opts *opts, const struct gm_plan *plans,
-		 const struct gm_fit *fits, size_t n)
+		 const struct gm_fit *fits, const struct gm_fit_change *changes,
+		 size_t n)
 {
 	struct gm_model_opts d;
 
@@ -383,7 +289,7 @@ int gm_plan_html(FILE *out, const struct gm_spec *spec,
 	if (!n)
 		return GM_EINVAL;
 	if (fits)
-		fit_page(out, spec, opts, plans, fits, n);
+		fit_page(out, spec, opts, plans, fits, changes, n);
 	else
 		plan_page(out, spec, opts, plans);
 	fputs("<footer>Written by gpumem. GiB = 2<sup>30</sup> bytes.</footer>"

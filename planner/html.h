@@ -12,7 +12,9 @@
  * allocator, the cap) in words. GiB are 2^30 bytes.
  *
  * gm_plan_html(): fits NULL and n == 1 for gpumem plan; else plans[i] is
- * fits[i]'s GPU at its largest micro-batch. Errors: 0 or GM_EIO.
+ * fits[i]'s GPU at its largest micro-batch and changes (NULL: none)
+ * fits[i]'s search for the smallest change that fits. Errors: 0 or
+ * GM_EIO.
  */
 #ifndef GM_PLANNER_HTML_H
 #define GM_PLANNER_HTML_H
@@ -21,11 +23,13 @@
 #include <stdio.h>
 
 #include "fit.h"
+#include "fit_search.h"
 #include "model.h"
 #include "spec.h"
 
 int gm_plan_html(FILE *out, const struct gm_spec *spec,
 		 const struct gm_model_opts *opts, const struct gm_plan *plans,
-		 const struct gm_fit *fits, size_t n);
+		 const struct gm_fit *fits, const struct gm_fit_change *changes,
+		 size_t n);
 
 #endif

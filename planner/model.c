@@ -365,6 +365,7 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 	struct gm_recipe_states rs;
 	struct gm_diag diag;
 
+	out->run.wrap = GM_WRAP_INFERENCE;
 	if (sp->task != GM_TASK_TRAIN) {
 		snprintf(out->recipe, sizeof(out->recipe), "pytorch-inference-%s",
 			 gm_precision_name(sp->inference.precision));
@@ -398,6 +399,7 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 		if (!gm_recipe_adapter(&ai, &rs, &diag)) {
 			snprintf(out->recipe, sizeof(out->recipe), "%s",
 				 rs.name);
+			out->run.wrap = rs.wrap;
 			out->init_peak = rs.init_peak;
 			out->host = rs.host;
 			return;
@@ -406,9 +408,15 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 	if (gm_recipe_states(sp->training.framework, &in, &rs, &diag)) {
 		snprintf(out->recipe, sizeof(out->recipe), "%s",
 			 gm_framework_name(sp->training.framework));
+		out->run.wrap = sp->training.framework == GM_FW_DEEPSPEED ?
+				GM_WRAP_DEEPSPEED :
+				sp->training.framework == GM_FW_MEGATRON ?
+				GM_WRAP_MEGATRON : in.dp > 1 ? GM_WRAP_DDP :
+				GM_WRAP_SINGLE;
 		out->init_peak = T->weights;
 		return;
 	}
+	out->run.wrap = rs.wrap;
 	snprintf(out->recipe, sizeof(out->recipe), "%s", rs.name);
 	out->init_peak = rs.init_peak;
 	out->host = rs.host;
@@ -1732,6 +1740,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.last = c.r + 1 == c.p;
 	recipe_row(&c, &out->per_gpu, out);
 	recipe_loop(spec, out->recipe, sizeof(out->recipe));
+	gm_run_from_spec(spec, out->gradient_accumulation_steps,
+			 out->run.wrap, &out->run);
 	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
 		    out->init_peak + out->per_gpu.cuda_context <=
 			    (double)gpu->capacity_bytes;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "params.h"
+#include "run.h"
 #include "spec.h"
 #include "states.h"
 #include "step.h"
@@ -145,6 +146,7 @@ struct gm_plan {
 				    * cuda_context, within the card */
 	int64_t headroom_bytes;    /* capacity - device_used */
 	uint64_t gradient_accumulation_steps;
+	struct gm_run run;         /* GPUs, sharding and batch (run.h) */
 };
 
 /*

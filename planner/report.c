@@ -95,20 +95,40 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 	return o;
 }
 
+/* The version of the plan and fit documents' schema (planner/README.md,
+ * "Output schema"): a key removed or renamed raises it. */
+#define GM_REPORT_VERSION 1
+
 static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 {
 	struct gm_val *o = gm_val_obj(), *st;
 
+	if (!table) {
+		gm_obj_set_str(o, "kind", "gpumem-plan");
+		gm_obj_set_int(o, "version", GM_REPORT_VERSION);
+	}
 	gm_obj_set_str(o, "name", p->name);
-	/* the table only: JSON keeps its documented keys */
-	if (table && p->shape[0])
-		gm_obj_set_str(o, "batch shape", p->shape);
+	if (table) {
+		char buf[512];
+
+		/* the run's shape in words (run.h), before any figure */
+		gm_obj_set_str(o, "gpus", gm_run_gpus_text(&p->run, buf,
+							   sizeof(buf)));
+		gm_obj_set_str(o, "parallelism", gm_run_sharding_text(
+				       &p->run, buf, sizeof(buf)));
+		gm_obj_set_str(o, "batch", gm_run_batch_text(&p->run, buf,
+							     sizeof(buf)));
+		if (p->shape[0])
+			gm_obj_set_str(o, "batch shape", p->shape);
+	}
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
 	/* only under --fraction / --limit: the allocator's cap (cap.h) */
 	if (p->gpu.cap_bytes)
 		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
+	if (!table)
+		gm_run_set(o, &p->run);
 	if (table) {
 		/* a person reads the rows at the peak, which add up to
 		 * peak allocated, then each term's closed form at its own
@@ -166,50 +186,247 @@ struct gm_val *gm_plan_report_table(const struct gm_plan *p)
 	return plan_obj(p, true);
 }
 
-struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
-			     const struct gm_fit_change *ch, size_t n,
-			     bool table)
+/* A uint, or null where it does not apply (0 = absent). */
+static void set_uint_or_null(struct gm_val *o, const char *key, bool has,
+			     uint64_t v)
 {
-	struct gm_val *arr = gm_val_arr();
+	gm_obj_set(o, key, has ? gm_val_uint(v) : gm_val_null());
+}
 
-	(void)name;
-	for (size_t i = 0; i < n; i++) {
-		struct gm_val *r = gm_val_obj();
-		gm_obj_set_str(r, "gpu", f[i].gpu.name);
-		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
-		if (f[i].gpu.cap_bytes)
-			gm_obj_set_uint(r, "cap_bytes", f[i].gpu.cap_bytes);
-		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
-		/* 0 in the catalog: not known (a table prints "-"); a card
-		 * without bf16 (before sm_80) lists its fp16 figure */
-		bool fp16 = f[i].gpu.sm_major > 0 && f[i].gpu.sm_major < 8;
+/* One row of the plan's CSV: every column of planner/README.md's list,
+ * null (an empty cell) where it does not apply. */
+static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
+				   unsigned stage, const struct gm_terms *t)
+{
+	struct gm_val *o = gm_val_obj(), *a = gm_val_obj();
+	struct gm_parts l = largest(t);
+	const struct gm_run *r = &p->run;
+	bool fsdp = r->wrap == GM_WRAP_FSDP2;
+	bool mixed = r->precision == GM_PREC_BF16_MIXED ||
+		     r->precision == GM_PREC_FP16_MIXED;
 
-		if (f[i].gpu.bf16_tflops > 0 && fp16 && table) {
-			char t[48];
+	gm_obj_set_str(o, "kind", "gpumem-plan");
+	gm_obj_set_int(o, "version", GM_REPORT_VERSION);
+	gm_obj_set_str(o, "row", most ? "per_gpu" : "stage");
+	gm_obj_set_uint(o, "stage", stage);
+	gm_obj_set_str(o, "name", p->name);
+	gm_obj_set_str(o, "gpu", p->gpu.name);
+	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	set_uint_or_null(o, "cap_bytes", p->gpu.cap_bytes, p->gpu.cap_bytes);
+	gm_obj_set_uint(o, "parameters", p->parameters);
+	gm_obj_set_uint(o, "gpus", r->gpus);
+	gm_obj_set_uint(o, "data_parallel", r->dp);
+	gm_obj_set_uint(o, "tensor_parallel", r->tp);
+	gm_obj_set_uint(o, "pipeline_parallel", r->pp);
+	gm_obj_set_uint(o, "virtual_pipeline_stages", r->vpp);
+	gm_obj_set_uint(o, "expert_parallel", r->ep);
+	gm_obj_set_bool(o, "sequence_parallel", r->sequence_parallel);
+	gm_obj_set_uint(o, "zero_stage", r->zero_stage);
+	gm_obj_set_bool(o, "fsdp", fsdp);
+	gm_obj_set(o, "fsdp_mixed_precision", fsdp && mixed ?
+		   gm_val_str(gm_fsdp_mp_name(r->fsdp_mp)) : gm_val_null());
+	gm_obj_set_bool(o, "distributed_optimizer", r->distributed_optimizer);
+	gm_obj_set_str(o, "offload_optimizer",
+		       gm_offload_name(r->offload_optimizer));
+	gm_obj_set_str(o, "offload_parameters",
+		       gm_offload_name(r->offload_parameters));
+	set_uint_or_null(o, "micro_batch", r->train, r->micro_batch);
+	set_uint_or_null(o, "gradient_accumulation_steps", r->train,
+			 r->accumulation);
+	set_uint_or_null(o, "global_batch", r->train, r->global_batch);
+	set_uint_or_null(o, "sequence_length", r->train, r->sequence_length);
+	set_uint_or_null(o, "batch", !r->train, r->batch);
+	set_uint_or_null(o, "prompt_length", !r->train, r->prompt_length);
+	set_uint_or_null(o, "generate_length", !r->train, r->generate_length);
+	gm_obj_set_str(o, "recipe", p->recipe);
+	gm_obj_set_uint(o, "init_peak_bytes", u(p->init_peak));
+	gm_obj_set_uint(o, "host_bytes", u(p->host));
+	gm_obj_set_bool(o, "fits", p->fits);
+	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);
+	gm_obj_set_uint(o, "layers", t->layers);
+	gm_obj_set_uint(o, "micro_batches_in_flight", t->in_flight);
+	parts_set(o, &l);
+	gm_obj_set_str(o, "peak_phase", gm_phase_name(t->peak_phase));
+	gm_obj_set_uint(o, "peak_allocated_bytes", u(t->peak_allocated));
+	gm_obj_set_uint(o, "peak_reserved_bytes", u(t->peak_reserved));
+	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
+	gm_obj_set_uint(o, "nccl_bytes", u(t->nccl));
+	gm_obj_set_uint(o, "device_used_bytes", u(t->device_used));
+	gm_obj_set_uint(o, "skewed_router_extra_bytes", u(t->moe_skew));
+	set_uint_or_null(o, "out_of_memory_requested_bytes",
+			 t->sim.out_of_memory, u(t->sim.oom_requested));
+	set_uint_or_null(o, "out_of_memory_allocated_bytes",
+			 t->sim.out_of_memory, u(t->sim.oom_allocated));
+	set_uint_or_null(o, "out_of_memory_reserved_bytes",
+			 t->sim.out_of_memory, u(t->sim.oom_reserved));
+	parts_set(a, &t->at_peak);
+	gm_obj_set(o, "at_peak", a);
+	return o;
+}
 
-			snprintf(t, sizeof(t), "%.4g (fp16)",
-				 f[i].gpu.bf16_tflops);
-			gm_obj_set_str(r, "bf16_tflops", t);
-		} else if (f[i].gpu.bf16_tflops > 0) {
-			gm_obj_set_real(r, "bf16_tflops",
-					f[i].gpu.bf16_tflops);
-		} else {
-			gm_obj_set(r, "bf16_tflops", gm_val_null());
-		}
-		if (!table)
-			gm_obj_set_bool(r, "bf16_is_fp16", fp16);
-		gm_obj_set_uint(r, "max_micro_batch", f[i].max_micro_batch);
-		gm_obj_set_uint(r, "gradient_accumulation_steps",
-				f[i].gradient_accumulation_steps);
-		gm_obj_set_uint(r, "min_gpus", f[i].min_gpus);
-		gm_obj_set_uint(r, "min_gpus_micro_batch",
-				f[i].min_gpus_micro_batch);
-		gm_obj_set_uint(r, "device_used_bytes", u(f[i].device_used));
-		if (ch && !table)
-			gm_fit_change_set(r, &ch[i]);
-		gm_arr_push(arr, r);
+struct gm_val *gm_plan_report_csv(const struct gm_plan *p)
+{
+	struct gm_val *rows = gm_val_arr();
+
+	gm_arr_push(rows, plan_csv_row(p, true, p->per_gpu_stage,
+				       &p->per_gpu));
+	for (unsigned i = 0; p->n_stages > 1 && i < p->n_stages; i++)
+		gm_arr_push(rows, plan_csv_row(p, false, i, &p->stages[i]));
+	return rows;
+}
+
+/* A change's figures under prefix ("smallest_change"), null where there
+ * is none: the CSV's fixed columns. */
+static void change_cols(struct gm_val *r, const char *prefix,
+			const struct gm_fit_change *c, bool has)
+{
+	static const char *const keys[] = {
+		"set", "gpus", "micro_batch", "gradient_accumulation_steps",
+		"peak_allocated_bytes", "peak_reserved_bytes",
+		"device_used_bytes", "headroom_bytes"};
+	char k[64], sets[1024] = "";
+	size_t n = 0;
+
+	for (unsigned i = 0; has && i < c->n_sets && n < sizeof(sets); i++)
+		n += (size_t)snprintf(sets + n, sizeof(sets) - n, "%s%s",
+				      i ? " " : "", c->sets[i]);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		struct gm_val *v;
+
+		snprintf(k, sizeof(k), "%s_%s", prefix, keys[i]);
+		if (!has)
+			v = gm_val_null();
+		else if (i == 0)
+			v = gm_val_str(sets);
+		else if (i == 1)
+			v = gm_val_uint(c->change.gpus);
+		else if (i == 2)
+			v = gm_val_uint(c->change.micro_batch);
+		else if (i == 3)
+			v = gm_val_uint(c->change.gradient_accumulation_steps);
+		else if (i == 4)
+			v = gm_val_uint(u(c->change.peak_allocated));
+		else if (i == 5)
+			v = gm_val_uint(u(c->change.peak_reserved));
+		else if (i == 6)
+			v = gm_val_uint(u(c->change.device_used));
+		else
+			v = gm_val_int(c->change.headroom_bytes);
+		gm_obj_set(r, k, v);
 	}
-	return arr;
+}
+
+char *gm_fit_tflops_text(const struct gm_fit *f, char *buf, size_t len)
+{
+	bool fp16 = f->gpu.sm_major > 0 && f->gpu.sm_major < 8;
+
+	if (!(f->gpu.bf16_tflops > 0))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, fp16 ? "%.4g (fp16)" : "%.4g",
+			 f->gpu.bf16_tflops);
+	return buf;
+}
+
+char *gm_fit_bandwidth_text(const struct gm_fit *f, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.4g", f->gpu.bandwidth_gbps);
+	return buf;
+}
+
+/* bf16 TFLOP/s of row i: a number, "125 (fp16)" in a table where the
+ * card has no bf16 (before sm_80: the catalog lists its fp16 figure), or
+ * null where not known. */
+static void tflops_set(struct gm_val *r, const struct gm_fit *f,
+		       const char *key, bool table)
+{
+	bool fp16 = f->gpu.sm_major > 0 && f->gpu.sm_major < 8;
+
+	if (f->gpu.bf16_tflops > 0 && fp16 && table) {
+		char t[48];
+
+		gm_obj_set_str(r, key, gm_fit_tflops_text(f, t, sizeof(t)));
+	} else if (f->gpu.bf16_tflops > 0) {
+		gm_obj_set_real(r, key, f->gpu.bf16_tflops);
+	} else {
+		gm_obj_set(r, key, gm_val_null());
+	}
+	if (!table)
+		gm_obj_set_bool(r, "bf16_is_fp16", fp16);
+}
+
+/* One GPU's row: table (its headings: "bandwidth GB/s"), JSON (with
+ * the search's keys, gm_fit_change_set) or CSV (fixed columns). */
+static struct gm_val *fit_row(const struct gm_fit *f,
+			      const struct gm_fit_change *ch,
+			      enum gm_format fmt, const struct gm_fit_doc *d)
+{
+	struct gm_val *r = gm_val_obj();
+	bool table = fmt == GM_FORMAT_TABLE, csv = fmt == GM_FORMAT_CSV;
+
+	if (csv) {
+		gm_obj_set_str(r, "kind", "gpumem-fit");
+		gm_obj_set_int(r, "version", GM_REPORT_VERSION);
+		gm_obj_set_str(r, "name", d ? d->name : "");
+		set_uint_or_null(r, "global_batch", f->global_batch,
+				 f->global_batch);
+	}
+	gm_obj_set_str(r, "gpu", f->gpu.name);
+	gm_obj_set_uint(r, "capacity_bytes", f->gpu.capacity_bytes);
+	if (csv)
+		set_uint_or_null(r, "cap_bytes", f->gpu.cap_bytes,
+				 f->gpu.cap_bytes);
+	else if (f->gpu.cap_bytes)
+		gm_obj_set_uint(r, "cap_bytes", f->gpu.cap_bytes);
+	/* GB/s (10^9 bytes a second): the catalog's key; a table heads it
+	 * "bandwidth GB/s" (emit.h) */
+	gm_obj_set_real(r, "bandwidth_gbps", f->gpu.bandwidth_gbps);
+	tflops_set(r, f, "bf16_tflops", table);
+	gm_obj_set_uint(r, "max_micro_batch", f->max_micro_batch);
+	gm_obj_set_uint(r, "gradient_accumulation_steps",
+			f->gradient_accumulation_steps);
+	gm_obj_set_uint(r, "min_gpus", f->min_gpus);
+	gm_obj_set_uint(r, "min_gpus_micro_batch", f->min_gpus_micro_batch);
+	gm_obj_set_uint(r, "device_used_bytes", u(f->device_used));
+	if (!ch || table)
+		return r;
+	if (!csv) {
+		gm_fit_change_set(r, ch);
+		return r;
+	}
+	gm_obj_set(r, "fits_as_given", ch->refused[0] ? gm_val_null() :
+		   gm_val_bool(ch->fits_as_given));
+	gm_obj_set(r, "search_refused", ch->refused[0] ?
+		   gm_val_str(ch->refused) : gm_val_null());
+	change_cols(r, "smallest_change", ch, !ch->refused[0] && ch->found);
+	change_cols(r, "widest_change", ch, !ch->refused[0] && ch->widest);
+	return r;
+}
+
+struct gm_val *gm_fit_report(const struct gm_fit_doc *d,
+			     const struct gm_fit *f,
+			     const struct gm_fit_change *ch, size_t n,
+			     enum gm_format fmt)
+{
+	struct gm_val *arr = gm_val_arr(), *o;
+
+	for (size_t i = 0; i < n; i++)
+		gm_arr_push(arr, fit_row(&f[i], ch ? &ch[i] : NULL, fmt, d));
+	if (fmt == GM_FORMAT_TABLE || fmt == GM_FORMAT_CSV || !d)
+		return arr;
+	o = gm_val_obj();
+	gm_obj_set_str(o, "kind", "gpumem-fit");
+	gm_obj_set_int(o, "version", GM_REPORT_VERSION);
+	gm_obj_set_str(o, "spec", d->spec);
+	gm_obj_set_str(o, "name", d->name);
+	gm_obj_set_str(o, "task", d->task);
+	set_uint_or_null(o, "global_batch", d->global_batch, d->global_batch);
+	gm_obj_set_str(o, "reserve_model", d->reserve_model);
+	gm_obj_set(o, "fraction", d->fraction > 0 ?
+		   gm_val_real(d->fraction) : gm_val_null());
+	set_uint_or_null(o, "limit_bytes", d->limit_bytes, d->limit_bytes);
+	gm_obj_set(o, "gpus", arr);
+	return o;
 }
 
 /* A change's --set strings and its plan's figures (gm_fit_change_set). */

@@ -15,6 +15,7 @@
 #include "fit.h"
 #include "fit_search.h"
 #include "model.h"
+#include "emit.h"
 
 struct gm_val;
 
@@ -23,12 +24,35 @@ struct gm_val *gm_plan_report(const struct gm_plan *p);
  * up to peak allocated), then each term's closed form at its own
  * largest, headed as not at the peak. */
 struct gm_val *gm_plan_report_table(const struct gm_plan *p);
-/* table: bf16 TFLOP/s of a card without bf16 as "125 (fp16)" (else a
- * number and bf16_is_fp16). ch (NULL: none): each GPU's search,
- * gm_fit_change_set()'s keys in every format but the table. */
-struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
+/* The plan as CSV rows with a fixed column set (planner/README.md,
+ * "Output schema"): first the most loaded rank ("row" per_gpu), then
+ * with pipeline stages one row per stage ("row" stage). */
+struct gm_val *gm_plan_report_csv(const struct gm_plan *p);
+
+/* What a fit document says beside its rows (planner/README.md). */
+struct gm_fit_doc {
+	const char *spec;          /* the spec file as given */
+	const char *name;          /* the spec's name */
+	const char *task;          /* train | inference */
+	uint64_t global_batch;     /* --global-batch or the spec's; 0: none */
+	const char *reserve_model; /* simulated | analytic */
+	double fraction;           /* --fraction, 0: none */
+	uint64_t limit_bytes;      /* --limit, 0: none */
+};
+
+/*
+ * gpumem fit's output in fmt: table = one row per GPU (bf16 TFLOP/s of
+ * a card without bf16 as "125 (fp16)", bandwidth headed GB/s); json and
+ * yaml = {kind "gpumem-fit", version, spec, name, task, global_batch,
+ * reserve_model, fraction, limit_bytes, gpus: [rows with
+ * gm_fit_change_set()'s keys]} (a bare array of rows where d is NULL);
+ * csv = one row per GPU with fixed columns (the change's --set strings
+ * joined by spaces). ch NULL: no search.
+ */
+struct gm_val *gm_fit_report(const struct gm_fit_doc *d,
+			     const struct gm_fit *f,
 			     const struct gm_fit_change *ch, size_t n,
-			     bool table);
+			     enum gm_format fmt);
 
 /* gpumem fit's search (fit_search.h) into a row of gm_fit_report():
  * "fits_as_given", and "smallest_change" (null where it fits as given
@@ -39,6 +63,12 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
  * searched; where the search was refused, both null and
  * "search_refused" says why. */
 void gm_fit_change_set(struct gm_val *row, const struct gm_fit_change *c);
+
+/* A fit row's bf16 TFLOP/s and bandwidth (GB/s) as its table prints
+ * them (the output layer's 4 significant digits; "125 (fp16)" for a
+ * card without bf16, "-" where not known): the HTML page's cells too. */
+char *gm_fit_tflops_text(const struct gm_fit *f, char *buf, size_t len);
+char *gm_fit_bandwidth_text(const struct gm_fit *f, char *buf, size_t len);
 
 /* The same as one line of words into buf ("--set KEY=VALUE ... (N
  * GPUs, ...)", or why nothing fits); returns buf. */

@@ -548,32 +548,6 @@ static int parse_bool(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 }
 
 /*
- * A "did you mean" hint for word among names[0..n): the closest by edit
- * distance (gm_text_suggest), else every name that word is a prefix of
- * ("micro_batch" -> 'micro_batch_size'; "bf16" -> 'bf16-mixed' or
- * 'bf16-true'). Writes "'a'" or "'a' or 'b'" into buf; false if none.
- */
-static bool suggest(const char *word, const char *const *names, size_t n,
-		    char *buf, size_t len)
-{
-	const char *near = gm_text_suggest(word, names, n);
-	size_t used = 0, wl = strlen(word);
-
-	buf[0] = '\0';
-	if (near) {
-		snprintf(buf, len, "'%s'", near);
-		return true;
-	}
-	for (size_t i = 0; wl >= 2 && i < n && used < len; i++) {
-		if (strncasecmp(word, names[i], wl))
-			continue;
-		used += (size_t)snprintf(buf + used, len - used, "%s'%s'",
-					 used ? " or " : "", names[i]);
-	}
-	return used > 0 && used < len;
-}
-
-/*
  * Names users write for what the planner does not model yet
  * (planner/README.md, "Not modelled"): refused with that message rather
  * than "unknown", so nobody reads it as a typo. Keys are by section.
@@ -628,7 +602,7 @@ static int parse_enum(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		if (!strcmp(s, k->names[i]))
 			return *out = (int)i, 0;
 	}
-	if (suggest(s, k->names, k->n_names, list, sizeof(list)))
+	if (gm_text_suggest_list(s, k->names, k->n_names, list, sizeof(list)))
 		return fail_value(c, m, id,
 				  "unknown value '%s'; did you mean %s?", s,
 				  list);
@@ -897,7 +871,7 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			return fail_at(c, line, col, "unknown key '%s' %s; "
 				       "did you mean %s?", name, where, both);
 	}
-	if (suggest(name, cands, n, near, sizeof(near)))
+	if (gm_text_suggest_list(name, cands, n, near, sizeof(near)))
 		return fail_at(c, line, col,
 			       "unknown key '%s' %s; did you mean %s?", name,
 			       where, near);

@@ -438,19 +438,39 @@ static void table_text(char *buf, size_t len, const char *key,
 	scalar_text(buf, len, v);
 }
 
-/* "peak_reserved_bytes" -> "peak reserved" for table labels. */
+/* A key's unit suffix and what a table heading says instead: bytes are
+ * printed in GiB by the cell; _gbps are GB/s (10^9 bytes a second, not
+ * gigabits), _tflops TFLOP/s. */
+static const struct {
+	const char *suffix, *label;
+} units[] = {
+	{"_bytes", ""},
+	{"_gbps", " GB/s"},
+	{"_tflops", " TFLOP/s"},
+};
+
+/* "peak_reserved_bytes" -> "peak reserved", "bandwidth_gbps" ->
+ * "bandwidth GB/s" for table labels. */
 static void label_text(char *buf, size_t len, const char *key)
 {
+	const char *unit = "";
 	size_t n;
 
 	cell_text(buf, len, key);
 	n = strlen(buf);
-	if (is_bytes_key(buf))
-		n -= 6;
+	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+		size_t k = strlen(units[u].suffix);
+
+		if (n > k && strcmp(buf + n - k, units[u].suffix) == 0) {
+			n -= k;
+			unit = units[u].label;
+			break;
+		}
+	}
 	for (size_t i = 0; i < n; i++)
 		if (buf[i] == '_')
 			buf[i] = ' ';
-	buf[n] = '\0';
+	snprintf(buf + n, len - n, "%s", unit);
 }
 
 static bool is_scalar(const struct gm_val *v)

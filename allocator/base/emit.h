@@ -7,6 +7,8 @@
  * Conventions the emitters rely on:
  *  - keys ending in "_bytes" hold byte counts (integers); the table shows
  *    them in GiB with two decimals, JSON/YAML/CSV print the exact integer;
+ *  - a table heads "_gbps" keys "GB/s" (10^9 bytes a second) and
+ *    "_tflops" keys "TFLOP/s"; other formats keep the key;
  *  - objects keep keys in insertion order;
  *  - CSV prints one row per element of an array of objects (nested keys
  *    flattened with dots: "per_gpu.weights_bytes"), or a single row for

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 static enum gm_log_level current = GM_LOG_WARN;
+static char prefix[64] = "gpumem";
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
@@ -36,6 +37,11 @@ const char *gm_log_level_name(enum gm_log_level level)
 	return (unsigned)level < 4 ? names[level] : "warn";
 }
 
+void gm_log_set_prefix(const char *p)
+{
+	snprintf(prefix, sizeof(prefix), "%s", p ? p : "gpumem");
+}
+
 void gm_log_set_level(enum gm_log_level level)
 {
 	current = level;
@@ -54,7 +60,9 @@ void gm_log(enum gm_log_level level, const char *fmt, ...)
 
 	if (level > current)
 		return;
-	n = snprintf(buf, sizeof(buf), "gpumem: %s", level == GM_LOG_WARN ? "warning: " : level == GM_LOG_ERROR ? "error: " : "");
+	n = snprintf(buf, sizeof(buf), "%s: %s", prefix,
+		     level == GM_LOG_WARN ? "warning: " :
+		     level == GM_LOG_ERROR ? "error: " : "");
 	va_start(ap, fmt);
 	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

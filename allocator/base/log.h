@@ -1,5 +1,6 @@
 /*
- * log.h - messages to stderr, prefixed "gpumem: " (log.c).
+ * log.h - messages to stderr, prefixed "gpumem: " or the prefix set
+ * (log.c).
  *
  * The level comes from GPUMEM_LOG (error, warn, info, debug; default warn)
  * read once by gm_log_init(). Nothing here allocates host memory, so it is
@@ -25,6 +26,11 @@ bool gm_log_init(const char *value);
 
 /* "error", "warn", "info" or "debug". */
 const char *gm_log_level_name(enum gm_log_level level);
+
+/* What messages start with (at most 63 bytes, copied): "gpumem" by
+ * default; the CLI sets "gpumem plan" for its subcommand, so a warning
+ * reads "gpumem plan: warning: ...". NULL: the default. */
+void gm_log_set_prefix(const char *prefix);
 
 /* Set the level directly (tests, --verbose). */
 void gm_log_set_level(enum gm_log_level level);

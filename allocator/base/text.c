@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define GM_TEXT_MAX 255
 
@@ -136,3 +137,23 @@ void gm_text_escape(char *buf, size_t len, const char *s)
 	buf[len ? (at < len ? at : len - 1) : 0] = '\0';
 }
 
+
+bool gm_text_suggest_list(const char *word, const char *const *names,
+			  size_t n, char *buf, size_t len)
+{
+	const char *near = gm_text_suggest(word, names, n);
+	size_t used = 0, wl = strlen(word);
+
+	buf[0] = '\0';
+	if (near) {
+		snprintf(buf, len, "'%s'", near);
+		return true;
+	}
+	for (size_t i = 0; wl >= 2 && i < n && used < len; i++) {
+		if (strncasecmp(word, names[i], wl))
+			continue;
+		used += (size_t)snprintf(buf + used, len - used, "%s'%s'",
+					 used ? " or " : "", names[i]);
+	}
+	return used > 0 && used < len;
+}

@@ -21,6 +21,17 @@ unsigned gm_text_distance(const char *a, const char *b);
 const char *gm_text_suggest(const char *word, const char *const *candidates,
 			    size_t n);
 
+/*
+ * A "did you mean" hint for word among names[0..n): the closest by edit
+ * distance (gm_text_suggest), else every name that word is a prefix of
+ * ("micro_batch" -> 'micro_batch_size'; "bf16" -> 'bf16-mixed' or
+ * 'bf16-true'; "--glob" -> '--global-batch'). Writes "'a'" or "'a' or
+ * 'b'" into buf; false if none. Spec keys and values, command-line
+ * options and subcommands all use it.
+ */
+bool gm_text_suggest_list(const char *word, const char *const *names,
+			  size_t n, char *buf, size_t len);
+
 /* Copy src into dst of size len, always NUL-terminated (truncates). */
 void gm_text_copy(char *dst, size_t len, const char *src);
 

@@ -76,6 +76,7 @@ int gm_recipe_adapter(const struct gm_adapter_in *in,
 		o->cache = mixed ? 2 * A : 0;
 		snprintf(o->name, sizeof(o->name), "pytorch-lora-%s",
 			 gm_precision_name(in->precision));
+		o->wrap = GM_WRAP_LORA;
 	} else {
 		double rest = in->base_params - in->quantized;
 		double rb = in->kbit_prepared ? 4 : half ? 2 : 4;
@@ -84,6 +85,7 @@ int gm_recipe_adapter(const struct gm_adapter_in *in,
 		o->step = (half ? 2 : 4) * in->largest_linear;
 		snprintf(o->name, sizeof(o->name), "pytorch-qlora-nf4-%s",
 			 gm_precision_name(in->precision));
+		o->wrap = GM_WRAP_QLORA;
 	}
 	o->init_peak = o->weights;
 	return 0;

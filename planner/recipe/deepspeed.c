@@ -85,6 +85,7 @@ static void name(struct gm_recipe_states *o, const struct gm_recipe_in *in)
 		 oo && op ? "-offload-optimizer-parameters"
 		 : oo     ? "-offload-optimizer"
 		 : op     ? "-offload-parameters" : "");
+	o->wrap = GM_WRAP_DEEPSPEED;
 }
 
 int gm_recipe_deepspeed(const struct gm_recipe_in *in,

@@ -92,6 +92,7 @@ int gm_recipe_megatron(const struct gm_recipe_in *in,
 	snprintf(o->name, sizeof(o->name), "megatron%s-%s",
 		 in->distributed_optimizer ? "-distributed-optimizer" : "",
 		 gm_precision_name(in->precision));
+	o->wrap = GM_WRAP_MEGATRON;
 	return 0;
 }
 

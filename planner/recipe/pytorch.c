@@ -81,6 +81,7 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 	out->init_peak = w * B;
 	if (in->dp < 2) {
 		snprintf(out->name, sizeof(out->name), "pytorch-%s", prec);
+		out->wrap = GM_WRAP_SINGLE;
 		return 0;
 	}
 	if (in->zero >= 3) {
@@ -103,6 +104,7 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 						 : w * P / d;
 		snprintf(out->name, sizeof(out->name), "pytorch-fsdp2-%s%s",
 			 prec, mixed ? pd ? "-param-dtype" : "-autocast" : "");
+		out->wrap = GM_WRAP_FSDP2;
 		return 0;
 	}
 	/* DDP's buckets: a flat copy of the gradients, built with DDP */
@@ -116,5 +118,7 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 	snprintf(out->name, sizeof(out->name), "pytorch-ddp%s-%s",
 		 in->zero == 1 ? "-zero-redundancy-optimizer"
 		 : in->zero == 2 ? "-zero2" : "", prec);
+	out->wrap = in->zero == 1 ? GM_WRAP_DDP_ZERO1 :
+		    in->zero == 2 ? GM_WRAP_DDP_ZERO2 : GM_WRAP_DDP;
 	return 0;
 }

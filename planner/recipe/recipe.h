@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "run.h"
 #include "spec.h"
 
 struct gm_diag;
@@ -57,6 +58,7 @@ struct gm_recipe_in {
 /* The model states of one rank, as the framework holds them. */
 struct gm_recipe_states {
 	char name[96];    /* "deepspeed-zero3-offload-optimizer", ... */
+	enum gm_wrap wrap; /* what the name says of the wrapper (run.h) */
 	double weights;   /* the parameters as the model holds them (GPU) */
 	double gradients; /* their gradients (Megatron's main_grad incl.) */
 	double optimizer; /* optimizer states, fp32 master copies incl. */

@@ -374,6 +374,32 @@ p = run(["fit", os.path.join(ROOT, "tests", "data", "plan",
                              "llama-2-7b-h200.yaml"), "--gpu", "l4"])
 expect("fit-none-fits-exit-1", p.returncode == 1, "rc %d" % p.returncode)
 
+# Warnings name the command that gave them ("gpumem plan: warning:", as
+# models/README.md shows its messages), in plan and fit alike; no line
+# is prefixed with the bare program name.
+V100 = os.path.join(ROOT, "models", "llama-2-7b.yaml")
+for cmd in ("plan", "fit"):
+    p = run([cmd, V100, "--gpu", "v100-32gb"])
+    lines = [ln for ln in p.stderr.splitlines() if "warning:" in ln]
+    expect(cmd + "-warning-prefix", lines and all(
+        ln.startswith("gpumem %s: warning: " % cmd) for ln in lines),
+        p.stderr[-400:])
+
+# Typos of options and commands get the spec keys' "did you mean".
+for name, args, hint in (
+        ("plan-gpus", ["plan", V100, "--gpus", "h100"], "'--gpu'"),
+        ("fit-global_batch", ["fit", V100, "--global_batch", "8"],
+         "'--global-batch'"),
+        ("plan-format-eq", ["plan", V100, "--formt=json"], "'--format'"),
+        ("gpus-format", ["gpus", "--fromat", "json"], "'--format'"),
+        ("replay-format", ["replay", "--formats", "json", "x"], "'--format'"),
+        ("verify-quik", ["verify", "--quik"], "'--quick'"),
+        ("command-plna", ["plna"], "'plan'"),
+        ("help-plna", ["help", "plna"], "'plan'")):
+    check("did-you-mean-" + name, args, 2, "did you mean %s?" % hint)
+check("no-hint-far-option", ["plan", V100, "--zzzzzzzz"], 2,
+      "unknown option '--zzzzzzzz'\n")
+
 # fit's fewest GPUs of a run with expert_parallel 8 (tensor parallel 1):
 # Megatron-Core's expert grid needs data_parallel a multiple of 8, so no
 # smaller degree counts however little memory it needs.
@@ -382,7 +408,7 @@ p = run(["fit", os.path.join(ROOT, "tests", "data", "megatron",
                              "dist_optimizer.yaml"), "--gpu", "h100",
          "--format", "json"])
 expect("fit-min-gpus-expert-parallel",
-       p.returncode == 0 and json.loads(p.stdout)[0]["min_gpus"] == 8,
+       p.returncode == 0 and json.loads(p.stdout)["gpus"][0]["min_gpus"] == 8,
        p.stdout[:400] + p.stderr[:400])
 
 # --params of a MoE spec under megatron lists Megatron's MoE layer, whose

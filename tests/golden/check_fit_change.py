@@ -126,7 +126,7 @@ def check(gpumem, models, spec, kv, gpu, want, smaller):
     name = f"{spec} {kv} on {gpu}"
     r = run(gpumem, ["fit", path, "--gpu", gpu, "--format", "json"] +
             sets(kv))
-    row = json.loads(r.stdout)[0]
+    row = json.loads(r.stdout)["gpus"][0]
     for k in ("fits_as_given", "smallest_change"):
         if k not in row:
             return [f"{name}: no '{k}' in fit's row"]

@@ -72,7 +72,7 @@ def check(gpumem, path, spec, kv, g, train):
     if True:
         if True:
             f = run(gpumem, ["fit", path, "--gpu", g, "--format", "json"]
-                    + sets(kv))[0]
+                    + sets(kv))["gpus"][0]
 
             def fits(mb, dp=None):
                 extra = [f"training.micro_batch_size={mb}",

@@ -164,8 +164,8 @@ def check_plan(report, dom, shown, fails):
                          % (part, val))
 
 
-def check_fit(rows, dom, shown, fails):
-    for r in rows:
+def check_fit(report, dom, shown, fails):
+    for r in report["gpus"]:
         name = r["gpu"]
         if name not in shown:
             fails.append("GPU '%s' is not shown" % name)
@@ -175,7 +175,8 @@ def check_fit(rows, dom, shown, fails):
             fails.append("%s: '%s' is not shown" % (name, pair))
         if r["max_micro_batch"]:
             mb = "%d \u00d7 %d:" % (r["max_micro_batch"],
-                                    r["gradient_accumulation_steps"])
+                                    r["gradient_accumulation_steps"]) \
+                if report["task"] == "train" else "%d:" % r["max_micro_batch"]
             if mb not in shown:
                 fails.append("%s: '%s' is not shown" % (name, mb))
 

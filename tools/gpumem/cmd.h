@@ -11,9 +11,11 @@
 
 #include "emit.h"
 #include "fit.h"
+#include "fit_search.h"
 #include "model.h"
 #include "spec.h"
 
+#include <getopt.h>
 #include <stdio.h>
 
 struct gm_cmd {
@@ -36,9 +38,16 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
  * Report getopt_long's error c ('?' unknown option, ':' missing value;
  * the optstring must start with ':' and opterr be 0) the same way in
  * every subcommand: "option '--x' needs a value" or "unknown option
- * '--y'". Returns GM_EXIT_USAGE.
+ * '--y'; did you mean '--x'?", the hint from opts, getopt_long's table,
+ * NULL: none). Returns GM_EXIT_USAGE.
  */
-int gm_cmd_option_error(const char *name, int c, char **argv);
+int gm_cmd_option_error(const char *name, int c, char **argv,
+			const struct option *opts);
+/* "unknown option '--gpus'; did you mean '--gpu'?" for arg (its
+ * "=VALUE" left out) against opts (getopt_long's table, NULL: no
+ * hint). Returns GM_EXIT_USAGE. */
+int gm_cmd_unknown_option(const char *name, const char *arg,
+			  const struct option *opts);
 
 /*
  * Print an error message "gpumem NAME: MSG" on stderr; when MSG starts
@@ -82,8 +91,9 @@ void gm_plan_args_init(struct gm_plan_args *a);
  * Take getopt_long's answer c for `gpumem NAME` (optstring starting
  * with ':', long options 's' set, 'f' format, 'v' svg, 'c' catalog,
  * 'r' reserve-model, 'F' fraction, 'L' limit, 'H' html). Returns 0 when c was a shared option and was
- * taken, -1 when c is the caller's own, or GM_EXIT_USAGE after a usage
- * message (bad value, missing value, unknown option).
+ * taken, -1 when c is the caller's own or unknown ('?': the caller says
+ * so with its table, gm_cmd_unknown_option), or GM_EXIT_USAGE after a
+ * usage message (bad value, missing value).
  */
 int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			char **argv);
@@ -106,7 +116,8 @@ void gm_plan_spec_warn(const char *name, const struct gm_spec *spec);
 int gm_plan_write_html(const char *path, const struct gm_spec *spec,
 		       const struct gm_model_opts *opts,
 		       const struct gm_plan *plans, const struct gm_fit *fits,
-		       size_t n, struct gm_diag *diag);
+		       const struct gm_fit_change *changes, size_t n,
+		       struct gm_diag *diag);
 
 int gm_cmd_gpus(int argc, char **argv);
 int gm_cmd_verify(int argc, char **argv);

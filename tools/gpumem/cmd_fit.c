@@ -300,8 +300,8 @@ int gm_cmd_fit(int argc, char **argv)
 			code = GM_EXIT_OK;
 			goto out;
 		default:
-			code = gm_cmd_usage_error("fit", "unknown option "
-						  "'%s'", argv[optind - 1]);
+			code = gm_cmd_unknown_option("fit", argv[optind - 1],
+						     opts);
 			goto out;
 		}
 	}
@@ -411,12 +411,20 @@ int gm_cmd_fit(int argc, char **argv)
 		goto out;
 	}
 	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plans, fits,
-					 m, &diag)) {
+					 changes, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --html: %s\n", diag.msg);
 		goto out;
 	}
-	v = gm_fit_report(spec->name, fits, changes, m,
-			  a.format == GM_FORMAT_TABLE);
+	{
+		struct gm_fit_doc d = {
+			paths[0], spec->name, gm_task_name(spec->task),
+			spec->task != GM_TASK_TRAIN ? 0 :
+			gb ? gb : spec->training.global_batch_size,
+			a.model.reserve == GM_RESERVE_ANALYTIC ? "analytic" :
+			"simulated", a.fraction, a.limit};
+
+		v = gm_fit_report(&d, fits, changes, m, a.format);
+	}
 	if (!v || (rc = gm_emit(stdout, v, a.format))) {
 		/* a write error: main() says why, once */
 		if (!v || rc != GM_EIO)

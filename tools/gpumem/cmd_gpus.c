@@ -71,7 +71,7 @@ int gm_cmd_gpus(int argc, char **argv)
 			return GM_EXIT_OK;
 		case ':':
 		default:
-			return gm_cmd_option_error("gpus", opt, argv);
+			return gm_cmd_option_error("gpus", opt, argv, opts);
 		}
 	}
 	if (optind < argc)

@@ -413,8 +413,8 @@ int gm_cmd_plan(int argc, char **argv)
 			help();
 			return GM_EXIT_OK;
 		default:
-			return gm_cmd_usage_error("plan", "unknown option "
-						  "'%s'", argv[optind - 1]);
+			return gm_cmd_unknown_option("plan", argv[optind - 1],
+						     opts);
 		}
 	}
 	if (gpu && gm_plan_args_sets(&a, "hardware.gpu"))
@@ -494,7 +494,7 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, 1,
+	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, NULL, 1,
 					 &diag)) {
 		fprintf(stderr, "gpumem plan: --html: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
@@ -506,6 +506,7 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	v = a.format == GM_FORMAT_TABLE ? gm_plan_report_table(plan) :
+	    a.format == GM_FORMAT_CSV ? gm_plan_report_csv(plan) :
 	    gm_plan_report(plan);
 	if (!v || (rc = gm_emit(stdout, v, a.format))) {
 		/* a write error: main() says why, once */

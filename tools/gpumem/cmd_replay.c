@@ -240,7 +240,7 @@ static int parse_command_line(int argc, char **argv, struct ropts *o,
 			return 1;
 		}
 		if (c == ':' || c == '?')
-			return gm_cmd_option_error("replay", c, argv);
+			return gm_cmd_option_error("replay", c, argv, longopts);
 		if (take_option(o, c, msg, sizeof(msg)))
 			return gm_cmd_usage_error("replay", "%s", msg);
 	}

@@ -133,7 +133,7 @@ int gm_cmd_report(int argc, char **argv)
 			return GM_EXIT_OK;
 		case ':':
 		default:
-			return gm_cmd_option_error("report", c, argv);
+			return gm_cmd_option_error("report", c, argv, opts);
 		}
 	}
 	n = argc - optind;

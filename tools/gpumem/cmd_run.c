@@ -290,7 +290,7 @@ int gm_cmd_run(int argc, char **argv)
 			return GM_EXIT_OK;
 		case ':':
 		default:
-			return gm_cmd_option_error("run", c, argv);
+			return gm_cmd_option_error("run", c, argv, opts);
 		}
 	}
 	if (optind >= argc)

@@ -260,7 +260,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case ':':
 		default:
-			return gm_cmd_option_error("verify", c, argv);
+			return gm_cmd_option_error("verify", c, argv, opts);
 		}
 	}
 	if (optind < argc)

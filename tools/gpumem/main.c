@@ -6,6 +6,7 @@
 #include "error.h"
 #include "log.h"
 #include "spec.h"
+#include "text.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -44,8 +45,42 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	return GM_EXIT_USAGE;
 }
 
-int gm_cmd_option_error(const char *name, int c, char **argv)
+/* "; did you mean '--gpu'?" for an unknown long option among opts (the
+ * spec keys' helper, text.h), or "". */
+static const char *option_hint(const char *opt, const struct option *opts,
+			       char *buf, size_t len)
 {
+	char names[64][40], near[256];
+	const char *list[64];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (!opts || strncmp(opt, "--", 2))
+		return buf;
+	for (; opts[n].name && n < 64; n++) {
+		snprintf(names[n], sizeof(names[n]), "--%s", opts[n].name);
+		list[n] = names[n];
+	}
+	if (gm_text_suggest_list(opt, list, n, near, sizeof(near)))
+		snprintf(buf, len, "; did you mean %s?", near);
+	return buf;
+}
+
+int gm_cmd_unknown_option(const char *name, const char *arg,
+			  const struct option *opts)
+{
+	char opt[64], hint[320];
+
+	snprintf(opt, sizeof(opt), "%.*s", (int)strcspn(arg, "="), arg);
+	return gm_cmd_usage_error(name, "unknown option '%s'%s", opt,
+				  option_hint(opt, opts, hint, sizeof(hint)));
+}
+
+int gm_cmd_option_error(const char *name, int c, char **argv,
+			const struct option *opts)
+{
+	char hint[320];
+
 	const char *arg = optind > 0 ? argv[optind - 1] : "";
 	char opt[64];
 
@@ -59,7 +94,27 @@ int gm_cmd_option_error(const char *name, int c, char **argv)
 	if (c == ':')
 		return gm_cmd_usage_error(name, "option '%s' needs a value",
 					  opt);
-	return gm_cmd_usage_error(name, "unknown option '%s'", opt);
+	return gm_cmd_usage_error(name, "unknown option '%s'%s", opt,
+				  option_hint(opt, opts, hint, sizeof(hint)));
+}
+
+/* "gpumem: 'x' is not a command", with the closest command. */
+static int not_a_command(const char *word)
+{
+	const char *names[16];
+	char near[256] = "";
+	size_t n = 0;
+
+	for (const struct gm_cmd *c = gm_cmds; c->name && n < 15; c++)
+		names[n++] = c->name;
+	names[n++] = "help";
+	if (gm_text_suggest_list(word, names, n, near, sizeof(near)))
+		fprintf(stderr, "gpumem: '%s' is not a command; did you mean "
+			"%s? Run 'gpumem --help'.\n", word, near);
+	else
+		fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem "
+			"--help'.\n", word);
+	return GM_EXIT_USAGE;
 }
 
 /*
@@ -129,9 +184,7 @@ int main(int argc, char **argv)
 				return check_stdout(c->name,
 						    c->run(2, hargv));
 			}
-		fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem "
-			"--help'.\n", argv[2]);
-		return GM_EXIT_USAGE;
+		return not_a_command(argv[2]);
 	}
 	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
 	    strcmp(name, "help") == 0) {
@@ -142,10 +195,16 @@ int main(int argc, char **argv)
 		printf("gpumem %s\n", GM_VERSION);
 		return check_stdout("--version", GM_EXIT_OK);
 	}
-	for (const struct gm_cmd *c = gm_cmds; c->name; c++)
-		if (strcmp(name, c->name) == 0)
-			return check_stdout(name, c->run(argc - 1, argv + 1));
-	fprintf(stderr, "gpumem: '%s' is not a command. Run 'gpumem --help'.\n",
-		name);
-	return GM_EXIT_USAGE;
+	for (const struct gm_cmd *c = gm_cmds; c->name; c++) {
+		char prefix[64];
+
+		if (strcmp(name, c->name))
+			continue;
+		/* warnings say which command gave them: "gpumem plan:
+		 * warning: ..." as the docs show */
+		snprintf(prefix, sizeof(prefix), "gpumem %s", c->name);
+		gm_log_set_prefix(prefix);
+		return check_stdout(name, c->run(argc - 1, argv + 1));
+	}
+	return not_a_command(name);
 }

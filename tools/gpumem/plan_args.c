@@ -48,14 +48,15 @@ int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
 int gm_plan_write_html(const char *path, const struct gm_spec *spec,
 		       const struct gm_model_opts *opts,
 		       const struct gm_plan *plans, const struct gm_fit *fits,
-		       size_t n, struct gm_diag *diag)
+		       const struct gm_fit_change *changes, size_t n,
+		       struct gm_diag *diag)
 {
 	struct gm_file f;
 	int rc = gm_file_begin(&f, path, diag);
 
 	if (rc)
 		return rc;
-	rc = gm_plan_html(f.fp, spec, opts, plans, fits, n);
+	rc = gm_plan_html(f.fp, spec, opts, plans, fits, changes, n);
 	return gm_file_end(&f, rc == 0, diag) ? GM_EIO : rc;
 }
 
@@ -160,9 +161,6 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 		return 0;
 	case ':':
 		return gm_cmd_usage_error(name, "%s needs a value",
-					  argv[optind - 1]);
-	case '?':
-		return gm_cmd_usage_error(name, "unknown option '%s'",
 					  argv[optind - 1]);
 	}
 	return -1;

@@ -125,6 +125,28 @@ static void csv(void **state)
 	gm_val_free(v);
 }
 
+/* Unit suffixes in table headings: bandwidth_gbps holds GB/s (10^9
+ * bytes a second), not gigabits; the key stays in JSON. */
+static void table_units(void **state)
+{
+	struct gm_val *arr = gm_val_arr(), *r = gm_val_obj();
+	char *s;
+
+	(void)state;
+	gm_obj_set_real(r, "bandwidth_gbps", 3350);
+	gm_obj_set_real(r, "bf16_tflops", 989);
+	gm_arr_push(arr, r);
+	s = render(arr, GM_FORMAT_TABLE);
+	assert_non_null(strstr(s, "bandwidth GB/s"));
+	assert_non_null(strstr(s, "bf16 TFLOP/s"));
+	assert_null(strstr(s, "gbps"));
+	free(s);
+	s = render(arr, GM_FORMAT_JSON);
+	assert_non_null(strstr(s, "\"bandwidth_gbps\": 3350"));
+	free(s);
+	gm_val_free(arr);
+}
+
 static void table(void **state)
 {
 	struct gm_val *v = sample();
@@ -464,6 +486,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json),      cmocka_unit_test(yaml),
 		cmocka_unit_test(csv),       cmocka_unit_test(table),
+		cmocka_unit_test(table_units),
 		cmocka_unit_test(inspection), cmocka_unit_test(format_names),
 		cmocka_unit_test(atomic_file),
 		cmocka_unit_test(atomic_file_mode),

@@ -149,7 +149,7 @@ static void html_page(void **state)
 	FILE *out = open_memstream(&buf, &len);
 
 	(void)state;
-	assert_int_equal(gm_plan_html(out, &s, NULL, &p, NULL, 1), 0);
+	assert_int_equal(gm_plan_html(out, &s, NULL, &p, NULL, NULL, 1), 0);
 	fclose(out);
 	assert_true(strncmp(buf, "<!DOCTYPE html>", 15) == 0);
 	assert_non_null(strstr(buf, "<svg"));

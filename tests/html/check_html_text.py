@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The --html page's words, without a browser: "How the run is built"
+says what plan's JSON planned (the recipe's name, the GPUs, the
+framework, the adapter, FSDP's mixed precision, offload, experts,
+inference), and the fit page's table says what fit's table says (the
+"(fp16)" marker, one rounding rule, the smallest change, batch rather
+than micro-batch for inference), its title GPU models, not a run's GPUs.
+usage: check_html_text.py GPUMEM SOURCE_ROOT"""
+import html as htmllib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+G, ROOT = sys.argv[1], sys.argv[2]
+errs = []
+TMP = tempfile.mkdtemp(prefix="gm-html-text-")
+
+
+def run(args):
+    r = subprocess.run([G, *args], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{args}: exit {r.returncode}: {r.stderr}")
+    return r.stdout
+
+
+def page(args):
+    out = os.path.join(TMP, "p.html")
+    run(args + ["--html", out])
+    return open(out, encoding="utf-8").read()
+
+
+def text(h):
+    return htmllib.unescape(re.sub(r"<[^>]*>", " ", h))
+
+
+def section(h, title):
+    m = re.search(r"<h2>%s</h2>(.*?)<h2>" % re.escape(title), h, re.S)
+    return text(m.group(1)) if m else ""
+
+
+def want(cond, what):
+    if not cond:
+        errs.append(what)
+
+
+M = lambda *p: os.path.join(ROOT, *p)  # noqa: E731
+PLANS = [
+    # spec, --set, phrases the run's words must hold, phrases they must not
+    (M("models", "llama-2-7b-lora.yaml"), [],
+     ["PEFT LoRA", "frozen", "rank 16", "all-linear"], ["fp32 weights"]),
+    (M("models", "llama-2-7b-qlora.yaml"), [],
+     ["QLoRA", "NF4", "frozen", "rank 16"], ["fp32 weights"]),
+    (M("tests", "data", "plan", "llama-2-7b-deepspeed.yaml"),
+     ["parallelism.zero_stage=2"],
+     ["DeepSpeed", "ZeRO-2", "optimizer offloaded to cpu",
+      "fp32 master weights"], ["under torch.autocast", "(AMP",
+                               "PyTorch's conventions"]),
+    (M("models", "llama-2-7b.yaml"), [],
+     ["FSDP2", "MixedPrecisionPolicy(param_dtype=bf16", "without autocast",
+      "8 = data parallel 8"], ["under torch.autocast"]),
+    (M("models", "llama-2-7b.yaml"),
+     ["parallelism.fsdp_mixed_precision=autocast"],
+     ["FSDP2", "under torch.autocast"], ["MixedPrecisionPolicy"]),
+    (M("models", "mixtral-8x7b.yaml"), [],
+     ["8 routed experts", "2 per token"], []),
+    (M("tests", "data", "plan", "llama-2-7b-megatron.yaml"), [],
+     ["Megatron-LM", "distributed optimizer", "main gradients"],
+     ["under torch.autocast"]),
+    (M("tests", "data", "plan", "llama-3-8b-infer.yaml"), [],
+     ["inference", "KV cache", "batch 8"],
+     ["micro-batch", "accumulation", "optimizer"]),
+]
+for spec, sets, has, hasnt in PLANS:
+    extra = [a for s in sets for a in ("--set", s)]
+    name = os.path.basename(spec) + " " + " ".join(sets)
+    j = json.loads(run(["plan", spec, "--format", "json"] + extra))
+    words = section(page(["plan", spec] + extra), "How the run is built")
+    want(j["recipe"] in words, f"{name}: recipe {j['recipe']} not named")
+    want(f"GPUs: {j['gpus']} = data parallel "
+         f"{j['parallelism']['data_parallel']}" in words,
+         f"{name}: the GPUs in all are not said")
+    for w in has:
+        want(w in words, f"{name}: '{w}' not in the run's words")
+    for w in hasnt:
+        want(w not in words, f"{name}: '{w}' in the run's words")
+
+# fit: the cells as the table prints them, the smallest change
+gpus = ["rtx-4090", "v100-32gb", "l40s"]
+args = ["fit", M("models", "mixtral-8x7b.yaml")]
+for g in gpus:
+    args += ["--gpu", g]
+h = page(args)
+j = json.loads(run(args + ["--format", "json"]))
+table = run(args)
+t = text(h)
+title = re.search(r"<title>(.*?)</title>", h).group(1)
+want("3 GPU models" in title and "3 GPUs" not in title,
+     f"fit title: {title!r}")
+figures = section(h, "The figures")
+want("(fp16)" in re.search(r"Tesla V100[^\n]*", figures).group(0),
+     "fit page: V100's bf16 TFLOP/s without '(fp16)'")
+# "NVIDIA L40S  44.99 GiB  864  362.1 ...": the table's TFLOP/s cell
+tf = re.search(r"^NVIDIA L40S .*$", table, re.M).group(0).split()[5]
+want(re.search(r"NVIDIA L40S [^\n]* %s " % re.escape(tf), figures),
+     f"fit page: L40S's TFLOP/s differs from the table's {tf}")
+for row in j["gpus"]:
+    c = row.get("smallest_change")
+    if c:
+        s = " ".join("--set " + x for x in c["set"])
+        want(s in t, f"fit page: {row['gpu']}'s change '{s}' missing")
+want("none / -" not in t.replace("\u2013", "-"), "fit page: 'none / -'")
+# inference fit: batch, no accumulation
+h = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
+               "--gpu", "h100", "--gpu", "l4"]))
+want("micro-batch" not in h and "accumulation" not in h,
+     "inference fit page speaks of micro-batches or accumulation")
+want("largest batch" in h, "inference fit page: no 'largest batch'")
+
+for e in errs:
+    print("FAIL: " + e)
+print(f"{len(errs)} failures")
+sys.exit(1 if errs else 0)
