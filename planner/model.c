@@ -1601,6 +1601,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	const struct gm_spec_parallel *par = &spec->parallelism;
 	struct ctx c = {0};
 	enum gm_precision prec;
+	const uint64_t usable = gm_plan_gpu_usable(gpu);
 	unsigned best = 0;
 	int rc;
 
@@ -1694,8 +1695,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		{
 			double out_of = (double)gpu->context_bytes +
 				comms * (double)opts->nccl_comm_bytes;
-			c.alloc_cap = (double)gpu->capacity_bytes > out_of ?
-				gpu->capacity_bytes - (uint64_t)out_of : 1;
+			c.alloc_cap = (double)usable > out_of ?
+				usable - (uint64_t)out_of : 1;
 		}
 		if (spec->task == GM_TASK_TRAIN)
 			train_stage(&c, T);
@@ -1715,15 +1716,14 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.last = c.r + 1 == c.p;
 	recipe_row(&c, &out->per_gpu, out);
 	recipe_loop(spec, out->recipe, sizeof(out->recipe));
-	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
+	out->fits = out->per_gpu.device_used <= (double)usable &&
 		    out->init_peak + out->per_gpu.cuda_context <=
-			    (double)gpu->capacity_bytes;
+			    (double)usable;
 	for (unsigned i = 0; i < c.p; i++)
 		out->fits &= !out->stages[i].sim.out_of_memory;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
-		double h = (double)gpu->capacity_bytes -
-			   out->per_gpu.device_used;
+		double h = (double)usable - out->per_gpu.device_used;
 		out->headroom_bytes = h <= -0x1p63 ? INT64_MIN :
 				      h >= 0x1p63 ? INT64_MAX :
 				      (int64_t)llround(h);

@@ -34,6 +34,11 @@
 
 struct gm_diag;
 
+struct gm_plan_gpu;
+/* The bound a plan must fit under (bytes): usable_bytes, else CUDA's
+ * total, else nvidia-smi's total where a caller gave neither. */
+uint64_t gm_plan_gpu_usable(const struct gm_plan_gpu *g);
+
 /* What the model needs to know of a GPU (the CLI fills it from the
  * catalog). */
 struct gm_plan_gpu {
@@ -41,6 +46,10 @@ struct gm_plan_gpu {
 	uint64_t capacity_bytes;   /* total memory as nvidia-smi reports */
 	uint64_t cuda_total_bytes; /* as cudaMemGetInfo reports; 0: not
 				    * known */
+	uint64_t usable_bytes;     /* what a process can get, the fit
+				    * verdict's bound (gm_gpu_usable_bytes);
+				    * 0: capacity_bytes */
+	bool usable_estimated;     /* usable_bytes is an estimate */
 	uint64_t cap_bytes;        /* per-process cap on the allocator's
 				    * memory (cap.h); 0: none */
 	uint64_t context_bytes;    /* CUDA context + libraries outside the

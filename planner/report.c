@@ -94,6 +94,48 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 	return o;
 }
 
+/*
+ * What a process can get of the card, the bound of fits and headroom:
+ * JSON "<key>_bytes" and "<key>_estimated"; a table row "<key> (cuda
+ * total)" or "<key> (estimated)".
+ */
+static void usable_set(struct gm_val *o, const struct gm_plan_gpu *g,
+		       bool table, const char *key)
+{
+	char k[64];
+
+	if (table) {
+		snprintf(k, sizeof(k), "%s (%s)_bytes", key,
+			 g->usable_estimated ? "estimated" : "cuda total");
+		gm_obj_set_uint(o, k, gm_plan_gpu_usable(g));
+		return;
+	}
+	snprintf(k, sizeof(k), "%s_bytes", key);
+	gm_obj_set_uint(o, k, gm_plan_gpu_usable(g));
+	snprintf(k, sizeof(k), "%s_estimated", key);
+	gm_obj_set_bool(o, k, g->usable_estimated);
+}
+
+/* The same as one column of fit's rows: JSON as usable_set(); a table
+ * cell in GiB, "(estimated)" after an estimate. */
+static void usable_cell(struct gm_val *r, const struct gm_plan_gpu *g,
+			bool table)
+{
+	char t[48];
+
+	if (!table) {
+		usable_set(r, g, false, "usable");
+		return;
+	}
+	if (!g->usable_estimated) {
+		gm_obj_set_uint(r, "usable_bytes", gm_plan_gpu_usable(g));
+		return;
+	}
+	snprintf(t, sizeof(t), "%.2f GiB (estimated)",
+		 gm_gib(gm_plan_gpu_usable(g)));
+	gm_obj_set_str(r, "usable_bytes", t);
+}
+
 static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 {
 	struct gm_val *o = gm_val_obj(), *st;
@@ -104,6 +146,7 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 		gm_obj_set_str(o, "batch shape", p->shape);
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	usable_set(o, &p->gpu, table, "usable");
 	/* only under --fraction / --limit: the allocator's cap (cap.h) */
 	if (p->gpu.cap_bytes)
 		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
@@ -165,6 +208,7 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		struct gm_val *r = gm_val_obj();
 		gm_obj_set_str(r, "gpu", f[i].gpu.name);
 		gm_obj_set_uint(r, "capacity_bytes", f[i].gpu.capacity_bytes);
+		usable_cell(r, &f[i].gpu, table);
 		if (f[i].gpu.cap_bytes)
 			gm_obj_set_uint(r, "cap_bytes", f[i].gpu.cap_bytes);
 		gm_obj_set_real(r, "bandwidth_gbps", f[i].gpu.bandwidth_gbps);
