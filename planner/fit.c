@@ -349,7 +349,7 @@ static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 {
 	struct gm_model_opts def, o, guess;
 	const struct gm_spec_parallel *par = &spec->parallelism;
-	uint64_t dp = par->data_parallel ? par->data_parallel : 1;
+	uint64_t dp = gm_spec_data_parallel(spec);
 	uint64_t mb, spec_mb;
 	struct gm_plan *plan;
 	int rc;

@@ -152,9 +152,9 @@ static void run_words(FILE *out, const struct gm_spec *s,
 			gm_kv_dtype_name(in->kv_cache_dtype));
 	}
 	fprintf(out, "<li>Parallelism: %llu data-parallel rank%s",
-		(unsigned long long)pa->data_parallel,
-		pa->data_parallel == 1 ? "" : "s");
-	if (pa->zero_stage)
+		(unsigned long long)gm_spec_data_parallel(s),
+		gm_spec_data_parallel(s) == 1 ? "" : "s");
+	if (pa->zero_stage && s->task == GM_TASK_TRAIN)
 		fprintf(out, " with ZeRO stage %u%s", pa->zero_stage,
 			pa->zero_stage == 3 ? " (FSDP full shard)" : "");
 	if (pa->tensor_parallel > 1)

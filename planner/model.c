@@ -1625,7 +1625,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.pl = &pl;
 	c.o = opts;
 	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;
-	c.d = par->data_parallel ? (double)par->data_parallel : 1;
+	c.d = (double)gm_spec_data_parallel(spec);
 	c.tv = par->tp_vocab == GM_TPV_REPLICATED ? 1 : c.t;
 	c.p = par->pipeline_parallel ? (unsigned)par->pipeline_parallel : 1;
 	if (c.p > GM_STAGES_MAX || c.p > pl.layers)

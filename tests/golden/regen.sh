@@ -34,6 +34,10 @@ done
 	--format json > "$out/fit-change-zero3.json" || true
 "$gpumem" fit "$root/models/llama-3-70b.yaml" --gpu 'Tesla P4' \
 	> "$out/fit-change-none.txt" || true
+"$gpumem" fit "$root/models/llama-3-8b.yaml" --set task=inference \
+	--set inference.batch_size=16 --set inference.prompt_length=4096 \
+	--set inference.generate_length=1024 --gpu rtx-4090 \
+	> "$out/fit-infer-train-spec.txt" 2>/dev/null
 "$gpumem" plan --help > "$out/plan-help.txt"
 "$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).
