@@ -1387,6 +1387,45 @@ uint32_t gm_em_rotary(struct gm_em *e, double bytes)
 	return out;
 }
 
+/*
+ * torch.nn.functional.scaled_dot_product_attention over f's T queries and
+ * the f->n + T / batch key positions (PyTorch aten/src/ATen/native/
+ * transformers/attention.cpp scaled_dot_product_attention): with 16-bit
+ * inputs and no mask the flash kernel runs, and a head_dim that is not a
+ * multiple of 8 (at most 256, flash's limit) is padded first
+ * (pad_last_dim<8>: copies of q, k and v at the padded width), the
+ * kernel's output is padded too and post_process_flash_output returns a
+ * slice of it, which transformers' sdpa_attention_forward then copies
+ * (transpose(1, 2).contiguous() of a non-contiguous slice); the padded
+ * inputs die when the call returns, the padded output with the slice.
+ * Otherwise one output of T x q. (The H200 trace of
+ * llama-3b-infer-fp16-gen, head_dim 100: 104-wide copies of q, k and v,
+ * the 104-wide output, then the 100-wide copy.) Returns the output.
+ */
+uint32_t gm_em_sdpa(struct gm_em *e, const struct gm_em_fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	double T = (double)f->T, c = in->c, hd = in->head_dim;
+	double N = (double)f->n + T / (double)in->batch;
+	double Q = T * in->q * c, K = (double)in->batch * N * in->kv * c;
+	double r;
+	uint32_t qp, kp, vp, op, o;
+
+	if (c == 4 || hd <= 0 || hd > 256 || fmod(hd, 8) == 0)
+		return ealloc(e, Q, GM_SK_TRANSIENT);
+	r = ceil(hd / 8) * 8 / hd;
+	qp = ealloc(e, Q * r, GM_SK_TRANSIENT);
+	kp = ealloc(e, K * r, GM_SK_TRANSIENT);
+	vp = ealloc(e, K * r, GM_SK_TRANSIENT);
+	op = ealloc(e, Q * r, GM_SK_TRANSIENT);
+	efree(e, &qp);
+	efree(e, &kp);
+	efree(e, &vp);
+	o = ealloc(e, Q, GM_SK_TRANSIENT);
+	efree(e, &op);
+	return o;
+}
+
 /* Bytes per position of the cache's key (k 0) or value (k 1) tensor of
  * one layer: batch x its width x the cache dtype. */
 static double kv_per_pos(const struct gm_step_infer *in, int k)

@@ -52,6 +52,10 @@ uint32_t gm_em_rms_norm_w(struct gm_em *e, double T, double width);
 uint32_t gm_em_head_rms_norm(struct gm_em *e, double T, double width);
 /* apply_rotary_pos_emb for one of q, k of the given bytes: its output. */
 uint32_t gm_em_rotary(struct gm_em *e, double bytes);
+/* scaled_dot_product_attention of forward f (its queries over the cache
+ * and its own positions; q and kv widths, head_dim padded to a multiple
+ * of 8 for the flash kernel as PyTorch does): its output, T x q. */
+uint32_t gm_em_sdpa(struct gm_em *e, const struct gm_em_fwd *f);
 /* The rotary cos and sin for q positions into cs[0..1] (with the first
  * matmul's cuBLAS workspace). */
 void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs);

@@ -163,7 +163,7 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	q = gm_em_alloc(e, Q, GM_SK_TRANSIENT);
 	k = gm_em_alloc(e, K, GM_SK_TRANSIENT);
 	v = gm_em_alloc(e, K, GM_SK_TRANSIENT);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	o = gm_em_sdpa(e, f);                            /* sdpa */
 	gm_em_free(e, &q);
 	gm_em_free(e, &k);
 	gm_em_free(e, &v);

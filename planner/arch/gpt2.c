@@ -174,7 +174,7 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	n1 = gm_em_layer_norm(e, T);
 	qkv = gm_em_alloc(e, Q + 2 * K, GM_SK_TRANSIENT);
 	gm_em_kv_append(e, l, f);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	o = gm_em_sdpa(e, f);                            /* sdpa */
 	p = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* c_proj */
 	gm_em_free(e, &o);
 	gm_em_free(e, &qkv);

@@ -126,7 +126,7 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 	ke = partial_rotary(e, K);
 	gm_em_kv_append(e, l, f);
 	gm_em_free(e, &ke);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	o = gm_em_sdpa(e, f);                            /* sdpa */
 	gm_em_free(e, &qe);
 	gm_em_free(e, &qkv);
 	p = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* dense */

@@ -173,7 +173,7 @@ uint32_t gm_llama_infer_attention(struct gm_em *e, uint64_t l,
 	gm_em_kv_append(e, l, f);
 	gm_em_free(e, &ke);
 	gm_em_free(e, &v);
-	o = gm_em_alloc(e, Q, GM_SK_TRANSIENT);          /* sdpa */
+	o = gm_em_sdpa(e, f);                            /* sdpa */
 	p = gm_em_alloc(e, X, GM_SK_TRANSIENT);          /* o_proj */
 	gm_em_free(e, &o);
 	gm_em_free(e, &qe);

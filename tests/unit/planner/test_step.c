@@ -34,6 +34,8 @@ struct count {
 	double live_bytes, peak;
 	unsigned step;
 	uint64_t per_step[4];
+	uint64_t seq[8192];     /* the allocations' bytes in order */
+	unsigned nseq;
 	int bad;
 };
 
@@ -56,6 +58,8 @@ static int c_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	c->live_bytes += (double)bytes;
 	c->peak = c->live_bytes > c->peak ? c->live_bytes : c->peak;
 	c->per_step[c->step < 4 ? c->step : 3]++;
+	if (c->nseq < sizeof(c->seq) / sizeof(c->seq[0]))
+		c->seq[c->nseq++] = bytes;
 	return 0;
 }
 
@@ -209,6 +213,52 @@ static struct gm_step infer_step(enum gm_arch net, uint64_t gen)
 static uint64_t largest(const struct count *c, enum gm_step_kind k)
 {
 	return c->max_bytes[k];
+}
+
+/* Whether c's allocations contain want[0..n) in a row. */
+static bool has_run(const struct count *c, const uint64_t *want, unsigned n)
+{
+	for (unsigned i = 0; i + n <= c->nseq; i++) {
+		unsigned j = 0;
+
+		while (j < n && c->seq[i + j] == want[j])
+			j++;
+		if (j == n)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * PyTorch's scaled_dot_product_attention pads a 16-bit head_dim that is
+ * not a multiple of 8 for the flash kernel (attention.cpp
+ * pad_last_dim<8>): 4 heads of 12 for q, 2 for k and v, become 16 wide.
+ * The prefill (16 queries over 8 positions, bf16): q padded 16 x 48 x 2
+ * B x 16/12 = 2048, k and v 2 x 8 x 24 x 2 x 16/12 = 1024 each, the
+ * padded output 2048, then the sliced output's copy 16 x 48 x 2 = 1536;
+ * the last decode step (2 queries over 10 positions): 256, 1280, 1280,
+ * 256, 192. In fp32 (no flash kernel) nothing is padded.
+ */
+static void sdpa_pads_head_dim(void **state)
+{
+	static const uint64_t pre[] = {2048, 1024, 1024, 2048, 1536};
+	static const uint64_t dec[] = {256, 1280, 1280, 256, 192};
+	static const uint64_t f32[] = {4096, 2048, 2048, 4096, 3072};
+	struct gm_step st = infer_step(GM_ARCH_LLAMA, 3);
+	struct count *c;
+
+	(void)state;
+	st.inf.head_dim = 12;
+	st.inf.q = 48;
+	st.inf.kv = st.inf.kv_v = 24;
+	c = count_emit(&st);
+	assert_true(has_run(c, pre, 5));
+	assert_true(has_run(c, dec, 5));
+	free(c);
+	st.inf.c = st.inf.kvb = 4;
+	c = count_emit(&st);
+	assert_false(has_run(c, f32, 5));
+	free(c);
 }
 
 /* Inference sequences with exact sizes: the KV cache grown by cat (one
@@ -916,6 +966,7 @@ int main(void)
 		cmocka_unit_test(sequence_counts),
 		cmocka_unit_test(sequence_accumulation),
 		cmocka_unit_test(sequence_inference),
+		cmocka_unit_test(sdpa_pads_head_dim),
 		cmocka_unit_test(bad_description),
 		cmocka_unit_test(replay_matches_model_training),
 		cmocka_unit_test(replay_matches_model_real),
