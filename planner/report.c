@@ -197,6 +197,32 @@ struct gm_val *gm_plan_report_table(const struct gm_plan *p)
 	return plan_obj(p, true);
 }
 
+/*
+ * fit's min gpus: JSON and CSV min_gpus (0: none), min_gpus_micro_batch
+ * and min_gpus_none (why 0, else null); a table says "none at ZeRO 2"
+ * in the cell and "-" for its micro-batch instead of two 0s.
+ */
+static void min_gpus_set(struct gm_val *r, const struct gm_fit *f,
+			 bool table)
+{
+	char why[48];
+	const char *none = gm_fit_min_gpus_none(f, why, sizeof(why));
+
+	if (table && none) {
+		gm_obj_set_str(r, "min_gpus", none);
+		gm_obj_set_str(r, "min_gpus_micro_batch", "-");
+		return;
+	}
+	gm_obj_set_uint(r, "min_gpus", f->min_gpus);
+	gm_obj_set_uint(r, "min_gpus_micro_batch", f->min_gpus_micro_batch);
+	if (table)
+		return;
+	if (none)
+		gm_obj_set_str(r, "min_gpus_none", none);
+	else
+		gm_obj_set(r, "min_gpus_none", gm_val_null());
+}
+
 struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 			     const struct gm_fit_change *ch, size_t n,
 			     bool table)
@@ -233,9 +259,7 @@ struct gm_val *gm_fit_report(const char *name, const struct gm_fit *f,
 		gm_obj_set_uint(r, "max_micro_batch", f[i].max_micro_batch);
 		gm_obj_set_uint(r, "gradient_accumulation_steps",
 				f[i].gradient_accumulation_steps);
-		gm_obj_set_uint(r, "min_gpus", f[i].min_gpus);
-		gm_obj_set_uint(r, "min_gpus_micro_batch",
-				f[i].min_gpus_micro_batch);
+		min_gpus_set(r, &f[i], table);
 		gm_obj_set_uint(r, "device_used_bytes", u(f[i].device_used));
 		if (ch && !table)
 			gm_fit_change_set(r, &ch[i]);

@@ -38,6 +38,12 @@ done
 	--set inference.batch_size=16 --set inference.prompt_length=4096 \
 	--set inference.generate_length=1024 --gpu rtx-4090 \
 	> "$out/fit-infer-train-spec.txt" 2>/dev/null
+for f in txt json; do
+	"$gpumem" fit "$root/models/llama-2-7b.yaml" \
+		--set parallelism.data_parallel=1 --set parallelism.zero_stage=0 \
+		--gpu a100-80gb --format "$( [ $f = txt ] && echo table || echo json)" \
+		> "$out/fit-min-gpus-none.$f" || true
+done
 "$gpumem" plan --help > "$out/plan-help.txt"
 "$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).
