@@ -73,6 +73,8 @@ const char *gm_phase_name(enum gm_phase p)
 		return "forward-backward";
 	case GM_PHASE_OPTIMIZER:
 		return "optimizer-step";
+	case GM_PHASE_SETUP:
+		return "set-up";
 	default:
 		return "inference";
 	}
@@ -703,7 +705,10 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 			T->phase_allocated[0] = pk.phase_peak[ph];
 	T->phase_allocated[1] = pk.phase_peak[GM_SP_OPTIMIZER];
 	T->peak_allocated = pk.peak;
+	/* allocations before the first step's phase are the set-up's (the
+	 * replay emits the model's build and wrapping first) */
 	T->peak_phase = pk.phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
+			pk.phase == GM_SP_SETUP ? GM_PHASE_SETUP :
 			GM_PHASE_FWD_BWD;
 	T->at_peak = (struct gm_parts){
 		.weights = k[GM_SK_WEIGHT],

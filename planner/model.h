@@ -95,7 +95,11 @@ struct gm_model_opts {
 
 void gm_model_opts_default(struct gm_model_opts *o);
 
-enum gm_phase { GM_PHASE_FWD_BWD, GM_PHASE_OPTIMIZER, GM_PHASE_INFERENCE };
+/* Where the peak is: a step's forward-backward or optimizer step, an
+ * inference pass, or set-up (the model built and wrapped before the first
+ * step, e.g. DeepSpeed's engine flattening the weights: init_peak). */
+enum gm_phase { GM_PHASE_FWD_BWD, GM_PHASE_OPTIMIZER, GM_PHASE_INFERENCE,
+		GM_PHASE_SETUP };
 
 const char *gm_phase_name(enum gm_phase p);
 
