@@ -74,6 +74,16 @@ static int probe_at(struct probe *p, uint64_t t, bool guess, bool *ok,
 	s.inference.batch_size = s.training.micro_batch_size;
 	s.parallelism.data_parallel = p->by_dp ? x : p->dp;
 	s.training.global_batch_size = p->gb;
+	/* a data-parallel degree that Megatron-Core's expert grid refuses
+	 * (expert_parallel must divide data x tensor parallel: spec_rules.c
+	 * check_expert_parallel) is not a run: it does not fit */
+	if (s.parallelism.expert_parallel > 1 &&
+	    s.parallelism.data_parallel * (s.parallelism.tensor_parallel ?
+					   s.parallelism.tensor_parallel : 1) %
+	    s.parallelism.expert_parallel) {
+		*ok = false;
+		return 0;
+	}
 	was = guess ? NULL : seen_at(p, s.training.micro_batch_size,
 				     s.parallelism.data_parallel);
 	if (was) {

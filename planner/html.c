@@ -166,6 +166,11 @@ static void run_words(FILE *out, const struct gm_spec *s,
 	if (pa->pipeline_parallel > 1)
 		fprintf(out, "; %llu pipeline stages (1F1B)",
 			(unsigned long long)pa->pipeline_parallel);
+	if (pa->expert_parallel > 1)
+		fprintf(out, "; each MoE layer's experts split over %llu "
+			"ranks (expert parallel, expert tensor parallel 1, "
+			"all-to-all dispatch)",
+			(unsigned long long)pa->expert_parallel);
 	fputs(".</li>\n</ul>\n", out);
 }
 

@@ -10,6 +10,7 @@
 #include "block.h"
 #include "loop.h"
 #include "loss.h"
+#include "megatron_moe.h"
 #include "model_megatron.h"
 #include "error.h"
 #include "recipe.h"
@@ -1385,7 +1386,8 @@ static void megatron_stage(const struct ctx *c, struct gm_terms *T)
 		if (!gm_step_peak(&st, (1u << kinds[i]) | GM_STEP_NOGROUP,
 				  &pk))
 			*term[i] = pk.peak;
-	T->workspace = 2 * mg.workspace + mg.te_workspace;
+	T->workspace = 2 * mg.workspace + mg.te_workspace +
+		       mg.te_group_n * mg.te_group_ws;
 	sequence_peak(c, &st, T);
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		struct gm_blocks bs = {0};
@@ -1618,6 +1620,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	rc = gm_params_layout(&spec->model, &pl, diag);
 	if (rc)
 		return rc;
+	/* Megatron-Core builds its own MoE layer (megatron_moe.h) */
+	gm_mg_moe_layout(spec, &pl);
 	snprintf(out->name, sizeof(out->name), "%s", spec->name);
 	shape_describe(spec, out->shape, sizeof(out->shape));
 	out->gpu = *gpu;

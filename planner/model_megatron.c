@@ -13,6 +13,7 @@
  */
 #include "model_megatron.h"
 
+#include "megatron_moe.h"
 #include "recipe.h"
 
 #include <math.h>
@@ -29,6 +30,9 @@ uint64_t gm_mg_padded_vocab(uint64_t v, uint64_t t)
 struct mg_shape {
 	double tok, s, h, q, kv, f, a, t, tsp, c;
 	bool gated, rope, layernorm, dropout, eager;
+	bool moe;     /* routed experts in every layer (megatron_moe.c) */
+	bool qknorm;  /* q and k RMSNorm per head (qwen3-moe:
+		       * --qk-layernorm) */
 	enum gm_ckpt ck;
 };
 
@@ -62,6 +66,8 @@ static void shape_of(const struct gm_mg_in *in, struct mg_shape *x)
 	 * (flash / cuDNN) attention */
 	x->eager = sp->training.attention == GM_ATTN_EAGER;
 	x->ck = sp->training.activation_checkpointing;
+	x->moe = m->experts > 0;
+	x->qknorm = m->architecture == GM_ARCH_QWEN3_MOE;
 }
 
 /* The residual stream's bytes per token on one rank (seq-split under
@@ -82,7 +88,7 @@ int gm_mg_layer_saved(const struct gm_mg_in *in, double *act,
 		      double *recompute)
 {
 	struct mg_shape x;
-	double T, full_fwd = 0, ft, bt, bt2;
+	double T, full_fwd = 0, ft, bt, bt2, moe_fwd = 0, moe_bwd = 0;
 	double tmp[GM_MG_ACT];
 	int n = 0;
 
@@ -100,6 +106,12 @@ int gm_mg_layer_saved(const struct gm_mg_in *in, double *act,
 	 * the fused rotary embedding (apply_rope_fusion) returns new q and
 	 * k and saves only the frequencies; value stays a view of it */
 	tmp[n++] = T * (x.q + 2 * x.kv) / x.t * x.c;
+	/* --qk-layernorm (TENorm on each head of q and k,
+	 * attention.py SelfAttention q_layernorm / k_layernorm): their
+	 * inputs are views of that output, their fp32 statistics new; the
+	 * outputs go to the rotary embedding */
+	if (x.qknorm)
+		tmp[n++] = T * (x.q + x.kv) / (x.q / x.a) / x.t * 4;
 	if (x.rope) {
 		tmp[n++] = T * x.q / x.t * x.c;
 		tmp[n++] = T * x.kv / x.t * x.c;
@@ -127,15 +139,26 @@ int gm_mg_layer_saved(const struct gm_mg_in *in, double *act,
 	/* self_attn_bda: the hidden dropout's mask */
 	if (x.dropout)
 		tmp[n++] = T * x.h / x.tsp;
-	/* linear_fc1 (LayerNormLinear again): input, normalized output,
-	 * statistics */
-	tmp[n++] = T * resid(&x);
-	tmp[n++] = T * resid(&x);
-	tmp[n++] = T * norm_stats(&x);
-	/* the fused activation (bias_swiglu_impl / bias_gelu_impl) saves
-	 * fc1's output, linear_fc2 the activation's */
-	tmp[n++] = T * (x.gated ? 2 : 1) * x.f / x.t * x.c;
-	tmp[n++] = T * x.f / x.t * x.c;
+	if (x.moe) {
+		/* the MoE layer over the rank's sequence-parallel tokens
+		 * (megatron_moe.c) */
+		struct gm_mg_moe_in mi = {
+			.spec = in->spec, .tok = T / x.tsp, .c = x.c,
+			.layernorm = x.layernorm, .gated = x.gated};
+		n = gm_mg_moe_saved(&mi, tmp, n, GM_MG_ACT - 1, &moe_fwd,
+				    &moe_bwd);
+	} else {
+		/* linear_fc1 (LayerNormLinear again): input, normalized
+		 * output, statistics */
+		tmp[n++] = T * resid(&x);
+		tmp[n++] = T * resid(&x);
+		tmp[n++] = T * norm_stats(&x);
+		/* the fused activation (bias_swiglu_impl /
+		 * bias_gelu_impl) saves fc1's output, linear_fc2 the
+		 * activation's */
+		tmp[n++] = T * (x.gated ? 2 : 1) * x.f / x.t * x.c;
+		tmp[n++] = T * x.f / x.t * x.c;
+	}
 	if (x.dropout)
 		tmp[n++] = T * x.h / x.tsp;
 
@@ -153,6 +176,11 @@ int gm_mg_layer_saved(const struct gm_mg_in *in, double *act,
 	 * input of fc1's weight gradient under sequence parallelism) */
 	bt = T * x.c * ((x.gated ? 3 : 2) * x.f / x.t + x.h / x.tsp +
 			(x.tsp > 1 ? x.h : 0));
+	if (x.moe) {
+		bt = moe_bwd;
+		if (moe_fwd > ft)
+			ft = moe_fwd;
+	}
 	/* the attention's: dq, dk, dv and the output's gradient */
 	bt2 = T * x.c * ((2 * x.q + 2 * x.kv) / x.t + x.h / x.tsp);
 	if (bt2 > bt)
@@ -189,6 +217,10 @@ static double stage_elems(const struct gm_mg_in *in,
 	rows *= (double)pt->cols;
 	if (pt->flags & GM_PT_TP)
 		rows /= in->t;
+	/* the rank's experts of each MoE layer: experts / expert_parallel
+	 * (megatron/core/transformer/moe/moe_layer.py, num_local_experts) */
+	if (gm_mg_moe_expert(pt))
+		rows /= (double)in->spec->parallelism.expert_parallel;
 	*layer = pt->flags & GM_PT_LAYER;
 	if (*layer)
 		return rows;
@@ -243,19 +275,34 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 	bool fp32 = pr == GM_PREC_FP32;
 	double wb = fp32 ? 4 : 2, gb = fp16 ? 2 : 4;
 	double le[GM_PARAMS_MAX], oe[GM_PARAMS_MAX], P = 0, lsum = 0, osum = 0;
+	double ld[GM_PARAMS_MAX], lx[GM_PARAMS_MAX], xsum = 0;
+	int nd = 0, nx = 0;
 	unsigned v = par->virtual_pipeline_stages > 1 ?
 		     (unsigned)par->virtual_pipeline_stages : 1;
 	struct mg_shape x;
 	double d = in->d > 1 ? in->d : 1, ws = 0;
+	/* the expert data-parallel group that shares the rank's experts:
+	 * world / (expert tensor x expert x pipeline parallel) =
+	 * d x t / ep with expert tensor parallel 1 (parallel_state.py
+	 * initialize_model_parallel, expert_data_parallel_size); the
+	 * distributed optimizer shards the experts' states over it */
+	double ep = par->expert_parallel > 1 ? (double)par->expert_parallel : 1;
+	double dx = d * (in->t > 1 ? in->t : 1) / ep;
 
 	memset(mg, 0, sizeof(*mg));
 	shape_of(in, &x);
 	for (int i = 0; i < in->pl->n; i++) {
 		bool layer;
 		double n = stage_elems(in, &in->pl->t[i], &layer);
-		if (layer)
+		if (layer) {
+			mg->layer_x[mg->n_layer_t] =
+				gm_mg_moe_expert(&in->pl->t[i]);
+			if (mg->layer_x[mg->n_layer_t])
+				lx[nx++] = n;
+			else
+				ld[nd++] = n;
 			le[mg->n_layer_t++] = n;
-		else if (n > 0)
+		} else if (n > 0)
 			oe[mg->n_other_t++] = n;
 	}
 	mg->steps = 2;
@@ -265,6 +312,9 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 		mg->layer_t[i] = le[i] * wb;
 		lsum += le[i];
 	}
+	for (int i = 0; i < nx; i++)
+		xsum += lx[i];
+	xsum *= (double)mg->layers_chunk * v;
 	for (int i = 0; i < mg->n_other_t; i++) {
 		mg->other_t[i] = oe[i] * wb;
 		osum += oe[i];
@@ -273,13 +323,21 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 	T->parameters = (uint64_t)llround(P);
 	T->layers = in->layers;
 	T->weights = T->gradients = 0;
+	/* DDP groups the parameters by (dtype, grad dtype, expert
+	 * parallel) into separate buffers (distributed_data_parallel.py
+	 * group_params_for_buffers, expert_parallel_buffers): the dense
+	 * ones padded for d, the experts' for their group */
 	for (unsigned c = 0; c < v; c++) {
-		double n = buffer_elems(le, mg->n_layer_t, mg->layers_chunk,
+		double n = buffer_elems(ld, nd, mg->layers_chunk,
 					oe, c == 0 ? mg->n_other_t : 0, dist, d);
+		double nxe = nx ? buffer_elems(lx, nx, mg->layers_chunk, oe, 0,
+					       dist, dx) : 0;
 		mg->grad_buf[c] = n * gb;
 		mg->param_buf[c] = dist ? n * wb : 0;
-		T->weights += dist ? n * wb : 0;
-		T->gradients += n * gb;
+		mg->grad_buf_x[c] = nxe * gb;
+		mg->param_buf_x[c] = dist ? nxe * wb : 0;
+		T->weights += dist ? (n + nxe) * wb : 0;
+		T->gradients += (n + nxe) * gb;
 	}
 	if (!dist)
 		T->weights = P * wb;
@@ -289,7 +347,12 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 	 * distributed optimizer */
 	mg->master_frac = (fp32 ? 0 : 4 / wb) / (dist ? d : 1);
 	mg->state_frac = ((fp16 ? 4 : 0) + 8) / wb / (dist ? d : 1);
-	T->optimizer_states = P * wb * (mg->master_frac + mg->state_frac);
+	mg->master_frac_x = (fp32 ? 0 : 4 / wb) / (dist ? dx : 1);
+	mg->state_frac_x = ((fp16 ? 4 : 0) + 8) / wb / (dist ? dx : 1);
+	T->optimizer_states = (P - xsum) * wb * (mg->master_frac +
+						 mg->state_frac) +
+			      xsum * wb * (mg->master_frac_x +
+					   mg->state_frac_x);
 	/* cuBLAS: PyTorch's handle for the forward's thread and for the
 	 * autograd engine's (model.c), and Transformer Engine's own GEMM
 	 * workspace (transformer_engine/pytorch/module/base.py
@@ -298,6 +361,18 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 	ws = in->workspace;
 	mg->workspace = ws;
 	mg->te_workspace = (in->sm_major >= 9 ? 32.0 : 4.0) * 1024 * 1024;
+	/* the experts' grouped GEMM (--moe-grouped-gemm, TEGroupedMLP:
+	 * Transformer Engine's GroupedLinear) runs on its own cuBLAS
+	 * workspaces, one per compute stream, 4 streams, 32 MiB + 1 KiB
+	 * each on Hopper and later (transformer_engine/pytorch/
+	 * cpp_extensions/gemm.py get_cublas_workspace with grouped_gemm,
+	 * get_cublas_workspace_size_bytes; common/util/multi_stream.cpp
+	 * num_compute_streams; NVIDIA/TransformerEngine d0067d0) */
+	if (x.moe) {
+		mg->te_group_n = 4;
+		mg->te_group_ws = in->sm_major >= 9 ? 32.0 * 1024 * 1024 + 1024
+						    : 4.0 * 1024 * 1024;
+	}
 	/* the schedule */
 	mg->pp = in->p;
 	mg->rank = in->r;
@@ -320,5 +395,11 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 		mg->head_in = x.tok * (2 * resid(&x) + norm_stats(&x));
 		mg->logits16 = x.tok * (double)V / in->t * x.c;
 		mg->logits32 = x.tok * (double)V / in->t * 4;
+	}
+	if (x.moe) {
+		struct gm_mg_moe_in mi = {
+			.spec = sp, .tok = x.tok / x.tsp, .c = x.c,
+			.layernorm = x.layernorm, .gated = x.gated};
+		T->moe_skew = gm_mg_moe_skew(&mi);
 	}
 }

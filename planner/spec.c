@@ -279,6 +279,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	     parallelism.distributed_optimizer),
 	U64(GM_K_VPP, "virtual_pipeline_stages", GM_K_PARALLELISM,
 	    parallelism.virtual_pipeline_stages, 1, GM_MAX_LAYERS),
+	U64(GM_K_EP, "expert_parallel", GM_K_PARALLELISM,
+	    parallelism.expert_parallel, 1, GM_MAX_EXPERTS),
 	SEC(GM_K_HARDWARE, "hardware", -1),
 	STR(GM_K_GPU, "gpu", GM_K_HARDWARE, gpu),
 };

@@ -167,6 +167,8 @@ struct gm_spec_parallel {
 	enum gm_offload offload_parameters; /* DeepSpeed ZeRO-3 */
 	bool distributed_optimizer;         /* Megatron-LM */
 	uint64_t virtual_pipeline_stages;   /* Megatron-LM interleaved 1F1B */
+	uint64_t expert_parallel;           /* Megatron-LM: MoE experts split
+					     * over this many ranks */
 };
 
 /*

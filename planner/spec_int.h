@@ -80,6 +80,7 @@ enum gm__spec_key {
 	GM_K_OFFLOAD_PARAM,
 	GM_K_DIST_OPT,
 	GM_K_VPP,
+	GM_K_EP,
 	GM_K_HARDWARE,
 	GM_K_GPU,
 	GM_K_COUNT

@@ -23,6 +23,19 @@ static bool given(const struct gm_spec *s, int id)
 	return s->where[id].origin != GM_SPEC_DEFAULT;
 }
 
+/*
+ * Megatron-Core's GPT layer with routed experts: model.experts on the
+ * gpt2 layer under training.framework megatron (--num-experts, which
+ * replaces the MLP of Megatron's GPT layer by a MoE layer whatever the
+ * layer's norm and activation; megatron/core/models/gpt/
+ * gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec).
+ */
+static bool megatron_gpt_moe(const struct gm_spec *s)
+{
+	return s->training.framework == GM_FW_MEGATRON &&
+	       s->model.architecture == GM_ARCH_GPT2;
+}
+
 /* The family's model defaults (Hugging Face's configs: planner/arch/). */
 static void model_defaults(struct gm_spec *s)
 {
@@ -49,6 +62,15 @@ static void model_defaults(struct gm_spec *s)
 		m->num_labels = 2;
 	if (!given(s, GM_K_HEAD_DIM))
 		m->head_dim = fam->defaults.head_dim;
+	/* Megatron's defaults (megatron/training/arguments.py: --moe-
+	 * router-topk 2; moe_ffn_hidden_size = ffn_hidden_size unless
+	 * given) */
+	if (megatron_gpt_moe(s) && m->experts) {
+		if (!given(s, GM_K_EXPERTS_PER_TOKEN))
+			m->experts_per_token = 2;
+		if (!given(s, GM_K_MOE_FFN))
+			m->moe_ffn_hidden_size = m->ffn_hidden_size;
+	}
 	if (!(fam->keys & GM_FK_MOE))
 		return;
 	if (!given(s, GM_K_EXPERTS))
@@ -114,6 +136,8 @@ static void recipe_defaults(struct gm_spec *s)
 		s->parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
 	if (!given(s, GM_K_VPP))
 		s->parallelism.virtual_pipeline_stages = 1;
+	if (!given(s, GM_K_EP))
+		s->parallelism.expert_parallel = 1;
 }
 
 /* The KV-cache dtype that matches the weights' precision. */
@@ -223,9 +247,12 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		{GM_K_QKV_BIAS, GM_FK_QKV_BIAS,
 		 " (gpt2 and bert always have biases)"},
 		{GM_K_ACT_PER_TOKEN, GM_FK_ACT_PER_TOKEN, ""},
-		{GM_K_EXPERTS, GM_FK_MOE, ""},
-		{GM_K_EXPERTS_PER_TOKEN, GM_FK_MOE, ""},
-		{GM_K_MOE_FFN, GM_FK_MOE, ""},
+		{GM_K_EXPERTS, GM_FK_MOE,
+		 " (or gpt2 under training.framework megatron)"},
+		{GM_K_EXPERTS_PER_TOKEN, GM_FK_MOE,
+		 " (or gpt2 under training.framework megatron)"},
+		{GM_K_MOE_FFN, GM_FK_MOE,
+		 " (or gpt2 under training.framework megatron)"},
 		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
 		{GM_K_HEAD_DIM, GM_FK_HEAD_DIM, ""},
 		{GM_K_DENSE_LAYERS, GM_FK_DENSE_LAYERS, ""},
@@ -242,6 +269,13 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 	for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
 		if (!given(s, only[i].key) || (fam->keys & only[i].mask))
 			continue;
+		if (only[i].mask == GM_FK_MOE && megatron_gpt_moe(s)) {
+			if (s->model.experts)
+				continue;
+			return gm__spec_blame(c, only[i].key, "needs "
+					      "model.experts (Megatron's GPT "
+					      "layer with routed experts)");
+		}
 		if (!*takers(only[i].mask, false, names, sizeof(names)))
 			return gm__spec_blame(c, only[i].key, "no architecture "
 					      "takes it yet");
@@ -265,7 +299,7 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 				      "architecture %s",
 				      takers(GM_FK_MASKED_LM, true, names,
 					     sizeof(names)));
-	if ((fam->keys & GM_FK_MOE) &&
+	if (((fam->keys & GM_FK_MOE) || megatron_gpt_moe(s)) &&
 	    s->model.experts_per_token > s->model.experts)
 		return gm__spec_blame(c, given(s, GM_K_EXPERTS_PER_TOKEN) ?
 				      GM_K_EXPERTS_PER_TOKEN : GM_K_EXPERTS,
@@ -631,13 +665,27 @@ static int check_megatron(struct gm__spec_ctx *c)
 	const struct gm_spec_training *t = &s->training;
 	enum gm_arch a = s->model.architecture;
 
-	if (a != GM_ARCH_LLAMA && a != GM_ARCH_GPT2)
+	if (a != GM_ARCH_LLAMA && a != GM_ARCH_GPT2 && a != GM_ARCH_MIXTRAL &&
+	    a != GM_ARCH_QWEN3_MOE)
 		return gm__spec_blame(c, given(s, GM_K_ARCH) ? GM_K_ARCH :
 				      GM_K_FRAMEWORK, "'%s' under training."
 				      "framework megatron is not modelled yet "
 				      "by `gpumem plan` (Megatron-Core's GPT "
-				      "model with the llama or gpt2 layer is)",
+				      "model with the llama or gpt2 layer, "
+				      "with or without routed experts, is: "
+				      "llama, gpt2, mixtral, qwen3-moe)",
 				      gm_arch_name(a));
+	/* Megatron-Core's MoE layer refuses tensor parallelism without
+	 * sequence parallelism in training (megatron/core/transformer/moe/
+	 * moe_layer.py MoELayer.forward) */
+	if (s->model.experts && s->parallelism.tensor_parallel > 1 &&
+	    !s->parallelism.sequence_parallel)
+		return gm__spec_blame(c, GM_K_TP, "%llu with model.experts "
+				      "needs parallelism.sequence_parallel: "
+				      "true (Megatron-Core's MoE layer raises "
+				      "without it in training)",
+				      (unsigned long long)
+				      s->parallelism.tensor_parallel);
 	if (t->optimizer != GM_OPT_ADAM && t->optimizer != GM_OPT_ADAMW)
 		return gm__spec_blame(c, GM_K_OPTIMIZER, "'%s' under megatron "
 				      "is not modelled yet (adam, adamw)",
@@ -802,12 +850,71 @@ static int check_modelled(struct gm__spec_ctx *c)
 	return adapter_modelled(c, tail);
 }
 
+/*
+ * parallelism.expert_parallel: the routed experts of each MoE layer
+ * split over that many ranks. Only Megatron-LM does it for the models
+ * the planner knows (--expert-model-parallel-size); the rank grid must
+ * hold it: Megatron-Core's expert grid is expert-tensor x expert-model x
+ * expert-data x pipeline parallel over the same world, with expert
+ * tensor parallel 1 as planned (megatron/core/parallel_state.py
+ * initialize_model_parallel raises unless world_size is divisible by
+ * expert_tensor x expert_model x pipeline parallel sizes).
+ */
+static int check_expert_parallel(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	uint64_t ep = p->expert_parallel;
+	uint64_t dp = p->data_parallel ? p->data_parallel : 1;
+	uint64_t tp = p->tensor_parallel ? p->tensor_parallel : 1;
+	enum gm_framework fw = s->training.framework;
+
+	if (ep <= 1)
+		return 0;
+	if (!s->model.experts)
+		return gm__spec_blame(c, GM_K_EP, "needs a mixture-of-experts "
+				      "model (model.experts: architecture "
+				      "mixtral, qwen3-moe or deepseek-v3; "
+				      "gpt2 with model.experts under "
+				      "framework megatron)");
+	if (s->model.experts % ep)
+		return not_divide(c, GM_K_EP, GM_K_EXPERTS, ep,
+				  s->model.experts);
+	if (fw == GM_FW_PYTORCH)
+		return gm__spec_blame(c, GM_K_EP, "needs training.framework "
+				      "megatron: a PyTorch run of a Hugging "
+				      "Face MoE model keeps every expert on "
+				      "every rank (FSDP and tensor parallel "
+				      "shard tensors, not experts); "
+				      "Megatron-LM splits experts "
+				      "(--expert-model-parallel-size)");
+	if (fw == GM_FW_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_EP, "needs training.framework "
+				      "megatron: DeepSpeed's ZeRO shards "
+				      "states, not experts, and DeepSpeed-MoE "
+				      "splits experts only of a model built "
+				      "from deepspeed.moe.layer.MoE, which a "
+				      "Hugging Face model is not; Megatron-LM "
+				      "splits experts "
+				      "(--expert-model-parallel-size)");
+	if (dp * tp % ep)
+		return gm__spec_blame(c, GM_K_EP, "%llu does not divide "
+				      "data_parallel %llu x tensor_parallel "
+				      "%llu = %llu (Megatron-Core's expert "
+				      "ranks, expert tensor parallel 1)",
+				      (unsigned long long)ep,
+				      (unsigned long long)dp,
+				      (unsigned long long)tp,
+				      (unsigned long long)(dp * tp));
+	return 0;
+}
+
 int gm__spec_validate(struct gm__spec_ctx *c)
 {
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
-		check_adapter,  check_loop,
+		check_adapter,  check_loop, check_expert_parallel,
 	};
 	int rc;
 

@@ -95,7 +95,8 @@ struct mg_em {
 	uint32_t *w, *master, *state; /* every parameter tensor */
 	size_t nw;
 	uint32_t pbuf[GM_MG_CHUNKS], gbuf[GM_MG_CHUNKS];
-	uint32_t ws_fwd, ws_bwd, ws_te;
+	uint32_t pbuf_x[GM_MG_CHUNKS], gbuf_x[GM_MG_CHUNKS];
+	uint32_t ws_fwd, ws_bwd, ws_te, ws_group[GM_MG_GROUP_WS];
 	bool have_states;
 };
 
@@ -163,6 +164,28 @@ static double tensor_bytes(const struct gm_mg_step *mg, size_t i)
 	return mg->other_t[j - nl];
 }
 
+/* Whether tensor i is a routed expert's (its own buffer and optimizer
+ * shard). */
+static bool expert_t(const struct gm_mg_step *mg, size_t i)
+{
+	size_t nl = (size_t)mg->layers_chunk * (size_t)mg->n_layer_t;
+	size_t j = i % per_chunk(mg);
+
+	return j < nl && mg->layer_x[j % (size_t)mg->n_layer_t];
+}
+
+static double master_of(const struct gm_mg_step *mg, size_t i)
+{
+	return tensor_bytes(mg, i) * (expert_t(mg, i) ? mg->master_frac_x
+						       : mg->master_frac);
+}
+
+static double state_of(const struct gm_mg_step *mg, size_t i)
+{
+	return tensor_bytes(mg, i) * (expert_t(mg, i) ? mg->state_frac_x
+						       : mg->state_frac);
+}
+
 /* Whether a chunk builds the rank's other tensors (other_t): chunk 0. */
 static bool other_on(const struct gm_mg_step *mg, unsigned c)
 {
@@ -193,6 +216,8 @@ static void setup(struct mg_em *e)
 	for (unsigned c = 0; c < mg->chunks; c++) {
 		e->pbuf[c] = alloc(e, mg->param_buf[c], GM_SK_WEIGHT);
 		e->gbuf[c] = alloc(e, mg->grad_buf[c], GM_SK_GRAD);
+		e->pbuf_x[c] = alloc(e, mg->param_buf_x[c], GM_SK_WEIGHT);
+		e->gbuf_x[c] = alloc(e, mg->grad_buf_x[c], GM_SK_GRAD);
 		if (e->pbuf[c] == NONE)
 			continue;
 		for (size_t i = c * pc; i < (c + 1) * pc; i++)
@@ -200,8 +225,8 @@ static void setup(struct mg_em *e)
 	}
 	for (size_t i = 0; i < e->nw; i++)
 		if (built(mg, i))
-			e->master[i] = alloc(e, tensor_bytes(mg, i) *
-					     mg->master_frac, GM_SK_STATE);
+			e->master[i] = alloc(e, master_of(mg, i),
+					     GM_SK_STATE);
 }
 
 static uint32_t *set_of(struct mg_em *e, unsigned c, uint64_t slot)
@@ -240,6 +265,9 @@ static void forward(struct mg_em *e, unsigned c)
 	if (e->ws_fwd == NONE) {
 		e->ws_fwd = alloc(e, mg->workspace, GM_SK_WORKSPACE);
 		e->ws_te = alloc(e, mg->te_workspace, GM_SK_WORKSPACE);
+		for (unsigned i = 0; i < mg->te_group_n; i++)
+			e->ws_group[i] = alloc(e, mg->te_group_ws,
+					       GM_SK_WORKSPACE);
 	}
 	for (uint64_t l = 0; l < mg->layers_chunk; l++) {
 		for (int k = 0; k < mg->n_act; k++)
@@ -308,8 +336,8 @@ static void optimizer(struct mg_em *e)
 		return;
 	for (size_t i = 0; i < e->nw; i++)
 		if (built(e->mg, i))
-			e->state[i] = alloc(e, tensor_bytes(e->mg, i) *
-					    e->mg->state_frac, GM_SK_STATE);
+			e->state[i] = alloc(e, state_of(e->mg, i),
+					    GM_SK_STATE);
 	e->have_states = true;
 }
 
@@ -355,7 +383,8 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 	    !mg->layers_chunk || !mg->m || mg->n_act < 0 ||
 	    mg->n_act > GM_MG_ACT || mg->n_layer_t < 0 ||
 	    mg->n_layer_t > GM_PARAMS_MAX || mg->n_other_t < 0 ||
-	    mg->n_other_t > GM_PARAMS_MAX || (mg->pp > 1 &&
+	    mg->n_other_t > GM_PARAMS_MAX || mg->te_group_n > GM_MG_GROUP_WS ||
+	    (mg->pp > 1 &&
 	    mg->rank >= mg->pp))
 		return GM_EINVAL;
 	m = gm_mg_micro_emitted(mg);
@@ -369,7 +398,9 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 	e.master = ids(e.nw);
 	e.state = ids(e.nw);
 	for (int i = 0; i < GM_MG_CHUNKS; i++)
-		e.pbuf[i] = e.gbuf[i] = NONE;
+		e.pbuf[i] = e.gbuf[i] = e.pbuf_x[i] = e.gbuf_x[i] = NONE;
+	for (int i = 0; i < GM_MG_GROUP_WS; i++)
+		e.ws_group[i] = NONE;
 	rc = GM_ENOMEM;
 	if (!e.sets || !e.head || !e.count || !e.w || !e.master || !e.state)
 		goto out;
@@ -389,9 +420,13 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 		release(&e, &e.w[i]);
 	}
 	for (unsigned c = 0; c < mg->chunks; c++) {
+		release(&e, &e.gbuf_x[c]);
+		release(&e, &e.pbuf_x[c]);
 		release(&e, &e.gbuf[c]);
 		release(&e, &e.pbuf[c]);
 	}
+	for (unsigned i = mg->te_group_n; i-- > 0;)
+		release(&e, &e.ws_group[i]);
 	release(&e, &e.ws_te);
 	release(&e, &e.ws_bwd);
 	release(&e, &e.ws_fwd);

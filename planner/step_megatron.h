@@ -29,6 +29,7 @@ struct gm_step_sink;
 
 #define GM_MG_ACT 32
 #define GM_MG_CHUNKS 64
+#define GM_MG_GROUP_WS 8
 
 /* One rank of one pipeline stage. */
 struct gm_mg_step {
@@ -45,6 +46,11 @@ struct gm_mg_step {
 					* layer on this rank, bytes (built
 					* with chunk 0: the rank's total is
 					* the same) */
+	bool layer_x[GM_PARAMS_MAX];  /* layer tensor i is a routed
+				       * expert's (megatron_moe.h) */
+	double param_buf_x[GM_MG_CHUNKS]; /* per chunk: the experts'
+					   * buffers (0: none) */
+	double grad_buf_x[GM_MG_CHUNKS];
 	double param_buf[GM_MG_CHUNKS]; /* per chunk: DDP's param_data
 					 * (distributed optimizer only;
 					 * 0: none), padded */
@@ -52,10 +58,15 @@ struct gm_mg_step {
 	double master_frac;      /* fp32 master bytes per weight byte that
 				  * this rank keeps (0 for fp32 weights) */
 	double state_frac;       /* Adam's two states, likewise */
+	double master_frac_x;    /* the same for the experts' tensors */
+	double state_frac_x;
 	double workspace;        /* one PyTorch cuBLAS workspace (one for
 				  * the forward's thread, one for the
 				  * autograd engine's) */
 	double te_workspace;     /* Transformer Engine's GEMM workspace */
+	double te_group_ws;      /* one of Transformer Engine's grouped
+				  * GEMM workspaces (MoE experts; 0: none) */
+	unsigned te_group_n;     /* how many, at most GM_MG_GROUP_WS */
 	/* the schedule */
 	unsigned pp, rank;       /* pipeline stages, this one (0-based) */
 	uint64_t m;              /* micro-batches per step, >= 1 */

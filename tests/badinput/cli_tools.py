@@ -374,5 +374,44 @@ p = run(["fit", os.path.join(ROOT, "tests", "data", "plan",
                              "llama-2-7b-h200.yaml"), "--gpu", "l4"])
 expect("fit-none-fits-exit-1", p.returncode == 1, "rc %d" % p.returncode)
 
+# fit's fewest GPUs of a run with expert_parallel 8 (tensor parallel 1):
+# Megatron-Core's expert grid needs data_parallel a multiple of 8, so no
+# smaller degree counts however little memory it needs.
+p = run(["fit", os.path.join(ROOT, "tests", "data", "megatron",
+                             "gpt3_moe_mcore_te_ep8_resume_torch_dist_"
+                             "dist_optimizer.yaml"), "--gpu", "h100",
+         "--format", "json"])
+expect("fit-min-gpus-expert-parallel",
+       p.returncode == 0 and json.loads(p.stdout)[0]["min_gpus"] == 8,
+       p.stdout[:400] + p.stderr[:400])
+
+# --params of a MoE spec under megatron lists Megatron's MoE layer, whose
+# count is the plan's (not the dense gpt2 MLP's)
+moe = os.path.join(ROOT, "tests", "data", "megatron",
+                   "gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4.yaml")
+p = run(["plan", moe, "--params", "--format", "json"])
+q = run(["plan", moe, "--format", "json"])
+pj = json.loads(p.stdout) if p.returncode == 0 else {}
+names = [t["name"] for t in pj.get("tensors", [])]
+expect("plan-params-megatron-moe",
+       q.returncode == 0 and pj.get("parameters") ==
+       json.loads(q.stdout)["parameters"] == 240510464 and
+       "decoder.layers.*.mlp.router.weight" in names and
+       not any(".mlp.c_fc" in n for n in names), p.stdout[:400])
+
+# model.parameters is checked against that count too: no warning for
+# the MoE layer's 240,510,464
+p = run(["plan", moe, "--set", "model.parameters=240510464"])
+expect("plan-parameters-megatron-moe", p.returncode == 0 and
+       "differs from" not in p.stderr, p.stderr[:400])
+
+# the --html page says how the experts are split
+page = os.path.join(TMP, "mixtral-megatron.html")
+p = run(["plan", os.path.join(ROOT, "tests", "data", "plan",
+                              "mixtral-8x7b-megatron.yaml"), "--html", page])
+expect("plan-html-expert-parallel", p.returncode == 0 and
+       "experts split over 8 ranks" in open(page, encoding="utf-8").read(),
+       p.stderr[:400])
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -5,7 +5,8 @@ that sees the repository's models/ and tools/ and the build tree as
 build/), and the lines the document shows under it must appear in the
 output (stdout then stderr) in that order, exactly; `...` stands for
 lines left out. Lines of `gpumem verify` compare with their numbers
-masked (its bandwidth and times are measured). A command whose program
+masked and runs of blanks as one (its bandwidth and times are measured,
+and a table's columns widen with them). A command whose program
 is not gpumem's own (e.g. `-- python train.py`) is not run.
 Usage: check_readme.py GPUMEM BUILD_DIR ROOT [DOC...]"""
 import os
@@ -47,7 +48,8 @@ def commands(lines):
 
 def in_order(want, got, mask):
     """The first expected line not found after the previous one, or None."""
-    norm = (lambda s: NUM.sub("#", s)) if mask else (lambda s: s)
+    norm = (lambda s: " ".join(NUM.sub("#", s).split())) if mask else \
+        (lambda s: s)
     got = [norm(g.rstrip()) for g in got]
     j = 0
     for w in want:

@@ -8,7 +8,13 @@ their golden_values_dev_dgx_h100.json logged on the last rank (training.py
 training_log: torch.cuda.memory_stats() allocated_bytes current and peak)
 at the last iteration. The plan's peak allocated of the last pipeline
 stage must be within 5% of the measured peak, and every run fits the
-80 GB card it ran on. llama-2-7b-pr482-*.yaml (Llama-2-7B runs that
+80 GB card it ran on. The MoE cases (tests/functional_tests/test_cases/
+moe/NAME, expert parallel; 8 GPUs per tests/test_utils/recipes/h100/
+moe.yaml) are held to the same bound; those marked "held_out" were
+chosen before any error was seen and chose no rule. A case with "miss"
+says what the plan lacks for it: it is reported, not held to the bound,
+and fails the check once it comes within the bound (the note is then
+stale). llama-2-7b-pr482-*.yaml (Llama-2-7B runs that
 trained on 80 GB cards, NVIDIA/Megatron-LM pull request 482) must fit;
 planned as a PyTorch run (framework pytorch, no distributed optimizer:
 the plan before training.framework megatron was modelled) the DP 4 PP 2
@@ -44,9 +50,17 @@ def main():
         p = plan(g, os.path.join(data, name + '.yaml'))
         s = last_stage(p)
         e = s['peak_allocated_bytes'] / m['max_allocated_bytes'] - 1
+        mark = (' held-out' if m.get('held_out') else '') + \
+            (' miss' if m.get('miss') else '')
         print(f"{name:72s} {s['peak_allocated_bytes'] / 2**30:8.2f} "
-              f"{m['max_allocated_bytes'] / 2**30:8.2f} {e * 100:+6.1f}%")
-        if abs(e) > 0.05:
+              f"{m['max_allocated_bytes'] / 2**30:8.2f} {e * 100:+6.1f}%"
+              f"{mark}")
+        if m.get('miss'):
+            print(f"  miss: {m['miss']}")
+            if abs(e) <= 0.05:
+                errs.append(f'{name}: marked as a miss but within 5% '
+                            f'({e * 100:+.1f}%): update its note')
+        elif abs(e) > 0.05:
             errs.append(f'{name}: peak allocated {e * 100:+.1f}% off')
         if not p['fits']:
             errs.append(f'{name}: ran on an 80 GB H100, planned as not '

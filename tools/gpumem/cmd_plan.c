@@ -14,6 +14,7 @@
 #include "cap.h"
 #include "gpu.h"
 #include "log.h"
+#include "megatron_moe.h"
 #include "model.h"
 #include "params.h"
 #include "params_hf.h"
@@ -100,8 +101,13 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	int n, rc;
 
 	rc = gm_params_layout(&spec->model, &pl, &diag);
-	if (!rc)
+	if (!rc && gm_mg_moe_planned(spec)) {
+		/* the MoE layer Megatron-Core builds (megatron_moe.h) */
+		gm_mg_moe_layout(spec, &pl);
+		gm_mg_moe_tensors(&pl, t, &n);
+	} else if (!rc) {
 		rc = gm_params_hf(&spec->model, &pl, t, &n, &diag);
+	}
 	if (rc) {
 		fprintf(stderr, "gpumem plan: --params: %s: %s\n", spec->path,
 			diag.msg);
@@ -374,7 +380,9 @@ int gm_cmd_plan(int argc, char **argv)
 		goto out;
 	}
 	gm_plan_gpu_warn(spec, &g);
-	if (!gm_params_layout(&spec->model, &pl, NULL) &&
+	if (!gm_params_layout(&spec->model, &pl, NULL))
+		gm_mg_moe_layout(spec, &pl); /* Megatron's MoE layer */
+	if (pl.total &&
 	    gm_params_mismatch(&spec->model, &pl) > GM_PARAMS_TOLERANCE) {
 		char where[1200];
 		gm_warn("%s: model.parameters %.4g differs from the %llu the "

@@ -27,6 +27,7 @@ static inline struct gm_spec spec_llama(unsigned L, unsigned h, unsigned f,
 	s.parallelism = (struct gm_spec_parallel){
 		.data_parallel = 1, .tensor_parallel = 1, .pipeline_parallel = 1,
 		.virtual_pipeline_stages = 1,
+		.expert_parallel = 1,
 		/* FSDP as tools/measure runs it (the traces) */
 		.fsdp_mixed_precision = GM_FSDP_MP_AUTOCAST};
 	return s;

@@ -326,6 +326,7 @@ static void recipe_defaults(void **state)
 	assert_int_equal(spec.parallelism.fsdp_mixed_precision,
 			 GM_FSDP_MP_PARAM_DTYPE);
 	assert_int_equal(spec.parallelism.virtual_pipeline_stages, 1);
+	assert_int_equal(spec.parallelism.expert_parallel, 1);
 	assert_int_equal(spec.deepspeed.reduce_bucket_size, 500000000);
 	assert_int_equal(gm_spec_check_modelled(&spec, &diag), 0);
 	/* lists: a YAML sequence, or one comma-separated --set */

@@ -1,0 +1,178 @@
+/*
+ * Megatron-Core's MoE layer (planner/megatron_moe.c) and expert
+ * parallelism in a Megatron-LM stage (planner/model_megatron.c): the
+ * layer's parameter count, the experts split over expert_parallel
+ * ranks, their optimizer states over the expert data-parallel group,
+ * and the rows a rank's experts save.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "megatron_moe.h"
+#include "model_megatron.h"
+#include "params.h"
+#include "specs.h"
+
+/* Mixtral-8x7B under Megatron-LM: 8 experts, top-2, SwiGLU. */
+static struct gm_spec spec_mixtral(void)
+{
+	struct gm_spec s = spec_llama(32, 4096, 14336, 32, 8, 32000);
+
+	s.model.architecture = GM_ARCH_MIXTRAL;
+	s.model.experts = 8;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 14336;
+	s.training.framework = GM_FW_MEGATRON;
+	s.training.optimizer = GM_OPT_ADAM;
+	return s;
+}
+
+/* Megatron's layer has the Hugging Face model's parameters: 46.7B for
+ * Mixtral-8x7B (the published count, 46,702,792,704). */
+static void mixtral_count(void **state)
+{
+	struct gm_spec s = spec_mixtral();
+	struct gm_param_layout hf, mg;
+
+	(void)state;
+	assert_int_equal(gm_params_layout(&s.model, &hf, NULL), 0);
+	mg = hf;
+	gm_mg_moe_layout(&s, &mg);
+	assert_true(mg.total == hf.total);
+	assert_true(mg.total == 46702792704ULL);
+	assert_true(mg.per_layer == hf.per_layer);
+}
+
+/* The gpt2 layer with experts: its MLP (fc and proj weights and
+ * biases) replaced by a router of E x h and E experts of two weights
+ * and two biases each. */
+static void gpt2_experts_count(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_param_layout pl;
+	uint64_t h = 768, f = 3072, E = 8, F = 1024, L = 12, dense;
+
+	(void)state;
+	assert_int_equal(gm_params_layout(&s.model, &pl, NULL), 0);
+	dense = pl.total;
+	s.training.framework = GM_FW_MEGATRON;
+	s.model.experts = E;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = F;
+	gm_mg_moe_layout(&s, &pl);
+	assert_true(pl.total == dense - L * (2 * h * f + f + h) +
+			       L * (E * h + E * (2 * h * F + F + h)));
+	for (int i = 0; i < pl.n; i++)
+		if (gm_mg_moe_expert(&pl.t[i]))
+			assert_int_equal(pl.t[i].groups, E);
+}
+
+static void stage(const struct gm_spec *s, struct gm_terms *T)
+{
+	struct gm_param_layout pl;
+	struct gm_mg_step mg;
+	struct gm_mg_in in;
+
+	assert_int_equal(gm_params_layout(&s->model, &pl, NULL), 0);
+	gm_mg_moe_layout(s, &pl);
+	in = (struct gm_mg_in){
+		.spec = s, .pl = &pl,
+		.t = (double)s->parallelism.tensor_parallel,
+		.d = (double)s->parallelism.data_parallel, .p = 1, .r = 0,
+		.layers = s->model.layers, .m = 1, .workspace = 0,
+		.sm_major = 9};
+	memset(T, 0, sizeof(*T));
+	gm_mg_stage(&in, &mg, T);
+}
+
+/*
+ * Expert parallel 8 keeps one expert of 8 per layer: the weights drop by
+ * 7/8 of the experts' (2 bytes each, bf16); without the distributed
+ * optimizer each rank keeps Adam's 12 bytes per parameter it holds.
+ * With it, the experts' states shard over d x t / ep ranks and the dense
+ * ones over d.
+ */
+static void experts_split(void **state)
+{
+	struct gm_spec s = spec_mixtral();
+	struct gm_terms one, eight;
+	double X = 32.0 * 8 * 3 * 4096 * 14336; /* expert parameters */
+
+	(void)state;
+	s.parallelism.data_parallel = 8;
+	stage(&s, &one);
+	s.parallelism.expert_parallel = 8;
+	stage(&s, &eight);
+	assert_true(fabs(one.weights - eight.weights - X * 7 / 8 * 2) < 1);
+	assert_true(fabs(one.optimizer_states - eight.optimizer_states -
+			 X * 7 / 8 * 12) < 1);
+	assert_true(one.parameters - eight.parameters ==
+		    (uint64_t)(X * 7 / 8));
+	/* distributed optimizer, d 8, t 1, ep 8: one rank per expert group,
+	 * the experts' states whole (12 bytes x X / 8), the dense ones / 8 */
+	s.parallelism.distributed_optimizer = true;
+	stage(&s, &eight);
+	assert_true(fabs(eight.optimizer_states -
+			 ((double)eight.parameters - X / 8) * 12 / 8 -
+			 X / 8 * 12) < 1);
+	/* ep 4: two ranks share each expert group */
+	s.parallelism.expert_parallel = 4;
+	stage(&s, &one);
+	assert_true(fabs(one.optimizer_states -
+			 ((double)one.parameters - X / 4) * 12 / 8 -
+			 X / 4 * 12 / 2) < 1);
+}
+
+/* One micro-batch of 4096 tokens, top-2, SwiGLU: the rank's experts
+ * save fc1's input (h), output (2F) and fc2's input (F) per row, 8192
+ * rows with balanced routing, whatever expert_parallel is. */
+static void saved_rows(void **state)
+{
+	struct gm_spec s = spec_mixtral();
+	struct gm_mg_moe_in in = {.spec = &s, .tok = 4096, .c = 2,
+				  .gated = true};
+	double act[32], sum1 = 0, sum2 = 0, f, b, N = 4096 * 2;
+	int n;
+
+	(void)state;
+	n = gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
+	for (int i = 0; i < n; i++)
+		sum1 += act[i];
+	s.model.experts_per_token = 1;
+	n = gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
+	for (int i = 0; i < n; i++)
+		sum2 += act[i];
+	/* one more row per token: its h + 3F values, 4 bytes of
+	 * probability, 8 of index */
+	assert_true(fabs(sum1 - sum2 - N / 2 * ((4096 + 3 * 14336) * 2 + 4 +
+						8)) < 1);
+	/* the all-to-all's send and receive buffers at once */
+	s.model.experts_per_token = 2;
+	gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
+	assert_true(f == 2 * N * 4096 * 2);
+	/* no skew without expert parallel; with 8 ranks of one expert each,
+	 * the worst rank gets every token of the group once: 8 x 4096 rows
+	 * instead of 8192 */
+	assert_true(gm_mg_moe_skew(&in) == 0);
+	s.parallelism.expert_parallel = 8;
+	assert_true(fabs(gm_mg_moe_skew(&in) - (8 * 4096 - N) *
+			 ((4096 + 3 * 14336) * 2 + 4)) < 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(mixtral_count),
+		cmocka_unit_test(gpt2_experts_count),
+		cmocka_unit_test(experts_split),
+		cmocka_unit_test(saved_rows),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
