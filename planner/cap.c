@@ -8,8 +8,7 @@
 void gm_plan_gpu_cap(struct gm_plan_gpu *g, uint64_t num, uint64_t den,
 		     uint64_t limit)
 {
-	uint64_t base = g->cuda_total_bytes ? g->cuda_total_bytes
-					    : g->capacity_bytes;
+	uint64_t base = gm_plan_gpu_usable(g);
 	uint64_t cap = 0;
 
 	if (num && den) {
@@ -25,7 +24,8 @@ void gm_plan_gpu_cap(struct gm_plan_gpu *g, uint64_t num, uint64_t den,
 /*
  * The model holds the allocator to the card less what lies outside it
  * (context, libraries, NCCL: the same on every stage) and calls a plan
- * fit when reserved plus that is at most the card. Planning on a card of
+ * fit when reserved plus that is at most what a process can get of the
+ * card (gm_plan_gpu_usable). Planning on a card of
  * cap + outside bytes therefore holds the allocator to the cap and fits
  * exactly when peak reserved <= cap; when that card is not smaller than
  * the real one the cap does not bind and the first plan stands.
@@ -42,9 +42,9 @@ int gm_plan_capped(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		return rc;
 	outside = out->per_gpu.cuda_context;
 	card = (double)gpu->cap_bytes + outside;
-	if (card >= (double)gpu->capacity_bytes)
+	if (card >= (double)gm_plan_gpu_usable(gpu))
 		return 0;
-	g.capacity_bytes = (uint64_t)card;
+	g.usable_bytes = (uint64_t)card;
 	rc = gm_plan(spec, &g, opts, out, diag);
 	out->gpu = *gpu;
 	return rc;

@@ -20,9 +20,9 @@
 /*
  * Set g->cap_bytes from a fraction num/den (num 0: none) and a limit in
  * bytes (0: none): floor(num x the total / den, exact, as the preload
- * library's GPUMEM_FRACTION; the total is the one CUDA reports, cudaMemGetInfo's, which
- * both caps take the fraction of; the catalog's cuda_total where known,
- * else nvidia-smi's total), and the smaller of the two when both are
+ * library's GPUMEM_FRACTION; the total is the one CUDA reports,
+ * cudaMemGetInfo's, which both caps take the fraction of: the plan's
+ * usable memory, gm_plan_gpu_usable), and the smaller of the two when both are
  * given, as the preload library does. No cap leaves cap_bytes 0.
  */
 void gm_plan_gpu_cap(struct gm_plan_gpu *g, uint64_t num, uint64_t den,

@@ -92,7 +92,7 @@ static double tick_step(double max_gib)
 /* Whether a stage fits: the card, and under a cap the allocator too. */
 static bool stage_fits(const struct gm_plan *p, const struct gm_terms *t)
 {
-	if (t->device_used > (double)p->gpu.capacity_bytes)
+	if (t->device_used > (double)gm_plan_gpu_usable(&p->gpu))
 		return false;
 	return !p->gpu.cap_bytes || t->peak_reserved <= (double)p->gpu.cap_bytes;
 }

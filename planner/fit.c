@@ -13,6 +13,7 @@
 #include "cap.h"
 #include "error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,7 +360,7 @@ static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 {
 	struct gm_model_opts def, o, guess;
 	const struct gm_spec_parallel *par = &spec->parallelism;
-	uint64_t dp = par->data_parallel ? par->data_parallel : 1;
+	uint64_t dp = gm_spec_data_parallel(spec);
 	uint64_t mb, spec_mb;
 	struct gm_plan *plan;
 	int rc;
@@ -375,6 +376,8 @@ static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	guess.reserve = GM_RESERVE_ANALYTIC;
 	memset(out, 0, sizeof(*out));
 	out->gpu = *gpu;
+	out->training = spec->task == GM_TASK_TRAIN;
+	out->zero_stage = spec->parallelism.zero_stage;
 	if (!gb && spec->task == GM_TASK_TRAIN)
 		gb = spec->training.global_batch_size;
 	if (spec->task != GM_TASK_TRAIN)
@@ -457,4 +460,16 @@ int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	   struct gm_diag *diag)
 {
 	return gm_fit_observed(spec, gpu, opts, gb, out, NULL, diag);
+}
+
+const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,
+				 size_t len)
+{
+	if (f->min_gpus)
+		return NULL;
+	if (!f->training)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "none at ZeRO %u", f->zero_stage);
+	return buf;
 }

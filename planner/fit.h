@@ -7,6 +7,8 @@
 #ifndef GM_FIT_H
 #define GM_FIT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -23,7 +25,18 @@ struct gm_fit {
 				     * the spec's fits at no degree; 0 with
 				     * min_gpus 0 */
 	double device_used;         /* bytes at max_micro_batch (or 1) */
+	bool training;              /* the spec's task is training */
+	unsigned zero_stage;        /* the ZeRO stage min_gpus searched at */
 };
+
+/*
+ * What min_gpus 0 means, for a report: "none at ZeRO <stage>" (training:
+ * no data-parallel degree fits at the spec's ZeRO stage; a change of
+ * another lever may, see fit_search.h) or "none" (inference: not even one
+ * replica at batch 1); NULL when min_gpus is not 0.
+ */
+const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,
+				 size_t len);
 
 /* Largest value searched for micro-batch and data-parallel degree. */
 #define GM_FIT_MAX 65536

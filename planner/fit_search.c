@@ -50,8 +50,7 @@ struct lever {
 
 static uint64_t dp_of(const struct gm_spec *s)
 {
-	return s->parallelism.data_parallel ? s->parallelism.data_parallel
-					    : 1;
+	return gm_spec_data_parallel(s);
 }
 
 static uint64_t batch_of(const struct gm_spec *s)

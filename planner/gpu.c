@@ -9,13 +9,21 @@
 #include <stdio.h>
 #include <string.h>
 
-void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
-		      enum gm_task task)
+uint64_t gm_plan_gpu_usable(const struct gm_plan_gpu *g)
+{
+	if (g->usable_bytes)
+		return g->usable_bytes;
+	return g->cuda_total_bytes ? g->cuda_total_bytes : g->capacity_bytes;
+}
+
+void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_catalog *cat,
+		      const struct gm_gpu *e, enum gm_task task)
 {
 	memset(g, 0, sizeof(*g));
 	snprintf(g->name, sizeof(g->name), "%s", e->name);
 	g->capacity_bytes = e->total_bytes;
 	g->cuda_total_bytes = e->cuda_total_bytes;
+	g->usable_bytes = gm_gpu_usable_bytes(cat, e, &g->usable_estimated);
 	g->context_bytes = task == GM_TASK_INFERENCE &&
 			   e->cuda_context_inference_bytes ?
 			   e->cuda_context_inference_bytes :
@@ -59,7 +67,7 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 					   name, near);
 		}
 	}
-	gm_plan_gpu_from(g, e, spec->task);
+	gm_plan_gpu_from(g, cat, e, spec->task);
 	return 0;
 }
 

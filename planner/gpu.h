@@ -9,10 +9,10 @@
 #include "catalog.h"
 #include "model.h"
 
-/* Fill g from catalog entry e for a task (training or inference use
- * different context costs). */
-void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_gpu *e,
-		      enum gm_task task);
+/* Fill g from catalog entry e of cat (NULL: the built-in one) for a task
+ * (training or inference use different context costs). */
+void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_catalog *cat,
+		      const struct gm_gpu *e, enum gm_task task);
 
 /*
  * Resolve the GPU in catalog cat (NULL: the built-in one, else e.g. a

@@ -169,11 +169,15 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 				f[i].gradient_accumulation_steps);
 		else if (train)
 			fputs("<td>-</td>", out);
-		if (f[i].min_gpus)
+		if (f[i].min_gpus) {
 			fprintf(out, "<td>%llu</td>",
 				(unsigned long long)f[i].min_gpus);
-		else
-			fputs("<td>-</td>", out);
+		} else {
+			char why[48];
+
+			fprintf(out, "<td class=\"no\">%s</td>",
+				gm_fit_min_gpus_none(&f[i], why, sizeof(why)));
+		}
 		/* the table's figures, by its rules (report.h) */
 		fprintf(out, "<td>%.2f</td><td>%s</td>",
 			gib(plans[i].per_gpu.device_used),

@@ -74,6 +74,8 @@ const char *gm_phase_name(enum gm_phase p)
 		return "forward-backward";
 	case GM_PHASE_OPTIMIZER:
 		return "optimizer-step";
+	case GM_PHASE_SETUP:
+		return "set-up";
 	default:
 		return "inference";
 	}
@@ -724,7 +726,10 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 			T->phase_allocated[0] = pk.phase_peak[ph];
 	T->phase_allocated[1] = pk.phase_peak[GM_SP_OPTIMIZER];
 	T->peak_allocated = pk.peak;
+	/* allocations before the first step's phase are the set-up's (the
+	 * replay emits the model's build and wrapping first) */
 	T->peak_phase = pk.phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
+			pk.phase == GM_SP_SETUP ? GM_PHASE_SETUP :
 			GM_PHASE_FWD_BWD;
 	T->at_peak = (struct gm_parts){
 		.weights = k[GM_SK_WEIGHT],
@@ -1624,6 +1629,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	const struct gm_spec_parallel *par = &spec->parallelism;
 	struct ctx c = {0};
 	enum gm_precision prec;
+	const uint64_t usable = gm_plan_gpu_usable(gpu);
 	unsigned best = 0;
 	int rc;
 
@@ -1649,7 +1655,7 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	c.pl = &pl;
 	c.o = opts;
 	c.t = par->tensor_parallel ? (double)par->tensor_parallel : 1;
-	c.d = par->data_parallel ? (double)par->data_parallel : 1;
+	c.d = (double)gm_spec_data_parallel(spec);
 	c.tv = par->tp_vocab == GM_TPV_REPLICATED ? 1 : c.t;
 	c.p = par->pipeline_parallel ? (unsigned)par->pipeline_parallel : 1;
 	if (c.p > GM_STAGES_MAX || c.p > pl.layers)
@@ -1719,8 +1725,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		{
 			double out_of = (double)gpu->context_bytes +
 				comms * (double)opts->nccl_comm_bytes;
-			c.alloc_cap = (double)gpu->capacity_bytes > out_of ?
-				gpu->capacity_bytes - (uint64_t)out_of : 1;
+			c.alloc_cap = (double)usable > out_of ?
+				usable - (uint64_t)out_of : 1;
 		}
 		if (spec->task == GM_TASK_TRAIN)
 			train_stage(&c, T);
@@ -1742,15 +1748,14 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	recipe_loop(spec, out->recipe, sizeof(out->recipe));
 	gm_run_from_spec(spec, out->gradient_accumulation_steps,
 			 out->run.wrap, &out->run);
-	out->fits = out->per_gpu.device_used <= (double)gpu->capacity_bytes &&
+	out->fits = out->per_gpu.device_used <= (double)usable &&
 		    out->init_peak + out->per_gpu.cuda_context <=
-			    (double)gpu->capacity_bytes;
+			    (double)usable;
 	for (unsigned i = 0; i < c.p; i++)
 		out->fits &= !out->stages[i].sim.out_of_memory;
 	{
 		/* in double, then saturated: a huge plan must not overflow */
-		double h = (double)gpu->capacity_bytes -
-			   out->per_gpu.device_used;
+		double h = (double)usable - out->per_gpu.device_used;
 		out->headroom_bytes = h <= -0x1p63 ? INT64_MIN :
 				      h >= 0x1p63 ? INT64_MAX :
 				      (int64_t)llround(h);

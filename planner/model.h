@@ -35,6 +35,11 @@
 
 struct gm_diag;
 
+struct gm_plan_gpu;
+/* The bound a plan must fit under (bytes): usable_bytes, else CUDA's
+ * total, else nvidia-smi's total where a caller gave neither. */
+uint64_t gm_plan_gpu_usable(const struct gm_plan_gpu *g);
+
 /* What the model needs to know of a GPU (the CLI fills it from the
  * catalog). */
 struct gm_plan_gpu {
@@ -42,6 +47,10 @@ struct gm_plan_gpu {
 	uint64_t capacity_bytes;   /* total memory as nvidia-smi reports */
 	uint64_t cuda_total_bytes; /* as cudaMemGetInfo reports; 0: not
 				    * known */
+	uint64_t usable_bytes;     /* what a process can get, the fit
+				    * verdict's bound (gm_gpu_usable_bytes);
+				    * 0: capacity_bytes */
+	bool usable_estimated;     /* usable_bytes is an estimate */
 	uint64_t cap_bytes;        /* per-process cap on the allocator's
 				    * memory (cap.h); 0: none */
 	uint64_t context_bytes;    /* CUDA context + libraries outside the
@@ -87,7 +96,11 @@ struct gm_model_opts {
 
 void gm_model_opts_default(struct gm_model_opts *o);
 
-enum gm_phase { GM_PHASE_FWD_BWD, GM_PHASE_OPTIMIZER, GM_PHASE_INFERENCE };
+/* Where the peak is: a step's forward-backward or optimizer step, an
+ * inference pass, or set-up (the model built and wrapped before the first
+ * step, e.g. DeepSpeed's engine flattening the weights: init_peak). */
+enum gm_phase { GM_PHASE_FWD_BWD, GM_PHASE_OPTIMIZER, GM_PHASE_INFERENCE,
+		GM_PHASE_SETUP };
 
 const char *gm_phase_name(enum gm_phase p);
 

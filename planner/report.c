@@ -95,6 +95,48 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 	return o;
 }
 
+/*
+ * What a process can get of the card, the bound of fits and headroom:
+ * JSON "<key>_bytes" and "<key>_estimated"; a table row "<key> (cuda
+ * total)" or "<key> (estimated)".
+ */
+static void usable_set(struct gm_val *o, const struct gm_plan_gpu *g,
+		       bool table, const char *key)
+{
+	char k[64];
+
+	if (table) {
+		snprintf(k, sizeof(k), "%s (%s)_bytes", key,
+			 g->usable_estimated ? "estimated" : "cuda total");
+		gm_obj_set_uint(o, k, gm_plan_gpu_usable(g));
+		return;
+	}
+	snprintf(k, sizeof(k), "%s_bytes", key);
+	gm_obj_set_uint(o, k, gm_plan_gpu_usable(g));
+	snprintf(k, sizeof(k), "%s_estimated", key);
+	gm_obj_set_bool(o, k, g->usable_estimated);
+}
+
+/* The same as one column of fit's rows: JSON as usable_set(); a table
+ * cell in GiB, "(estimated)" after an estimate. */
+static void usable_cell(struct gm_val *r, const struct gm_plan_gpu *g,
+			bool table)
+{
+	char t[48];
+
+	if (!table) {
+		usable_set(r, g, false, "usable");
+		return;
+	}
+	if (!g->usable_estimated) {
+		gm_obj_set_uint(r, "usable_bytes", gm_plan_gpu_usable(g));
+		return;
+	}
+	snprintf(t, sizeof(t), "%.2f GiB (estimated)",
+		 gm_gib(gm_plan_gpu_usable(g)));
+	gm_obj_set_str(r, "usable_bytes", t);
+}
+
 /* The version of the plan and fit documents' schema (planner/README.md,
  * "Output schema"): a key removed or renamed raises it. */
 #define GM_REPORT_VERSION 1
@@ -123,6 +165,7 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	}
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	usable_set(o, &p->gpu, table, "usable");
 	/* only under --fraction / --limit: the allocator's cap (cap.h) */
 	if (p->gpu.cap_bytes)
 		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
@@ -193,6 +236,32 @@ static void set_uint_or_null(struct gm_val *o, const char *key, bool has,
 	gm_obj_set(o, key, has ? gm_val_uint(v) : gm_val_null());
 }
 
+/*
+ * fit's min gpus: JSON and CSV min_gpus (0: none), min_gpus_micro_batch
+ * and min_gpus_none (why 0, else null); a table says "none at ZeRO 2"
+ * in the cell and "-" for its micro-batch instead of two 0s.
+ */
+static void min_gpus_set(struct gm_val *r, const struct gm_fit *f,
+			 bool table)
+{
+	char why[48];
+	const char *none = gm_fit_min_gpus_none(f, why, sizeof(why));
+
+	if (table && none) {
+		gm_obj_set_str(r, "min_gpus", none);
+		gm_obj_set_str(r, "min_gpus_micro_batch", "-");
+		return;
+	}
+	gm_obj_set_uint(r, "min_gpus", f->min_gpus);
+	gm_obj_set_uint(r, "min_gpus_micro_batch", f->min_gpus_micro_batch);
+	if (table)
+		return;
+	if (none)
+		gm_obj_set_str(r, "min_gpus_none", none);
+	else
+		gm_obj_set(r, "min_gpus_none", gm_val_null());
+}
+
 /* One row of the plan's CSV: every column of planner/README.md's list,
  * null (an empty cell) where it does not apply. */
 static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
@@ -212,6 +281,7 @@ static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
 	gm_obj_set_str(o, "name", p->name);
 	gm_obj_set_str(o, "gpu", p->gpu.name);
 	gm_obj_set_uint(o, "gpu_capacity_bytes", p->gpu.capacity_bytes);
+	usable_set(o, &p->gpu, false, "usable");
 	set_uint_or_null(o, "cap_bytes", p->gpu.cap_bytes, p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
 	gm_obj_set_uint(o, "gpus", r->gpus);
@@ -373,6 +443,7 @@ static struct gm_val *fit_row(const struct gm_fit *f,
 	}
 	gm_obj_set_str(r, "gpu", f->gpu.name);
 	gm_obj_set_uint(r, "capacity_bytes", f->gpu.capacity_bytes);
+	usable_cell(r, &f->gpu, table);
 	if (csv)
 		set_uint_or_null(r, "cap_bytes", f->gpu.cap_bytes,
 				 f->gpu.cap_bytes);
@@ -385,8 +456,7 @@ static struct gm_val *fit_row(const struct gm_fit *f,
 	gm_obj_set_uint(r, "max_micro_batch", f->max_micro_batch);
 	gm_obj_set_uint(r, "gradient_accumulation_steps",
 			f->gradient_accumulation_steps);
-	gm_obj_set_uint(r, "min_gpus", f->min_gpus);
-	gm_obj_set_uint(r, "min_gpus_micro_batch", f->min_gpus_micro_batch);
+	min_gpus_set(r, f, table);
 	gm_obj_set_uint(r, "device_used_bytes", u(f->device_used));
 	if (!ch || table)
 		return r;

@@ -47,7 +47,7 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->train = s->task == GM_TASK_TRAIN;
 	r->wrap = wrap;
 	r->framework = r->train ? t->framework : GM_FW_PYTORCH;
-	r->dp = one(pa->data_parallel);
+	r->dp = one(gm_spec_data_parallel(s));
 	r->tp = one(pa->tensor_parallel);
 	r->pp = one(pa->pipeline_parallel);
 	r->vpp = one(pa->virtual_pipeline_stages);

@@ -1344,6 +1344,13 @@ int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
 
 /* ==== Queries ==== */
 
+uint64_t gm_spec_data_parallel(const struct gm_spec *spec)
+{
+	if (spec->task != GM_TASK_TRAIN || !spec->parallelism.data_parallel)
+		return 1;
+	return spec->parallelism.data_parallel;
+}
+
 bool gm_spec_given(const struct gm_spec *spec, const char *key)
 {
 	int id = find_dotted(key);

@@ -286,6 +286,15 @@ int gm_spec_check_modelled(const struct gm_spec *spec, struct gm_diag *diag);
  */
 bool gm_spec_given(const struct gm_spec *spec, const char *key);
 
+/*
+ * The data-parallel degree a plan of spec is for: parallelism.
+ * data_parallel (1 when not given) for training; 1 for inference, whose
+ * replicas neither communicate nor share memory (each holds the model at
+ * tensor x pipeline parallel), so a training spec's data parallelism
+ * says nothing of one replica's GPUs.
+ */
+uint64_t gm_spec_data_parallel(const struct gm_spec *spec);
+
 /* Where a dotted key's value came from (GM_SPEC_DEFAULT: not given, or
  * no such key). */
 enum gm_spec_origin gm_spec_origin_of(const struct gm_spec *spec,

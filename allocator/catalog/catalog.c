@@ -291,3 +291,48 @@ unsigned gm_gpu_threads_per_sm(const struct gm_gpu *gpu)
 			return table[i].threads;
 	return 0;
 }
+
+/* The largest total - cuda_total over cat's measured whole cards of
+ * architecture arch (NULL: any); 0 when none is measured. */
+static uint64_t largest_reserved(const struct gm_catalog *cat,
+				 const char *arch)
+{
+	uint64_t r = 0;
+
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct gm_gpu *g = &cat->gpus[i];
+
+		if (!g->cuda_total_bytes || gm_gpu_is_mig(g) ||
+		    g->cuda_total_bytes > g->total_bytes ||
+		    (arch && strcmp(g->architecture, arch) != 0))
+			continue;
+		if (g->total_bytes - g->cuda_total_bytes > r)
+			r = g->total_bytes - g->cuda_total_bytes;
+	}
+	return r;
+}
+
+uint64_t gm_gpu_usable_bytes(const struct gm_catalog *cat,
+			     const struct gm_gpu *gpu, bool *estimated)
+{
+	uint64_t r, u;
+	bool dummy;
+
+	if (!estimated)
+		estimated = &dummy;
+	*estimated = false;
+	if (gpu->cuda_total_bytes)
+		return gpu->cuda_total_bytes;
+	*estimated = true;
+	if (gm_gpu_is_mig(gpu))
+		return gpu->total_bytes;
+	if (!cat)
+		cat = gm_catalog_builtin();
+	r = largest_reserved(cat, gpu->architecture);
+	if (!r)
+		r = largest_reserved(cat, NULL);
+	u = gpu->total_bytes > r ? gpu->total_bytes - r : 0;
+	if (gpu->total_legacy_bytes && gpu->total_legacy_bytes < u)
+		u = gpu->total_legacy_bytes;
+	return u;
+}

@@ -166,6 +166,21 @@ bool gm_gpu_is_mig(const struct gm_gpu *gpu);
 uint64_t gm_gpu_min_total(const struct gm_gpu *gpu);
 
 /*
+ * The memory a process can get on gpu, in bytes: what cudaMemGetInfo
+ * reports as total (NVML's total less NVML's reserved part), which device
+ * used (context + reserved + libraries) can never exceed. Where the
+ * catalog does not know it, an estimate (*estimated true): total less the
+ * largest reserved part (total - cuda_total) of a measured card of the
+ * same architecture, or of any architecture when none of this one is
+ * measured, and never more than the R4xx total (which printed total less
+ * reserved, on drivers that reserved less). A MIG slice's listed memory
+ * stands, as an estimate: no source measures CUDA's total on a slice.
+ * cat NULL: the built-in catalog. estimated may be NULL.
+ */
+uint64_t gm_gpu_usable_bytes(const struct gm_catalog *cat,
+			     const struct gm_gpu *gpu, bool *estimated);
+
+/*
  * The most threads that can be resident on one SM of this GPU, from its
  * compute capability: 2048 on 6.0, 6.1, 7.0, 8.0, 8.7, 9.0 and 10.x;
  * 1024 on 7.5;

@@ -12,7 +12,7 @@ out=$root/tests/golden
 cd /tmp
 for s in gpt2-a100 llama-2-7b-h200 llama-2-13b-v100-pp llama-3-8b-infer \
 	bert-large-cls llama-2-7b-megatron llama-2-7b-deepspeed \
-	mixtral-8x7b-megatron deepseek-v3-style-infer; do
+	mixtral-8x7b-megatron deepseek-v3-style-infer llama-2-7b-ds-zero2-offload; do
 	"$gpumem" plan "$data/$s.yaml" > "$out/plan-$s.txt" || true
 	"$gpumem" plan "$data/$s.yaml" --format json > "$out/plan-$s.json" ||
 		true
@@ -34,6 +34,16 @@ done
 	--format json > "$out/fit-change-zero3.json" || true
 "$gpumem" fit "$root/models/llama-3-70b.yaml" --gpu 'Tesla P4' \
 	> "$out/fit-change-none.txt" || true
+"$gpumem" fit "$root/models/llama-3-8b.yaml" --set task=inference \
+	--set inference.batch_size=16 --set inference.prompt_length=4096 \
+	--set inference.generate_length=1024 --gpu rtx-4090 \
+	> "$out/fit-infer-train-spec.txt" 2>/dev/null
+for f in txt json; do
+	"$gpumem" fit "$root/models/llama-2-7b.yaml" \
+		--set parallelism.data_parallel=1 --set parallelism.zero_stage=0 \
+		--gpu a100-80gb --format "$( [ $f = txt ] && echo table || echo json)" \
+		> "$out/fit-min-gpus-none.$f" || true
+done
 # the source tree's path as check_cli.py writes it
 sed -i "s|$root|<ROOT>|g" "$out"/fit-*.json
 "$gpumem" plan --help > "$out/plan-help.txt"

@@ -102,8 +102,11 @@ want("3 GPU models" in title and "3 GPUs" not in title,
 figures = section(h, "The figures")
 want("(fp16)" in re.search(r"Tesla V100[^\n]*", figures).group(0),
      "fit page: V100's bf16 TFLOP/s without '(fp16)'")
-# "NVIDIA L40S  44.99 GiB  864  362.1 ...": the table's TFLOP/s cell
-tf = re.search(r"^NVIDIA L40S .*$", table, re.M).group(0).split()[5]
+# the table's TFLOP/s cell of the L40S row (cells are 2+ blanks apart)
+head = re.split(r"\s{2,}", table.splitlines()[0].strip())
+row = re.split(r"\s{2,}", re.search(r"^NVIDIA L40S .*$", table,
+                                     re.M).group(0).strip())
+tf = row[next(i for i, c in enumerate(head) if "TFLOP/s" in c)]
 want(re.search(r"NVIDIA L40S [^\n]* %s " % re.escape(tf), figures),
      f"fit page: L40S's TFLOP/s differs from the table's {tf}")
 for row in j["gpus"]:

@@ -10,7 +10,8 @@ The bounds, for every configuration measured "ok":
      the held-out set separately;
   3. fits at every catalog capacity: with M the measured and P the
      predicted device_used_bytes and C each catalog GPU's
-     gpu_capacity_bytes, (M <= C) == (P <= C) unless C lies in the band
+     usable_bytes (what a process can get: CUDA's total, the bound of the
+     plan's own verdict; gpu_capacity_bytes in plans without it), (M <= C) == (P <= C) unless C lies in the band
      |C - M| <= 2% of M (the same side of every capacity, except where
      the capacity is closer to the measurement than the median target);
      and the planner's own `fits` on the measured GPU is true.
@@ -155,7 +156,10 @@ def compare(gpumem, manifest_path, measured_path):
                 if g not in capacities:
                     try:
                         capacities[g] = plan(gpumem, spec, c.get("set", []),
-                                             g).get("gpu_capacity_bytes")
+                                             g)
+                        capacities[g] = capacities[g].get(
+                            "usable_bytes",
+                            capacities[g].get("gpu_capacity_bytes"))
                     except PlanError as e:
                         problems.append(str(e))
                         capacities[g] = None

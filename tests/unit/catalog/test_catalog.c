@@ -327,6 +327,44 @@ static void required_skus(void **state)
 			fail_msg("missing %s", want[i]);
 }
 
+/* What a process can get: CUDA's total where measured; else nvidia-smi's
+ * total less the largest reserved part measured on the generation (any
+ * generation when none), at most the R4xx total; a slice's own size;
+ * estimates say so. */
+static void usable(void **state)
+{
+	const struct gm_catalog *cat = gm_catalog_builtin();
+	bool est = true;
+
+	(void)state;
+	assert_int_equal(gm_gpu_usable_bytes(cat, find("a100-40gb"), &est),
+			 40339 * GM_MiB);
+	assert_false(est);
+	assert_int_equal(gm_gpu_usable_bytes(NULL, find("h200"), &est),
+			 143155 * GM_MiB);
+	assert_false(est);
+	/* A100 PCIe 40GB: not measured; Ampere's largest reserved part is
+	 * the A100 80GB's 81920 - 81158 MiB */
+	assert_int_equal(gm_gpu_usable_bytes(cat, find("a100-pcie-40gb"),
+					     &est),
+			 (40960 - (81920 - 81158)) * GM_MiB);
+	assert_true(est);
+	/* Hopper: H200's 143771 - 143155 MiB is the largest */
+	assert_int_equal(gm_gpu_usable_bytes(cat, find("h100-pcie"), &est),
+			 (81559 - (143771 - 143155)) * GM_MiB);
+	assert_true(est);
+	/* V100: no Volta card measured, the catalog's largest (A100 80GB),
+	 * below the R4xx total 32510 MiB */
+	assert_int_equal(gm_gpu_usable_bytes(cat, find("v100-32gb"), &est),
+			 (32768 - (81920 - 81158)) * GM_MiB);
+	assert_true(est);
+	assert_int_equal(gm_gpu_usable_bytes(cat, find("a100-40gb:1g.5gb"),
+					     &est), 4864 * GM_MiB);
+	assert_true(est);
+	assert_true(gm_gpu_usable_bytes(cat, find("a100-pcie-40gb"), NULL) <
+		    40960 * GM_MiB);
+}
+
 /* A MIG slice is its own entry: NVML's name, a short alias, the memory
  * the slice reports, the parent's generation; never the parent card. */
 static void mig_slices(void **state)
@@ -396,6 +434,7 @@ int main(void)
 		cmocka_unit_test(multiprocessors),
 		cmocka_unit_test(threads_per_sm),
 		cmocka_unit_test(mig_slices),
+		cmocka_unit_test(usable),
 		cmocka_unit_test(pascal),
 		cmocka_unit_test(min_total),
 		cmocka_unit_test(entries_complete),

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "cap.h"
@@ -99,6 +100,36 @@ static void plan_under_cap(void **state)
 	assert_true(p.per_gpu.peak_reserved == free_.per_gpu.peak_reserved);
 }
 
+/* The verdict is against what a process can get (CUDA's total, or the
+ * plan's usable memory), not nvidia-smi's total: a plan whose device used
+ * lies between the two does not fit, and headroom is to CUDA's total. */
+static void verdict_against_cuda_total(void **state)
+{
+	struct gm_plan_gpu g = h200();
+	struct gm_plan free_ = capped(l7b(), &g), p;
+	uint64_t d = (uint64_t)free_.per_gpu.device_used;
+
+	(void)state;
+	assert_true(free_.fits);
+	assert_int_equal(free_.headroom_bytes,
+			 (int64_t)(143155 * GM_MiB) -
+				 llround(free_.per_gpu.device_used));
+	/* nvidia-smi's total above device used, CUDA's total far below */
+	g.capacity_bytes = d + GM_GiB;
+	g.cuda_total_bytes = d / 4;
+	p = capped(l7b(), &g);
+	assert_false(p.fits);
+	assert_true(p.headroom_bytes < 0);
+	/* an estimate (usable_bytes) binds over both */
+	g = h200();
+	g.usable_bytes = d / 4;
+	g.usable_estimated = true;
+	p = capped(l7b(), &g);
+	assert_false(p.fits);
+	assert_true(p.gpu.usable_estimated);
+	assert_int_equal(gm_plan_gpu_usable(&p.gpu), d / 4);
+}
+
 /* fit under a cap: the largest micro-batch whose reserve is under it. */
 static void fit_under_cap(void **state)
 {
@@ -128,6 +159,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(cap_from_options),
 		cmocka_unit_test(plan_under_cap),
+		cmocka_unit_test(verdict_against_cuda_total),
 		cmocka_unit_test(fit_under_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
