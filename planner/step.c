@@ -2106,6 +2106,13 @@ struct lz_cyc {
 /* a checkpoint keeps the whole state too where at most this many small
  * blocks are live, so that a cycle from it is proven at once */
 #define LZ_SNAP_BLOCKS 256
+/* ... while snapshots pay: after LZ_SNAP_TRIES of them with no cycle
+ * found, one checkpoint in LZ_SNAP_EVERY takes one until a cycle is
+ * found again (a checkpoint without it is proven by a trial instead:
+ * the same answers, found another way; a training step's checkpoints
+ * seldom start a cycle, a decode step's do) */
+#define LZ_SNAP_TRIES 64
+#define LZ_SNAP_EVERY 64
 
 struct lz {
 	bool on;
@@ -2119,6 +2126,8 @@ struct lz {
 	bool ck_full[LZ_CKPTS]; /* and its whole state (ck), taken where
 				 * few blocks are live */
 	struct lz_words ck[LZ_CKPTS];
+	unsigned snap_miss;     /* snapshots since a cycle was found */
+	unsigned snap_skip;     /* checkpoints since one, backed off */
 	struct lz_fp fp;        /* the small pool's live blocks now (served
 				 * requests included) */
 	struct lz_cyc kc[LZ_KEPT];
@@ -2399,6 +2408,7 @@ static void lz_arm(struct lz *z, int k)
 	z->kc[k].used = ++z->arms;
 	z->armed = true;
 	z->pos = 0;
+	z->snap_miss = 0;
 	lz_reset(z);
 }
 
@@ -2493,6 +2503,13 @@ static int lz_made(struct rp *p, uint64_t dc, bool alloc, uint64_t x,
 	return p->lz.trial ? lz_trial(p, alloc, x, addr) : 0;
 }
 
+/* Whether a checkpoint takes the whole state (LZ_SNAP_TRIES). */
+static bool lz_snap_due(struct lz *z)
+{
+	return z->snap_miss < LZ_SNAP_TRIES ||
+	       ++z->snap_skip % LZ_SNAP_EVERY == 0;
+}
+
 /* After another allocation (rel: releases before it): a checkpoint;
  * armed when the small pool is back in a kept cycle's start state, a
  * trial begun when its fingerprint is one of the checkpoints'. */
@@ -2578,10 +2595,13 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		for (int k = 0; k < z->nck; k++)
 			z->ck_at[k] -= d;
 	}
-	z->ck_full[z->nck] = z->fp.n <= LZ_SNAP_BLOCKS;
+	z->ck_full[z->nck] = z->fp.n <= LZ_SNAP_BLOCKS &&
+			     (have || lz_snap_due(z));
 	if (z->ck_full[z->nck]) {
 		if (!have && (rc = lz_state(p->pool, &z->tmp)))
 			return rc;
+		z->snap_miss++;
+		z->snap_skip = 0;
 		lz_swap(&z->ck[z->nck], &z->tmp);
 	}
 	z->ck_fp[z->nck] = z->fp;
