@@ -51,7 +51,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 {
 	uint64_t h = m->hidden_size, H = m->attention_heads;
 	uint64_t qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
-	uint64_t E = m->experts, F = m->moe_ffn_hidden_size;
+	uint64_t F = m->moe_ffn_hidden_size;
 	uint64_t Fs = m->shared_experts * F, k = m->dense_layers;
 	uint64_t L = m->layers;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
@@ -88,15 +88,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_blocks(l, 0, k);
 	/* DeepseekV3MoE in blocks k..L-1: the router (experts, hidden),
 	 * the experts' 3-D parameters, the shared experts' MLP */
-	gm_params_add(l, "layers.*.mlp.gate.weight", E, h, rep);
-	gm_params_blocks(l, k, L);
-	/* not autocast-cast (grouped_mm, as mixtral.c says) */
-	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_blocks(l, k, L);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_blocks(l, k, L);
+	gm_moe_params(m, l, k, L);
 	if (Fs) {
 		gm_params_add(l, "layers.*.mlp.shared_experts.gate_proj", Fs,
 			      h, lin);
@@ -108,11 +100,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 			      Fs, lin);
 		gm_params_blocks(l, k, L);
 	}
-	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
-	gm_params_lm_head(m, l);
+	gm_llama_norm_params(m, l);
 	return 0;
 }
 

@@ -29,6 +29,18 @@ static uint64_t ffn(uint64_t hidden)
 }
 
 /* No biases, except q/k/v biases where model.qkv_bias is set. */
+void gm_llama_norm_params(const struct gm_spec_model *m,
+			  struct gm_param_layout *l)
+{
+	uint64_t h = m->hidden_size;
+
+	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
+	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
+		      GM_PT_LAYER);
+	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
+	gm_params_lm_head(m, l);
+}
+
 static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 		  struct gm_diag *diag)
 {
@@ -52,11 +64,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.mlp.gate_proj", m->ffn_hidden_size, h, lin);
 	gm_params_add(l, "layers.*.mlp.up_proj", m->ffn_hidden_size, h, lin);
 	gm_params_add(l, "layers.*.mlp.down_proj", h, m->ffn_hidden_size, lin);
-	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
-	gm_params_lm_head(m, l);
+	gm_llama_norm_params(m, l);
 	return 0;
 }
 

@@ -12,6 +12,15 @@
 #include <stdint.h>
 
 struct gm_blk;
+struct gm_param_layout;
+struct gm_spec_model;
+
+/* Parameters: each block's input_layernorm and post_attention_layernorm
+ * (hidden), the final norm and the LM head (params.h gm_params_lm_head):
+ * LlamaDecoderLayer's and LlamaModel's, which the Llama-shaped families
+ * share. */
+void gm_llama_norm_params(const struct gm_spec_model *m,
+			  struct gm_param_layout *l);
 
 /* LlamaDecoderLayer's attention half in inference (transformers
  * modeling_llama.py): from input_layernorm to the residual add, which it

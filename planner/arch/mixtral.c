@@ -40,7 +40,6 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 {
 	uint64_t h = m->hidden_size, d = h / m->attention_heads;
 	uint64_t q = d * m->attention_heads, kv = d * m->kv_heads;
-	uint64_t E = m->experts, F = m->moe_ffn_hidden_size;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
 
 	(void)diag;
@@ -50,23 +49,9 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.self_attn.k_proj", kv, h, lin);
 	gm_params_add(l, "layers.*.self_attn.v_proj", kv, h, lin);
 	gm_params_add(l, "layers.*.self_attn.o_proj", h, q, lin);
-	/* MixtralTopKRouter.weight (experts, hidden): replicated */
-	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
-		      GM_PT_LAYER | GM_PT_MATMUL);
-	/* MixtralExperts: (experts, 2 x ffn, hidden), (experts, hidden,
-	 * ffn), split over the ffn by tensor parallelism; not GM_PT_MATMUL:
-	 * grouped_mm is not on autocast's lists, so autocast makes no 16-bit
-	 * copy of them (integrations/moe.py _grouped_mm; the H200 trace of
-	 * accelerate-qwen3moe-2l-bf16mixed has none) */
-	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
-	gm_params_lm_head(m, l);
+	/* MixtralTopKRouter and MixtralExperts */
+	gm_moe_params(m, l, 0, 0);
+	gm_llama_norm_params(m, l);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 
 #include "activations.h"
 #include "block.h"
+#include "params.h"
 #include "step_emit.h"
 
 /*
@@ -33,6 +34,32 @@
  * what is still saved (the order of the H200 trace of
  * native-mixtral-2l-bf16true-sgd: 448 MiB blocks, S = 16384, bf16).
  */
+void gm_moe_params(const struct gm_spec_model *m, struct gm_param_layout *l,
+		   uint64_t lo, uint64_t hi)
+{
+	uint64_t h = m->hidden_size, E = m->experts;
+	uint64_t F = m->moe_ffn_hidden_size;
+
+	/* MixtralTopKRouter / Qwen3MoeTopKRouter / DeepseekV3TopkRouter
+	 * .weight */
+	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
+		      GM_PT_LAYER | GM_PT_MATMUL);
+	if (hi)
+		gm_params_blocks(l, lo, hi);
+	/* not GM_PT_MATMUL: grouped_mm is not on autocast's lists, so
+	 * autocast makes no 16-bit copy of them (integrations/moe.py
+	 * _grouped_mm; the H200 trace of accelerate-qwen3moe-2l-bf16mixed
+	 * has none) */
+	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
+		       GM_PT_LAYER | GM_PT_TP);
+	if (hi)
+		gm_params_blocks(l, lo, hi);
+	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
+		       GM_PT_LAYER | GM_PT_TP);
+	if (hi)
+		gm_params_blocks(l, lo, hi);
+}
+
 void gm_moe_saved(struct gm_act_layer *l, const struct gm_act_style *st)
 {
 	double R = st->residual, k = st->topk, E = st->experts;

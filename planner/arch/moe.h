@@ -13,9 +13,21 @@
 
 struct gm_act_layer;
 struct gm_blk;
+struct gm_param_layout;
+struct gm_spec_model;
 struct gm_act_style;
 struct gm_em;
 struct gm_em_fwd;
+
+/*
+ * Parameters: the router (mlp.gate.weight, experts x hidden, replicated)
+ * and the experts' 3-D tensors (mlp.experts.gate_up_proj, experts x
+ * 2 moe_ffn x hidden; mlp.experts.down_proj, experts x hidden x moe_ffn;
+ * split over the ffn by tensor parallelism), in blocks lo..hi-1, or in
+ * every block where hi is 0.
+ */
+void gm_moe_params(const struct gm_spec_model *m, struct gm_param_layout *l,
+		   uint64_t lo, uint64_t hi);
 
 /*
  * Training: append to l what the router and the experts save for

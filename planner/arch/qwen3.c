@@ -32,15 +32,14 @@ static uint64_t ffn(uint64_t hidden)
 	return 22016;
 }
 
-static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
-		  struct gm_diag *diag)
+void gm_qwen3_attention_params(const struct gm_spec_model *m,
+			       struct gm_param_layout *l)
 {
 	uint64_t h = m->hidden_size;
 	uint64_t d = m->head_dim ? m->head_dim : h / m->attention_heads;
 	uint64_t q = d * m->attention_heads, kv = d * m->kv_heads;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
 
-	(void)diag;
 	gm_params_add(l, "embed_tokens", m->vocab_size, h,
 		      GM_PT_EMBED | GM_PT_TP);
 	gm_params_add(l, "layers.*.self_attn.q_proj", q, h, lin);
@@ -49,14 +48,20 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.self_attn.o_proj", h, q, lin);
 	gm_params_add(l, "layers.*.self_attn.q_norm", d, 1, GM_PT_LAYER);
 	gm_params_add(l, "layers.*.self_attn.k_norm", d, 1, GM_PT_LAYER);
+}
+
+static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
+		  struct gm_diag *diag)
+{
+	uint64_t h = m->hidden_size;
+	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
+
+	(void)diag;
+	gm_qwen3_attention_params(m, l);
 	gm_params_add(l, "layers.*.mlp.gate_proj", m->ffn_hidden_size, h, lin);
 	gm_params_add(l, "layers.*.mlp.up_proj", m->ffn_hidden_size, h, lin);
 	gm_params_add(l, "layers.*.mlp.down_proj", h, m->ffn_hidden_size, lin);
-	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
-	gm_params_lm_head(m, l);
+	gm_llama_norm_params(m, l);
 	return 0;
 }
 

@@ -12,6 +12,13 @@
 struct gm_act_layer;
 struct gm_act_style;
 struct gm_blk;
+struct gm_param_layout;
+struct gm_spec_model;
+
+/* Parameters: embed_tokens and each block's Qwen3Attention (q/k/v/o_proj,
+ * q_norm and k_norm of head_dim, hidden / heads when not given). */
+void gm_qwen3_attention_params(const struct gm_spec_model *m,
+			       struct gm_param_layout *l);
 
 /* Training (block.h's builders): Qwen3DecoderLayer's attention half,
  * from input_layernorm of the block input to the residual add, which it

@@ -39,34 +39,11 @@ static uint64_t ffn(uint64_t hidden)
 static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 		  struct gm_diag *diag)
 {
-	uint64_t h = m->hidden_size;
-	uint64_t d = m->head_dim ? m->head_dim : h / m->attention_heads;
-	uint64_t q = d * m->attention_heads, kv = d * m->kv_heads;
-	uint64_t E = m->experts, F = m->moe_ffn_hidden_size;
-	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
-
 	(void)diag;
-	gm_params_add(l, "embed_tokens", m->vocab_size, h,
-		      GM_PT_EMBED | GM_PT_TP);
-	gm_params_add(l, "layers.*.self_attn.q_proj", q, h, lin);
-	gm_params_add(l, "layers.*.self_attn.k_proj", kv, h, lin);
-	gm_params_add(l, "layers.*.self_attn.v_proj", kv, h, lin);
-	gm_params_add(l, "layers.*.self_attn.o_proj", h, q, lin);
-	gm_params_add(l, "layers.*.self_attn.q_norm", d, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.self_attn.k_norm", d, 1, GM_PT_LAYER);
-	/* Qwen3MoeTopKRouter.weight (experts, hidden): replicated */
-	gm_params_add(l, "layers.*.mlp.gate.weight", E, h,
-		      GM_PT_LAYER | GM_PT_MATMUL);
-	/* not autocast-cast (grouped_mm, as mixtral.c says) */
-	gm_params_add3(l, "layers.*.mlp.experts.gate_up_proj", E, 2 * F, h,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_add3(l, "layers.*.mlp.experts.down_proj", E, h, F,
-		       GM_PT_LAYER | GM_PT_TP);
-	gm_params_add(l, "layers.*.input_layernorm", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layers.*.post_attention_layernorm", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "norm", h, 1, GM_PT_HEAD);
-	gm_params_lm_head(m, l);
+	gm_qwen3_attention_params(m, l);
+	/* Qwen3MoeTopKRouter and Qwen3MoeExperts */
+	gm_moe_params(m, l, 0, 0);
+	gm_llama_norm_params(m, l);
 	return 0;
 }
 
