@@ -43,9 +43,11 @@ struct lever {
 	 * as given); their count. */
 	size_t (*values)(const struct gm_spec *base,
 			 const struct gm_spec *cur, uint64_t *v, size_t max);
-	/* Value v as --set strings into out; their count (1 or 2). */
+	/* Value v as --set strings into out; their count (1 or 2). NULL:
+	 * the one string "key=v". */
 	unsigned (*sets)(const struct gm_spec *base, uint64_t v,
 			 char out[][GM_FIT_SET_LEN]);
+	const char *key;
 };
 
 static uint64_t dp_of(const struct gm_spec *s)
@@ -151,14 +153,6 @@ static size_t zero_values(const struct gm_spec *base,
 	return k;
 }
 
-static unsigned zero_sets(const struct gm_spec *base, uint64_t v,
-			  char out[][GM_FIT_SET_LEN])
-{
-	(void)base;
-	snprintf(out[0], GM_FIT_SET_LEN, "parallelism.zero_stage=%llu",
-		 (unsigned long long)v);
-	return 1;
-}
 
 /* Megatron-LM's distributed optimizer (fp32 master weights and Adam's
  * states sharded over data parallel), where the spec has it off; the
@@ -234,14 +228,6 @@ static size_t dp_values(const struct gm_spec *base, const struct gm_spec *cur,
 	return k;
 }
 
-static unsigned dp_sets(const struct gm_spec *base, uint64_t v,
-			char out[][GM_FIT_SET_LEN])
-{
-	(void)base;
-	snprintf(out[0], GM_FIT_SET_LEN, "parallelism.data_parallel=%llu",
-		 (unsigned long long)v);
-	return 1;
-}
 
 /* Tensor parallel: twice, four times, ... the spec's, up to
  * GM_FIT_TP_MAX. */
@@ -258,14 +244,6 @@ static size_t tp_values(const struct gm_spec *base, const struct gm_spec *cur,
 	return k;
 }
 
-static unsigned tp_sets(const struct gm_spec *base, uint64_t v,
-			char out[][GM_FIT_SET_LEN])
-{
-	(void)base;
-	snprintf(out[0], GM_FIT_SET_LEN, "parallelism.tensor_parallel=%llu",
-		 (unsigned long long)v);
-	return 1;
-}
 
 /* Adapter: LoRA, then QLoRA (its base weights in 4 bits), PEFT's
  * defaults for rank and targets. */
@@ -298,15 +276,16 @@ static const struct lever levers[GM_FL_N] = {
 			       mb_sets},
 	[GM_FL_CHECKPOINTING] = {"activation checkpointing", true, false,
 				 ckpt_values, ckpt_sets},
-	[GM_FL_ZERO] = {"ZeRO stage", true, false, zero_values, zero_sets},
+	[GM_FL_ZERO] = {"ZeRO stage", true, false, zero_values, NULL,
+			 "parallelism.zero_stage"},
 	[GM_FL_DIST_OPTIMIZER] = {"distributed optimizer", true, false,
 				  distopt_values, distopt_sets},
 	[GM_FL_OFFLOAD] = {"CPU offload", true, false, offload_values,
 			   offload_sets},
 	[GM_FL_DATA_PARALLEL] = {"data parallel", true, true, dp_values,
-				 dp_sets},
+				 NULL, "parallelism.data_parallel"},
 	[GM_FL_TENSOR_PARALLEL] = {"tensor parallel", false, false,
-				   tp_values, tp_sets},
+				   tp_values, NULL, "parallelism.tensor_parallel"},
 	[GM_FL_ADAPTER] = {"adapter", true, false, adapter_values,
 			   adapter_sets},
 };
@@ -361,9 +340,16 @@ static unsigned change_sets(const struct search *s,
 {
 	unsigned n = 0;
 
-	for (int l = 0; l < GM_FL_N; l++)
-		if (s->in[l])
+	for (int l = 0; l < GM_FL_N; l++) {
+		if (!s->in[l])
+			continue;
+		if (levers[l].sets) {
 			n += levers[l].sets(s->base, s->pick[l], sets + n);
+			continue;
+		}
+		snprintf(sets[n++], GM_FIT_SET_LEN, "%s=%llu", levers[l].key,
+			 (unsigned long long)s->pick[l]);
+	}
 	return n;
 }
 
