@@ -1370,8 +1370,11 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
  * transformers 5.17 runs the experts as one grouped matmul over all
  * (token, expert) rows in training and in inference alike (arch/moe.c:
  * PreTrainedModel.get_correct_experts_implementation picks grouped_mm
- * wherever it can dispatch), and none of those tensors depends on how
- * the rows split between experts: 0 bytes, for either task. (The eager
+ * wherever it can dispatch), except generate()'s decode forwards, which
+ * GenerationMixin._optimize_model_for_decode runs as batched_mm (one
+ * copy of its expert's weights per row), and none of those tensors
+ * depends on how the rows split between experts: 0 bytes, for either
+ * task. (The eager
  * per-expert loop, where grouped_mm cannot dispatch, would gather the
  * one expert's tok rows at once.)
  */

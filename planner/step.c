@@ -1596,6 +1596,7 @@ static void infer_pass(struct gm_em *e)
 	if (G) {
 		gen_tail(e, g, &lg, s);
 		f.T = b;
+		f.decode = true;
 		for (uint64_t k = 1; k < G && !e->err; k++) {
 			f.n = s + k - 1;
 			if (in->last_decode_only && k + 1 < G)

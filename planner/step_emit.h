@@ -12,6 +12,7 @@
 #ifndef GM_STEP_EMIT_H
 #define GM_STEP_EMIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "step.h"
@@ -25,6 +26,10 @@ struct gm_ds_em;
 struct gm_em_fwd {
 	uint64_t T;          /* tokens of this forward */
 	uint64_t n;          /* KV length before it (0: prefill) */
+	bool decode;         /* one of generate()'s decode forwards, which
+	                      * GenerationMixin._optimize_model_for_decode
+	                      * runs with the experts as batched_mm
+	                      * (transformers 5.17.0 generation/utils.py) */
 };
 
 /* What the model's forward keeps while its blocks run. */

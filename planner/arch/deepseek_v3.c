@@ -346,7 +346,8 @@ static uint32_t swiglu(struct gm_em *e, double T, double w)
 }
 
 /*
- * DeepseekV3MoE in inference over T tokens of a held input (5.17):
+ * DeepseekV3MoE in inference over the f->T tokens of forward f, of a
+ * held input (5.17):
  * DeepseekV3TopkRouter.forward (the input and the router weight cast to
  * fp32 where they are not, the logits, their sigmoid, the scores plus
  * e_score_correction_bias, the group mask expanded to the experts (a
@@ -358,9 +359,10 @@ static uint32_t swiglu(struct gm_em *e, double T, double w)
  * input and the sum of the two. The router logits (`_`), the weights and
  * the indices live until the block returns. Returns its output.
  */
-static uint32_t infer_moe(struct gm_em *e, double T)
+static uint32_t infer_moe(struct gm_em *e, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
+	double T = (double)f->T;
 	double c = in->c, E = in->experts, k = in->topk, H = in->hidden;
 	double TE = T * E * 4;
 	uint32_t hf = GM_EM_NONE, wf = GM_EM_NONE, lg, sc, sf, sm, bm, nm;
@@ -395,7 +397,7 @@ static uint32_t infer_moe(struct gm_em *e, double T)
 	gm_em_free(e, &sc);
 	gm_em_free(e, &sf2);
 	gm_em_free(e, &sm);
-	ro = gm_moe_infer_experts(e, T, 4);
+	ro = gm_moe_infer_experts(e, f, 4);
 	sh = swiglu(e, T, in->mla.ffn_shared);
 	out = gm_em_alloc(e, T * H * c, GM_SK_TRANSIENT);     /* + */
 	gm_em_free(e, &ro);
@@ -419,7 +421,7 @@ static uint32_t infer_layer(struct gm_em *e, uint64_t l,
 
 	if (in->layer0 + l < in->mla.dense_layers || !in->experts)
 		return gm_llama_infer_mlp(e, f, &n2, &r);
-	mo = infer_moe(e, T);
+	mo = infer_moe(e, f);
 	gm_em_free(e, &n2);
 	out = gm_em_alloc(e, T * in->hidden * in->c, GM_SK_TRANSIENT);
 	gm_em_free(e, &mo);

@@ -10,8 +10,9 @@
  * matmul, so the saved tensors and the backward's transient do not
  * depend on how the router splits the tokens. Inference runs the same
  * grouped_mm forward (transformers 5.17's default experts
- * implementation, moe.c gm_moe_infer_experts), so it does not depend on
- * the split either.
+ * implementation) over a prompt, and generate()'s decode forwards run
+ * batched_mm, which copies each (token, expert) row's expert weights
+ * (moe.c gm_moe_infer_experts); neither depends on the split.
  * Training runs MixtralDecoderLayer op by op (block): Llama's attention
  * half (llama.c), then the router and the grouped_mm experts of moe.c
  * as transformers 5.17.0 runs them; the analytic saved-tensor list below

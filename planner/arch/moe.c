@@ -254,11 +254,12 @@ void gm_moe_block_mlp(struct gm_blk *b, int r1, int n2, bool to_logits)
 }
 
 /*
- * The routed experts in inference over T tokens as transformers 5.17 runs
- * them by default: PreTrainedModel.get_correct_experts_implementation
- * (modeling_utils.py) picks "grouped_mm" where it can dispatch (CUDA,
- * compute capability 8.0 and up), so the experts' forward is
- * integrations/moe.py grouped_mm_experts_forward: with S = T x
+ * The routed experts in a prefill (or a plain forward) over T tokens as
+ * transformers 5.17 runs them by default: PreTrainedModel.
+ * get_correct_experts_implementation (modeling_utils.py) picks
+ * "grouped_mm" where it can dispatch (CUDA, compute capability 8.0 and
+ * up), so the experts' forward is integrations/moe.py
+ * grouped_mm_experts_forward: with S = T x
  * experts_per_token (token, expert) rows, the sort by expert (ids and
  * permutation, int64), the gathered input (hidden_states[perm // top_k]),
  * the permuted routing weights (wb bytes each), histc's counts and their cumsum,
@@ -270,7 +271,7 @@ void gm_moe_block_mlp(struct gm_blk *b, int r1, int n2, bool to_logits)
  * order, their sum over the top-k and its cast to the activation dtype. Every name lives until the function returns. Returns
  * the output (T x hidden, activation dtype).
  */
-uint32_t gm_moe_infer_experts(struct gm_em *e, double T, double wb)
+static uint32_t grouped_mm(struct gm_em *e, double T, double wb)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
 	double c = in->c, E = in->experts, H = in->hidden;
@@ -327,19 +328,87 @@ uint32_t gm_moe_infer_experts(struct gm_em *e, double T, double wb)
 }
 
 /*
+ * The routed experts in one of generate()'s decode forwards (T tokens):
+ * GenerationMixin._optimize_model_for_decode (transformers 5.17.0
+ * generation/utils.py) switches every "grouped_mm" experts
+ * implementation to "batched_mm" for the decode loop on a GPU (the
+ * prefill, GenerationMixin._prefill, runs before it under grouped_mm),
+ * so the experts' forward is integrations/moe.py
+ * batched_mm_experts_forward: with S = T x experts_per_token rows,
+ * hidden_states.repeat_interleave(top_k) (S x hidden), the clamped
+ * expert ids (int64, out of place), gate_up_proj[expert_ids]: a copy of
+ * one expert's whole gate_up matrix per row (S x 2 ffn x hidden in the
+ * weights' dtype, c under *-true), its bmm (S x 2 ffn), SiLU(gate) and
+ * its product with up (the bmm output freed as proj_out is rebound),
+ * down_proj[expert_ids] (S x hidden x ffn) allocated while the gate_up
+ * copy is still bound to selected_weights (both live: the measured
+ * peak of gen-mixtral-2l-b8-p2048-g256, tests/data/calibration/pending/
+ * longgen/measured-h200.json, is the weights, the cache and these two
+ * copies, 16 rows x 3 x 14336 x 4096 x 2 B = 5.25 GiB), its bmm
+ * (S x hidden), the product with the routing weights (promoted: p
+ * bytes), the sum over the top-k and its cast. Every name lives until
+ * the function returns; repeat_interleave's own index (S int64, inside
+ * ATen) is left out. Returns the output (T x hidden, activation dtype).
+ */
+static uint32_t batched_mm(struct gm_em *e, double T, double wb)
+{
+	const struct gm_step_infer *in = gm_em_infer(e);
+	double c = in->c, H = in->hidden, F = in->ffn_expert;
+	double S = T * in->topk, p = wb > c ? wb : c;
+	uint32_t rep, ids, wg, gu, a, m, wd, d, wo, su, out;
+
+	rep = gm_em_alloc(e, S * H * c, GM_SK_TRANSIENT);     /* repeat */
+	ids = gm_em_alloc(e, S * 8, GM_SK_TRANSIENT);         /* clamp */
+	wg = gm_em_alloc(e, S * 2 * F * H * c, GM_SK_TRANSIENT); /* [ids] */
+	gu = gm_em_alloc(e, S * 2 * F * c, GM_SK_TRANSIENT);  /* bmm */
+	a = gm_em_alloc(e, S * F * c, GM_SK_TRANSIENT);       /* act */
+	m = gm_em_alloc(e, S * F * c, GM_SK_TRANSIENT);       /* * up */
+	gm_em_free(e, &a);
+	gm_em_free(e, &gu);
+	wd = gm_em_alloc(e, S * H * F * c, GM_SK_TRANSIENT);  /* [ids] */
+	gm_em_free(e, &wg);
+	d = gm_em_alloc(e, S * H * c, GM_SK_TRANSIENT);       /* bmm */
+	gm_em_free(e, &m);
+	wo = gm_em_alloc(e, S * H * p, GM_SK_TRANSIENT);      /* * w */
+	su = gm_em_alloc(e, T * H * p, GM_SK_TRANSIENT);      /* sum */
+	if (p != c) {
+		out = gm_em_alloc(e, T * H * c, GM_SK_TRANSIENT); /* .to() */
+		gm_em_free(e, &su);
+	} else {
+		out = su;
+	}
+	gm_em_free(e, &rep);
+	gm_em_free(e, &ids);
+	gm_em_free(e, &wd);
+	gm_em_free(e, &d);
+	gm_em_free(e, &wo);
+	return out;
+}
+
+uint32_t gm_moe_infer_experts(struct gm_em *e, const struct gm_em_fwd *f,
+			      double wb)
+{
+	if (f->decode)
+		return batched_mm(e, (double)f->T, wb);
+	return grouped_mm(e, (double)f->T, wb);
+}
+
+/*
  * MixtralSparseMoeBlock and Qwen3MoeSparseMoeBlock in inference over T
  * tokens of hidden states n2 (transformers 5.17 modeling_mixtral.py
  * MixtralTopKRouter, modeling_qwen3_moe.py Qwen3MoeTopKRouter): the
  * router's logits, their fp32 softmax (through an fp32 copy), the top-k
  * values and indices, the values' sum; Qwen3-MoE's router then casts the
  * weights back to the logits' dtype (cast), Mixtral's keeps them fp32.
- * Then the experts (gm_moe_infer_experts). The block keeps the router
+ * Then the experts (gm_moe_infer_experts: grouped_mm, or batched_mm in
+ * a decode forward). The block keeps the router
  * logits (`_`), the weights and the indices until it returns. Returns
  * the block's output.
  */
-uint32_t gm_moe_infer(struct gm_em *e, double T, bool cast)
+uint32_t gm_moe_infer(struct gm_em *e, const struct gm_em_fwd *f, bool cast)
 {
 	const struct gm_step_infer *in = gm_em_infer(e);
+	double T = (double)f->T;
 	double c = in->c, E = in->experts, k = in->topk, tk = T * k;
 	uint32_t lg, lf = GM_EM_NONE, pr, tv, ti, sum, out;
 
@@ -359,7 +428,7 @@ uint32_t gm_moe_infer(struct gm_em *e, double T, bool cast)
 		tv = tc;
 	}
 	gm_em_free(e, &pr);
-	out = gm_moe_infer_experts(e, T, cast ? c : 4);
+	out = gm_moe_infer_experts(e, f, cast ? c : 4);
 	gm_em_free(e, &lg);
 	gm_em_free(e, &tv);
 	gm_em_free(e, &ti);
@@ -371,7 +440,7 @@ uint32_t gm_moe_infer_mlp(struct gm_em *e, const struct gm_em_fwd *f,
 {
 	double T = (double)f->T;
 	double X = T * gm_em_infer(e)->hidden * gm_em_infer(e)->c;
-	uint32_t mo = gm_moe_infer(e, T, cast), out;
+	uint32_t mo = gm_moe_infer(e, f, cast), out;
 
 	gm_em_free(e, n2);
 	out = gm_em_alloc(e, X, GM_SK_TRANSIENT);        /* residual + */

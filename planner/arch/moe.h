@@ -55,22 +55,26 @@ int gm_moe_block_experts(struct gm_blk *b, int x, int w, int idx);
 void gm_moe_block_mlp(struct gm_blk *b, int r1, int n2, bool to_logits);
 
 /*
- * Inference: the routed experts over T tokens whose routing (top-k
- * indices, weights of wb bytes each) and MLP input the caller holds, as
- * transformers' grouped_mm experts forward (moe.c). Returns their output
- * (T x hidden in the activation dtype); frees everything else it
+ * Inference: the routed experts over the f->T tokens of forward f whose
+ * routing (top-k indices, weights of wb bytes each) and MLP input the
+ * caller holds, as transformers 5.17 runs them (moe.c): the grouped_mm
+ * experts forward, or batched_mm in a decode forward of generate()
+ * (f->decode), which copies each row's expert weights. Returns their
+ * output (T x hidden in the activation dtype); frees everything else it
  * allocated.
  */
-uint32_t gm_moe_infer_experts(struct gm_em *e, double T, double wb);
+uint32_t gm_moe_infer_experts(struct gm_em *e, const struct gm_em_fwd *f,
+			      double wb);
 
 /*
- * Inference over T tokens whose MLP input the caller holds: the router
+ * Inference over the f->T tokens of forward f whose MLP input the caller
+ * holds: the router
  * (softmax, top-k; cast: the weights cast back to the activation dtype,
  * as Qwen3-MoE's router does) and the experts. Returns the MLP's output
  * (T x hidden in the activation dtype); frees everything else it
  * allocated.
  */
-uint32_t gm_moe_infer(struct gm_em *e, double T, bool cast);
+uint32_t gm_moe_infer(struct gm_em *e, const struct gm_em_fwd *f, bool cast);
 
 /*
  * A MoE decoder layer's second half in inference, after its attention

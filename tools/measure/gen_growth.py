@@ -2,13 +2,19 @@
 """gen_growth.py - how generate()'s memory grows, forward by forward:
 a measured allocation trace against the planner's replayed sequence.
 
-    gen_growth.py NAME... [--gpumem build/tools/gpumem/gpumem]
+    gen_growth.py NAME... [--set SET] [--gpumem build/tools/gpumem/gpumem]
                           [--every N] [--summary-only] [--check]
 
 NAME is a calibration configuration of task inference with
 generate_length > 0 (tests/data/calibration/specs/NAME.yaml, its H200
 allocation trace traces/NAME.trace.jsonl.gz, see tracefile.py, and its
-row of measured-h200.json). The measured trace is cut into forwards at
+row of measured-h200.json). With --set SET (a pending set such as
+pending/longgen) the three come from that set instead:
+tests/data/calibration/SET/specs/NAME.yaml, the trace
+traces/SET-with-dashes/NAME.trace.jsonl.gz (pending/longgen:
+traces/pending-longgen/) and the row of SET/measured-h200.json. A
+NAME written SET/NAME (pending/longgen/gen-llama-1.1b-b8-p2048-g512)
+names its set itself, so one call can check both sets. The measured trace is cut into forwards at
 the KV cache's torch.cat allocations (frames of transformers'
 cache_utils.py update, 2 per layer and forward: DynamicLayer.update's
 keys and values); the planner's sequence (`gpumem plan NAME.yaml --trace`)
@@ -176,15 +182,31 @@ def decode_slope(windows, G):
     return statistics.median(d) if d else 0
 
 
-def one(name, gpumem, every, summary_only):
-    spec = os.path.join(CAL, "specs", name + ".yaml")
-    trace = os.path.join(CAL, "traces", name + ".trace.jsonl.gz")
+def paths(name, cset):
+    """The spec, the trace and the measured file of configuration name
+    of set cset (None: the main calibration set)."""
+    if not cset:
+        return (os.path.join(CAL, "specs", name + ".yaml"),
+                os.path.join(CAL, "traces", name + ".trace.jsonl.gz"),
+                os.path.join(CAL, "measured-h200.json"))
+    base = os.path.join(CAL, *cset.split("/"))
+    return (os.path.join(base, "specs", name + ".yaml"),
+            os.path.join(CAL, "traces", cset.replace("/", "-"),
+                         name + ".trace.jsonl.gz"),
+            os.path.join(base, "measured-h200.json"))
+
+
+def one(name, gpumem, every, summary_only, cset=None):
+    spec, trace, measured = paths(name, cset)
+    for p in (spec, trace, measured):
+        if not os.path.exists(p):
+            sys.exit(f"gen_growth.py: {name}: no {os.path.relpath(p, ROOT)}")
     k = spec_keys(spec)
     L, G = k["layers"], k["generate_length"]
     per_fwd = 2 * L
     real = measured_series(trace, per_fwd)
     plan, pj, rep = planned_series(gpumem, spec, per_fwd)
-    with open(os.path.join(CAL, "measured-h200.json")) as f:
+    with open(measured) as f:
         meas = next((c for c in json.load(f)["configs"]
                      if c["name"] == name), {})
     out = [f"## {name}: {L} layers, batch {k['batch_size']}, prompt "
@@ -257,6 +279,9 @@ def one(name, gpumem, every, summary_only):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="+")
+    ap.add_argument("--set", dest="cset", metavar="SET",
+                    help="a pending set (pending/longgen): the spec, "
+                    "trace and measured row come from there")
     ap.add_argument("--gpumem", default=os.path.join(
         ROOT, "build", "tools", "gpumem", "gpumem"))
     ap.add_argument("--every", type=int, default=1)
@@ -265,7 +290,9 @@ def main():
     a = ap.parse_args()
     bad = []
     for name in a.names:
-        out, b = one(name, a.gpumem, max(1, a.every), a.summary_only)
+        cset, _, bare = name.rpartition("/")
+        out, b = one(bare, a.gpumem, max(1, a.every), a.summary_only,
+                     cset or a.cset)
         print("\n".join(out))
         print()
         bad += b
