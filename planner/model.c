@@ -572,6 +572,11 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		    gm_adapter_quantized(&sp->training, pt))
 			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
+		/* what a block program's GM_BOP_PGRAD matches (step.h); a
+		 * group in some blocks only is spread over the stage's
+		 * blocks here, so it gets its gradient after the block */
+		if ((pt->flags & GM_PT_LAYER) && !pt->hi)
+			q->elems = whole;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's
 		 * parallelize_module (as tools/measure/measure_multi.py

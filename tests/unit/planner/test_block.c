@@ -399,6 +399,44 @@ static void moe_families(void **state)
 		}
 }
 
+/* The weights' gradients are made at their own node (GM_BOP_PGRAD), as
+ * the H200 trace of llama-134m-bf16true-sgd-seq8192 shows: each
+ * linear's weight gradient right before its input's gradient, down_proj,
+ * up_proj, gate_proj, o_proj, v, k, q; under autocast the program makes
+ * none (the fp32 gradients are step.c's, after the block). */
+static void weight_grads_at_their_op(void **state)
+{
+	static struct gm_step_block p;
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, false);
+	const double want[] = {128 * 64, 64 * 128, 64 * 128, 64 * 64,
+			       64 * 64, 64 * 64, 64 * 64};
+	int k = 0;
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	for (int i = p.n_fwd; i < p.n; i++) {
+		if (p.op[i].op != GM_BOP_PGRAD)
+			continue;
+		assert_true(k < 7);
+		assert_true(p.op[i].bytes == want[k]);
+		/* the next allocation is its input's gradient */
+		for (int j = i + 1; j < p.n; j++)
+			if (p.op[j].op == GM_BOP_ALLOC) {
+				assert_true(p.op[j].bytes ==
+					    4 * (k == 0 ? 128 : 64) * 2);
+				break;
+			}
+		k++;
+	}
+	assert_int_equal(k, 7);
+	balanced(&p);
+
+	s = shape(GM_ARCH_LLAMA, true);
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	for (int i = 0; i < p.n; i++)
+		assert_int_not_equal(p.op[i].op, GM_BOP_PGRAD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +450,7 @@ int main(void)
 		cmocka_unit_test(head_program),
 		cmocka_unit_test(mixtral_experts),
 		cmocka_unit_test(moe_families),
+		cmocka_unit_test(weight_grads_at_their_op),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
