@@ -1141,6 +1141,11 @@ int gm_blk_rms_norm(struct gm_blk *b, int x)
 	return rms_norm(b, x);
 }
 
+int gm_blk_rms_norm_width(struct gm_blk *b, int x, double width)
+{
+	return rms_norm_rows(b, x, b->sh->tok, width);
+}
+
 int gm_blk_head_rms_norm(struct gm_blk *b, int x)
 {
 	return rms_norm_rows(b, x, nel(b, x) / b->sh->head_dim,
@@ -1162,6 +1167,15 @@ int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
 	return attention(b, q, k, v);
 }
 
+int gm_blk_attention_dims(struct gm_blk *b, int q, int k, int v, double hd,
+			  double vd)
+{
+	const struct gm_step_shape *sh = b->sh;
+	struct attn_w aw = {sh->heads * hd, sh->heads * hd, sh->heads * vd, hd,
+			    vd};
+
+	return attention_w(b, q, k, v, &aw);
+}
 
 void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v)
 {

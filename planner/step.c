@@ -689,7 +689,9 @@ static void prog_forward(struct gm_em *e, const struct gm_step_block *p,
 /* Block l's program: the first block's own where it has one. */
 static const struct gm_step_block *blk_prog(const struct gm_em *e, uint64_t l)
 {
-	return l == 0 && e->st->blk0.n > 0 ? &e->st->blk0 : &e->st->blk;
+	uint64_t n0 = e->st->blk0_layers ? e->st->blk0_layers : 1;
+
+	return l < n0 && e->st->blk0.n > 0 ? &e->st->blk0 : &e->st->blk;
 }
 
 /* Forward of block l (step.h, struct gm_step_block). Under full

@@ -281,9 +281,11 @@ struct gm_step {
 	struct gm_step_block blk; /* when blk.n > 0: the block's program
 				   * instead of act[] and trans */
 	struct gm_step_block blk0; /* when blk0.n > 0 (and blk.n > 0): the
-				    * first block's own program (its input
+				    * first blocks' own program (its input
 				    * does not require grad: a frozen
-				    * embedding), n_ids <= blk.n_ids */
+				    * embedding; or the dense blocks before
+				    * the routed ones), n_ids <= blk.n_ids */
+	uint64_t blk0_layers;   /* the blocks blk0 runs (0: the first) */
 	struct gm_step_block head; /* when head.n > 0 (and blk.n > 0): the
 				    * final norm's program (block.h) instead
 				    * of head_saved */
