@@ -25,9 +25,14 @@
  *    its inputs' gradients (a second gradient of the same tensor is added
  *    in place and freed), then its incoming gradients and its saved
  *    tensors are released (engine.cpp evaluate_function: the inputs go
- *    out of scope, release_variables()). A linear under autocast first
- *    computes its 16-bit weight gradient (cast to the parameter's dtype
- *    afterwards: the parameter gradients themselves are step.c's); the
+ *    out of scope, release_variables()). A linear or grouped_mm in the
+ *    parameters' dtype makes its weight's gradient first (GM_BOP_PGRAD:
+ *    the parameter's own, step.c allocates it there; the H200 traces of
+ *    llama-134m-bf16true-sgd-seq8192 and native-mixtral-2l-bf16true-sgd
+ *    show it right before the input's gradient); under autocast it
+ *    first computes its 16-bit weight gradient (cast to the parameter's
+ *    dtype afterwards, that fp32 gradient allocated by step.c after the
+ *    block: planner/README.md, what is not modelled); the
  *    flash / memory-efficient backward holds an fp32 dq accumulator and
  *    a per-head fp32 row sum after dq, dk, dv (aten/src/ATen/native/
  *    transformers/cuda/attention_backward.cu).
@@ -73,6 +78,10 @@ struct nd {
 	bool vgrad;        /* its inputs' gradients are views of the
 			    * incoming one, whatever their sizes */
 	bool core;
+	double pg;         /* its weight's elements: the parameter's
+			    * gradient is made here, before the input's
+			    * (0: none, or step.c allocates it after the
+			    * block) */
 };
 
 struct gm_blk {
@@ -287,8 +296,15 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
 	b->trains = true; /* its weight */
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
-	if (sh->autocast) /* the 16-bit weight gradient */
+	/* the weight's gradient at this node (bf16 / fp16 / fp32: the
+	 * product is the parameter's gradient); under autocast the
+	 * 16-bit product, whose cast back makes the fp32 one, which
+	 * step.c still allocates after the block (planner/README.md,
+	 * what is not modelled) */
+	if (sh->autocast)
 		d->tmp = in * out * sh->c;
+	else
+		d->pg = in * out;
 	if (bias)
 		d->red = red(b, out);
 	if (xc != x)
@@ -835,6 +851,19 @@ static void transient(struct gm_blk *b, double wtmp, double red)
 		emit(b, GM_BOP_FREE, w, 0, false);
 }
 
+/* A weight's gradient of n elements, made now (GM_BOP_PGRAD: step.c
+ * allocates the parameter's gradient there, or in a later micro-batch
+ * the product AccumulateGrad adds into it, under the returned id, which
+ * the program frees once it is added). */
+static int pgrad_alloc(struct gm_blk *b, double n)
+{
+	int g = tid(b);
+
+	tinit(b, g, 0, 1);
+	emit(b, GM_BOP_PGRAD, g, n, false);
+	return g;
+}
+
 /* The tape's backward; out is the tensor that receives GM_BLK_GOUT. */
 static void backward(struct gm_blk *b, int out)
 {
@@ -844,7 +873,7 @@ static void backward(struct gm_blk *b, int out)
 	b->gref[GM_BLK_GOUT] = 1;
 	for (int j = b->nn; j-- > 0;) {
 		struct nd *d = &b->n[j];
-		int tmp = -1, g0 = -1;
+		int tmp = -1, g0 = -1, pg = -1;
 		bool any = false;
 
 		for (int i = 0; i < d->nout; i++)
@@ -859,6 +888,8 @@ static void backward(struct gm_blk *b, int out)
 		}
 		if (any && d->tmp > 0 && !d->tmp_after)
 			tmp = scratch(b, d->tmp);
+		if (any && d->pg > 0)
+			pg = pgrad_alloc(b, d->pg);
 		for (int i = 0; any && i < d->nin; i++) {
 			struct tn *x = &b->t[d->in[i]];
 			const struct tn *o = &b->t[d->out[0]];
@@ -888,6 +919,8 @@ static void backward(struct gm_blk *b, int out)
 		}
 		if (tmp >= 0)
 			emit(b, GM_BOP_FREE, tmp, 0, false);
+		if (pg >= 0) /* AccumulateGrad runs next */
+			emit(b, GM_BOP_FREE, pg, 0, false);
 	}
 	b->p->gin_id = b->t[GM_BLK_IN].grad >= 0 ? b->t[GM_BLK_IN].grad :
 		       GM_BLK_GIN;
@@ -1058,10 +1091,10 @@ int gm_blk_grouped_mm(struct gm_blk *b, int x, double rows, double in,
 	double wb = b->sh->r;
 	int xc = b->t[x].eb == wb ? x : cast(b, x, wb), o;
 
-	(void)in;
 	o = tnew(b, rows * out, wb);
 	b->trains = true; /* the experts' weight */
-	node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
+	node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END})->pg =
+		b->sh->experts * in * out;
 	if (xc != x)
 		drop(b, xc);
 	return o;
@@ -1108,6 +1141,11 @@ int gm_blk_rms_norm(struct gm_blk *b, int x)
 	return rms_norm(b, x);
 }
 
+int gm_blk_rms_norm_width(struct gm_blk *b, int x, double width)
+{
+	return rms_norm_rows(b, x, b->sh->tok, width);
+}
+
 int gm_blk_head_rms_norm(struct gm_blk *b, int x)
 {
 	return rms_norm_rows(b, x, nel(b, x) / b->sh->head_dim,
@@ -1129,6 +1167,15 @@ int gm_blk_attention(struct gm_blk *b, int q, int k, int v)
 	return attention(b, q, k, v);
 }
 
+int gm_blk_attention_dims(struct gm_blk *b, int q, int k, int v, double hd,
+			  double vd)
+{
+	const struct gm_step_shape *sh = b->sh;
+	struct attn_w aw = {sh->heads * hd, sh->heads * hd, sh->heads * vd, hd,
+			    vd};
+
+	return attention_w(b, q, k, v, &aw);
+}
 
 void gm_blk_kv_cache(struct gm_blk *b, int *k, int *v)
 {

@@ -96,6 +96,9 @@ int gm_blk_add(struct gm_blk *b, int x, int y);
 /* nn.LayerNorm, LlamaRMSNorm of x. */
 int gm_blk_layer_norm(struct gm_blk *b, int x);
 int gm_blk_rms_norm(struct gm_blk *b, int x);
+/* An RMSNorm of x (tokens x width) with a (width,) weight: the latent
+ * norms of multi-head latent attention (q_a_layernorm, kv_a_layernorm). */
+int gm_blk_rms_norm_width(struct gm_blk *b, int x, double width);
 /* An RMSNorm over head_dim applied to each head of x (tok x heads x
  * head_dim): Qwen3Attention's q_norm, k_norm. */
 int gm_blk_head_rms_norm(struct gm_blk *b, int x);
@@ -114,6 +117,11 @@ int gm_blk_dropout(struct gm_blk *b, int x);
 /* The attention function: q, k, v -> tok x q (sdpa or eager as the
  * shape says, the family's eager variant). */
 int gm_blk_attention(struct gm_blk *b, int q, int k, int v);
+/* The same for q and k of head dim hd and v of head dim vd, sh->heads
+ * heads each (multi-head latent attention: q/k 192, v 128 in
+ * DeepSeek-V3): tok x heads x vd. */
+int gm_blk_attention_dims(struct gm_blk *b, int q, int k, int v, double hd,
+			  double vd);
 /* past_key_values.update(k, v) where the forward builds the cache
  * (sh->kv_cache): *k, *v become the cache's copies, which the cache
  * holds; the caller's references to the originals are dropped. Call it

@@ -134,6 +134,17 @@ static uint64_t stage_first(const struct ctx *c)
 	return first;
 }
 
+/* Blocks of this stage whose MLP is dense: those below
+ * model.dense_layers (first_k_dense_replace) in the whole model. */
+static uint64_t dense_blocks(const struct ctx *c)
+{
+	uint64_t first = stage_first(c), k = c->spec->model.dense_layers;
+
+	if (k <= first)
+		return 0;
+	return k - first < c->layers ? k - first : c->layers;
+}
+
 /* Elements of pt on this stage and TP rank (1 tensor group). */
 static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 			  double *count)
@@ -572,6 +583,12 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		    gm_adapter_quantized(&sp->training, pt))
 			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
+		/* what a block program's GM_BOP_PGRAD matches (step.h); a
+		 * group in some of the stage's blocks only is spread over
+		 * them here, so it gets its gradient after the block */
+		if ((pt->flags & GM_PT_LAYER) &&
+		    (!pt->hi || fabs(n - whole * cnt) < 0.5))
+			q->elems = whole;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's
 		 * parallelize_module (as tools/measure/measure_multi.py
@@ -1271,10 +1288,22 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 				      GM_OPT_ADAFACTOR};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
-	bool moe = c->fam->moe;
+	uint64_t dense = dense_blocks(c);
+	bool moe = c->fam->moe && dense < c->layers;
 	bool prog = c->fam->shaped && !c->o->paper && !x->d.sp &&
 		    !block_program(c, &st.blk, x->s, x->b, false, false, moe);
 
+	/* a stage whose first blocks are dense (model.dense_layers) and
+	 * the others routed: the dense blocks' own program */
+	if (prog && moe && dense > 0) {
+		if (adapter_on(c) ||
+		    block_program(c, &st.blk0, x->s, x->b, false, false,
+				  false))
+			prog = false;
+		st.blk0_layers = dense;
+		if (st.blk0.n_ids > st.blk.n_ids)
+			st.blk.n_ids = st.blk0.n_ids;
+	}
 	/* the final norm op by op where there is one */
 	if (prog && x->head_saved > 0 &&
 	    !block_program(c, &st.head, x->s, x->b, true, false, false))

@@ -39,7 +39,11 @@
  *    checkpointing, the recomputed forward is part of it); then its saved
  *    tensors and autocast copies are freed and its gradients allocated
  *    (with zero_grad(set_to_none=True) they do not exist before the first
- *    backward of a step; later micro-batches accumulate in place). The
+ *    backward of a step; later micro-batches accumulate in place) but
+ *    those the program made at their weight's node (GM_BOP_PGRAD,
+ *    pgrad_op(): there, as AccumulateGrad keeps the first gradient; a
+ *    later micro-batch's product is allocated there and freed once
+ *    added). The
  *    returned logits, the head's saved inputs and its autocast copies
  *    stay alive through the last block's backward (the model's
  *    "one block's transient + held logits"); then the embedding's saved
@@ -138,6 +142,8 @@ struct gm_em {
 	size_t nhid;
 	uint32_t rec[GM_STEP_BLOCK_IDS]; /* recomputed copies */
 	unsigned char reckind[GM_STEP_BLOCK_IDS];
+	unsigned char pclaim[GM_PARAMS_MAX]; /* block parameters whose
+				  * gradient this block's backward made */
 	uint32_t gcarry;          /* the gradient flowing to the block
 				   * before */
 	size_t nbid;
@@ -271,6 +277,32 @@ static void grads_of(struct gm_em *e, uint64_t l, enum gm_step_where wh,
 		*id = ealloc(e, fsdp ? p->grad * e->st->fsdp_d *
 					       unshard_scale(e) : p->grad,
 			     GM_SK_GRAD);
+	}
+}
+
+/* GM_BOP_PGRAD of block l: the gradient of n elements that a weight's
+ * backward makes (step.h): the first unclaimed layer parameter of that
+ * size gets its gradient allocated, or, holding one already (a later
+ * micro-batch), the product goes to *B for the program to free. */
+static void pgrad_op(struct gm_em *e, uint64_t l, double n, uint32_t *B)
+{
+	bool fsdp = e->st->fsdp;
+
+	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
+		const struct gm_step_param *p = &e->st->p[i];
+		uint32_t *id = &(fsdp ? e->ug : e->g)[pix(e, l, i)];
+		double bytes = fsdp ? p->grad * e->st->fsdp_d *
+				      unshard_scale(e) : p->grad;
+		if (p->where != GM_STEP_LAYER || p->grad_at_loss ||
+		    p->grad_shared || p->added || e->pclaim[i] ||
+		    p->grad <= 0 || fabs(p->elems - n) >= 0.5)
+			continue;
+		e->pclaim[i] = 1;
+		if (*id == NONE)
+			*id = ealloc(e, bytes, GM_SK_GRAD);
+		else
+			*B = ealloc(e, bytes, GM_SK_TRANSIENT);
+		return;
 	}
 }
 
@@ -657,7 +689,9 @@ static void prog_forward(struct gm_em *e, const struct gm_step_block *p,
 /* Block l's program: the first block's own where it has one. */
 static const struct gm_step_block *blk_prog(const struct gm_em *e, uint64_t l)
 {
-	return l == 0 && e->st->blk0.n > 0 ? &e->st->blk0 : &e->st->blk;
+	uint64_t n0 = e->st->blk0_layers ? e->st->blk0_layers : 1;
+
+	return l < n0 && e->st->blk0.n > 0 ? &e->st->blk0 : &e->st->blk;
 }
 
 /* Forward of block l (step.h, struct gm_step_block). Under full
@@ -724,7 +758,7 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
  * gradient; leaves the input's gradient in e->gcarry and frees the rest,
  * recomputed copies included. */
 static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
-			  uint32_t *B)
+			  uint32_t *B, uint64_t l)
 {
 	for (int i = p->n_fwd; i < p->n && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
@@ -739,6 +773,10 @@ static void prog_backward(struct gm_em *e, const struct gm_step_block *p,
 		case GM_BOP_RECOMPUTE:
 			if (p->ckpt == GM_STEP_CKPT_SELECTIVE)
 				blk_recompute(e, p, false);
+			break;
+		case GM_BOP_PGRAD:
+			if (l < e->L)
+				pgrad_op(e, l, o->bytes, &B[o->id]);
 			break;
 		default:
 			break;
@@ -767,7 +805,8 @@ static void blk_backward(struct gm_em *e, uint64_t slot, uint64_t l)
 	e->gcarry = NONE;
 	if (p->ckpt == GM_STEP_CKPT_FULL)
 		blk_recompute(e, p, true);
-	prog_backward(e, p, B);
+	memset(e->pclaim, 0, sizeof(e->pclaim));
+	prog_backward(e, p, B, l);
 }
 
 /* Whether p is a weight of lm_head's matmul with an autocast copy. */
@@ -854,7 +893,7 @@ static void head_backward(struct gm_em *e, uint64_t slot)
 		B[GM_BLK_GOUT] = ealloc(e, p->gout_bytes, GM_SK_TRANSIENT);
 	efree(e, &B[GM_BLK_OUT]);
 	head_wgrad_cast(e);
-	prog_backward(e, p, B);
+	prog_backward(e, p, B, e->L); /* its weights: not in the program */
 }
 
 /* A cuBLAS handle's workspace (*ws): allocated at the handle's first

@@ -71,6 +71,9 @@ struct gm_step_param {
 	bool grad_shared;    /* its gradient is another tensor's (the input
 			      * embedding tied to lm_head on one stage) */
 	double weight, grad, cache, opt_tmp; /* bytes of each (0: none) */
+	double elems;        /* elements of one block's tensor on this
+			      * tensor-parallel rank, unsharded (the
+			      * block program's GM_BOP_PGRAD names it) */
 	double built;        /* bytes as the model was built, before a
 			      * parallel wrapper sharded it (FSDP2's
 			      * fully_shard, tensor parallel's
@@ -144,11 +147,21 @@ struct gm_step_infer {
  *  own FREE / DROP of it then only drops the program's reference, and
  *  the tensor lives until the training loop lets the cache go too
  *  (gm_step.keep_outputs).
+ *  PGRAD id elements (backward only): a weight's gradient of that many
+ *  elements is made here (the mm / grouped_mm node, or under autocast
+ *  the weight's cast back): step.c allocates the gradient of the block's
+ *  first parameter of that size that has none from this backward yet
+ *  (gm_step_param.elems; equal-sized weights are interchangeable for
+ *  the allocator), or, where one exists from an earlier micro-batch,
+ *  the product under id, which the program frees once AccumulateGrad
+ *  added it (torch 2.11 torch/csrc/autograd/functions/accumulate_grad.h
+ *  accumulateGrad: the first gradient is stolen, later ones added in
+ *  place). Parameters no PGRAD names get theirs after the block.
  * core marks the ops of the attention function (tools/measure/
  * selective.py wraps exactly that function in torch.utils.checkpoint).
  */
 enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE,
-		   GM_BOP_HOLD };
+		   GM_BOP_HOLD, GM_BOP_PGRAD };
 
 enum { GM_BLK_IN, GM_BLK_OUT, GM_BLK_GOUT, GM_BLK_GIN, GM_BLK_FIRST };
 
@@ -268,9 +281,11 @@ struct gm_step {
 	struct gm_step_block blk; /* when blk.n > 0: the block's program
 				   * instead of act[] and trans */
 	struct gm_step_block blk0; /* when blk0.n > 0 (and blk.n > 0): the
-				    * first block's own program (its input
+				    * first blocks' own program (its input
 				    * does not require grad: a frozen
-				    * embedding), n_ids <= blk.n_ids */
+				    * embedding; or the dense blocks before
+				    * the routed ones), n_ids <= blk.n_ids */
+	uint64_t blk0_layers;   /* the blocks blk0 runs (0: the first) */
 	struct gm_step_block head; /* when head.n > 0 (and blk.n > 0): the
 				    * final norm's program (block.h) instead
 				    * of head_saved */

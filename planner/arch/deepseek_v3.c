@@ -22,7 +22,12 @@
  * e_score_correction_bias is a buffer, not a parameter. Multi-token
  * prediction (num_nextn_predict_layers) is not part of transformers'
  * model and not planned.
- * Training replays the analytic saved-tensor list (no op-by-op block).
+ * Training runs DeepseekV3DecoderLayer op by op (block), read off
+ * transformers 5.17.0's modeling_deepseek_v3.py (DeepseekV3Attention
+ * with rope_interleave, the config's default; DeepseekV3MLP;
+ * DeepseekV3MoE with DeepseekV3TopkRouter, the grouped_mm experts of
+ * moe.c and the shared experts); a stage whose first blocks are dense
+ * runs their program there (model.c).
  * Inference follows transformers 5.17 (modeling_deepseek_v3.py
  * DeepseekV3Attention.forward and expand_kv, DeepseekV3TopkRouter,
  * DeepseekV3MoE, DeepseekV3Experts under integrations/moe.py's default
@@ -35,6 +40,7 @@
 #include "arch/moe.h"
 
 #include "activations.h"
+#include "block.h"
 #include "loss.h"
 #include "params.h"
 #include "step_emit.h"
@@ -201,6 +207,288 @@ static void saved(struct gm_act_layer *l, const struct gm_act_style *st)
 		if (phi < 1)
 			l->transient.f = tf;
 	}
+}
+
+#define END GM_BLK_END
+
+static double maxd(double a, double c)
+{
+	return a > c ? a : c;
+}
+
+/* torch.split of x (a linear's output) into views of widths a and c per
+ * token: SplitWithSizesBackward concatenates their gradients into one
+ * of x's size. With heads, x was viewed per head and transposed first
+ * (q_states, kv_b_proj's output): that concatenation is laid out head
+ * by head, and the view's backward reshapes it into the linear's layout,
+ * a second copy (the H200 trace of native-deepseekv3-2l-bf16true-sgd:
+ * two 64 MiB gradients of kv_b_proj's output in turn). */
+static void split2(struct gm_blk *b, int x, double a, double c, bool heads,
+		   int *xa, int *xc)
+{
+	double T = gm_blk_shape(b)->tok, e = gm_blk_eb(b, x);
+
+	*xa = gm_blk_view(b, x, 0);
+	*xc = gm_blk_view(b, x, 0);
+	gm_blk_set_grad_bytes(b, *xa, T * a * e);
+	gm_blk_set_grad_bytes(b, *xc, T * c * e);
+	gm_blk_node(b, (int[]){x, END}, (int[]){*xa, *xc, END}, NULL);
+	if (heads)
+		gm_blk_set_tmp(b, T * (a + c) * e, false);
+}
+
+/* A strided slice of x (x[..., 0::2]) of n elements: SliceBackward
+ * makes a zero tensor of x's size and copies its part in. */
+static int slice(struct gm_blk *b, int x, double n)
+{
+	int v = gm_blk_view(b, x, 0);
+
+	gm_blk_set_grad_bytes(b, v, n * gm_blk_eb(b, x));
+	gm_blk_node(b, (int[]){x, END}, (int[]){v, END}, NULL);
+	return v;
+}
+
+/*
+ * apply_rotary_pos_emb_interleave for one of q_rot, k_rot (x, n
+ * elements): x1 = x[..., 0::2], x2 = x[..., 1::2]; cat([x1 * cos - x2 *
+ * sin, x2 * cos + x1 * sin]) (cos and sin, the residual dtype, save
+ * nothing that needs a gradient; the subtraction's second gradient is a
+ * new tensor, the cat's backward narrows its incoming one).
+ */
+static int rope_interleave(struct gm_blk *b, int x, double n)
+{
+	double e = gm_blk_eb(b, x), eo = maxd(e, gm_blk_shape(b)->r);
+	int x1 = slice(b, x, n / 2), x2 = slice(b, x, n / 2);
+	int a, c, s1, d, f, s2, o;
+
+	a = gm_blk_op(b, n / 2, eo, (int[]){x1, END}, NULL);
+	c = gm_blk_op(b, n / 2, eo, (int[]){x2, END}, NULL);
+	s1 = gm_blk_op(b, n / 2, eo, (int[]){a, c, END}, NULL);
+	gm_blk_drop(b, a);
+	gm_blk_drop(b, c);
+	d = gm_blk_op(b, n / 2, eo, (int[]){x2, END}, NULL);
+	f = gm_blk_op(b, n / 2, eo, (int[]){x1, END}, NULL);
+	s2 = gm_blk_add(b, d, f);
+	gm_blk_drop(b, d);
+	gm_blk_drop(b, f);
+	o = gm_blk_op(b, n, eo, (int[]){s1, s2, END}, NULL);
+	gm_blk_view_grads_last(b);
+	gm_blk_drop(b, s1);
+	gm_blk_drop(b, s2);
+	gm_blk_drop(b, x1);
+	gm_blk_drop(b, x2);
+	return o;
+}
+
+/*
+ * DeepseekV3Attention.forward and the residual add, op by op: q from
+ * q_b_proj(q_a_layernorm(q_a_proj(x))) (or q_proj), split into the nope
+ * and rope parts (views); kv_a_proj_with_mqa split into the latent
+ * (through kv_a_layernorm) and the shared rotary key; the interleaved
+ * rotary on both rope parts; the cache takes the compressed latent and
+ * key (past_key_values.update on them: the cat copies); query_states =
+ * cat(q_pass, q_rot); expand_kv: kv_b_proj of the latent split into
+ * k_nope and the values (views), the rotary key expanded over the
+ * heads (a view), key_states = new_empty + two copy_ into its halves
+ * (CopySlices);
+ * the attention with q/k head dim nope + rope and v head dim v_head_dim
+ * (block.c's gm_blk_attention_dims); o_proj. Returns the residual,
+ * *n2 post_attention_layernorm's output.
+ */
+static int mla_attention(struct gm_blk *b, int *n2)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, h = sh->hidden, H = sh->heads;
+	double nope = sh->nope_dim, rope = sh->rope_dim, vd = sh->v_dim;
+	double qk = nope + rope, kvl = sh->kv_lora, ql = sh->q_lora;
+	int n1, qb, qp, qr, ckv, kvn, kr, kvnn, qre, kre, qs, kvb, kn, vs;
+	int kx, ks, at, o, r1;
+
+	n1 = gm_blk_rms_norm(b, GM_BLK_IN);
+	if (ql > 0) {
+		int qa = gm_blk_linear_named(b, "q_a_proj", n1, h, ql, false);
+		int qan = gm_blk_rms_norm_width(b, qa, ql);
+
+		gm_blk_drop(b, qa);
+		qb = gm_blk_linear_named(b, "q_b_proj", qan, ql, H * qk,
+					 false);
+		gm_blk_drop(b, qan);
+	} else {
+		qb = gm_blk_linear_named(b, "q_proj", n1, h, H * qk, false);
+	}
+	split2(b, qb, H * nope, H * rope, true, &qp, &qr);
+	ckv = gm_blk_linear_named(b, "kv_a_proj_with_mqa", n1, h, kvl + rope,
+				  false);
+	split2(b, ckv, kvl, rope, false, &kvn, &kr);
+	kvnn = gm_blk_rms_norm_width(b, kvn, kvl);
+	gm_blk_drop(b, kvn);
+	qre = rope_interleave(b, qr, T * H * rope);
+	kre = rope_interleave(b, kr, T * rope);
+	gm_blk_drop(b, qr);
+	gm_blk_drop(b, kr);
+	gm_blk_kv_cache(b, &kvnn, &kre);
+	qs = gm_blk_op(b, T * H * qk, maxd(gm_blk_eb(b, qp), gm_blk_eb(b, qre)),
+		       (int[]){qp, qre, END}, NULL);
+	gm_blk_view_grads_last(b);
+	gm_blk_drop(b, qp);
+	kvb = gm_blk_linear_named(b, "kv_b_proj", kvnn, kvl, H * (nope + vd),
+				  false);
+	split2(b, kvb, H * nope, H * vd, true, &kn, &vs);
+	gm_blk_drop(b, kvb);
+	kx = gm_blk_view(b, kre, 0);
+	gm_blk_set_grad_bytes(b, kx, T * H * rope * gm_blk_eb(b, kre));
+	gm_blk_node(b, (int[]){kre, END}, (int[]){kx, END}, NULL);
+	/* key_states[..., :nope].copy_(k_nope), [..., nope:].copy_(k_rot):
+	 * two CopySlices; each backward clones its incoming gradient
+	 * (key_states' size) and the slice it hands to the source */
+	ks = gm_blk_op(b, T * H * qk, gm_blk_eb(b, kn), (int[]){kn, kx, END},
+		       NULL);
+	gm_blk_set_tmp(b, 2 * T * H * qk * gm_blk_eb(b, kn), false);
+	gm_blk_drop(b, kn);
+	gm_blk_drop(b, kx);
+	at = gm_blk_attention_dims(b, qs, ks, vs, qk, vd);
+	gm_blk_drop(b, qs);
+	gm_blk_drop(b, ks);
+	gm_blk_drop(b, vs);
+	o = gm_blk_linear_named(b, "o_proj", at, H * vd, h, false);
+	gm_blk_drop(b, at);
+	/* the forward's names of q_states, q_rot, compressed_kv, the
+	 * latent and the rotary key go when it returns */
+	gm_blk_drop(b, qb);
+	gm_blk_drop(b, qre);
+	gm_blk_drop(b, ckv);
+	gm_blk_drop(b, kvnn);
+	gm_blk_drop(b, kre);
+	gm_blk_drop(b, n1);
+	r1 = gm_blk_add(b, GM_BLK_IN, o);
+	gm_blk_drop(b, o);
+	*n2 = gm_blk_rms_norm(b, r1);
+	return r1;
+}
+
+/*
+ * DeepseekV3TopkRouter.forward on x: F.linear(x.type(float32),
+ * weight.type(float32)) (without autocast the 16-bit weight's fp32
+ * copy, which the linear saves; under autocast the linear casts both to
+ * 16 bits again); sigmoid (saves its output, the scores);
+ * scores_for_choice = scores + e_score_correction_bias; the group
+ * scores (topk 2 per group, summed), the top topk_group groups, their
+ * mask (zeros_like, scatter_, the expanded mask reshaped: a copy of
+ * tokens x experts, its bool and its negation), the masked scores,
+ * their top-k indices (int64); the weights gathered from the scores
+ * (GatherBackward saves the indices), divided in place by their sum
+ * (norm_topk_prob; autograd saves a clone) and scaled by
+ * routed_scaling_factor. The group tensors (tokens x n_group) are a few
+ * bytes per token and left out. Returns the weights, *idx the indices.
+ */
+static int router_sigmoid(struct gm_blk *b, int x, int *idx)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double T = sh->tok, E = sh->experts, k = sh->topk, h = sh->hidden;
+	int xf = x, wf = -1, lg, sc, sfc, gm, mb, mn, sm, vi, w, den, cl, wd;
+	int ws;
+	double e;
+
+	if (!sh->autocast && gm_blk_eb(b, x) != 4)
+		xf = gm_blk_cast(b, x, 4);
+	if (!sh->autocast && sh->r != 4) {
+		wf = gm_blk_tensor(b, E * h, 4);
+		gm_blk_node(b, NULL, NULL, (int[]){wf, END});
+	}
+	lg = gm_blk_linear_named(b, "gate", xf, h, E, false);
+	if (wf >= 0) /* the fp32 weight's gradient, cast to the weight's */
+		gm_blk_set_tmp(b, E * h * 4, false);
+	gm_blk_drop(b, wf);
+	if (xf != x)
+		gm_blk_drop(b, xf);
+	e = gm_blk_eb(b, lg);
+	sc = gm_blk_ew(b, lg, END, (int[]){GM_BLK_OUTP, END});
+	sfc = gm_blk_op(b, T * E, maxd(e, 4), (int[]){sc, END}, NULL);
+	gm = gm_blk_tensor(b, T * E, e);        /* the group mask, reshaped */
+	mb = gm_blk_tensor(b, T * E, 1);        /* .bool() */
+	gm_blk_drop(b, gm);
+	mn = gm_blk_tensor(b, T * E, 1);        /* ~ */
+	gm_blk_drop(b, mb);
+	sm = gm_blk_op(b, T * E, gm_blk_eb(b, sfc), (int[]){sfc, END},
+		       (int[]){mn, END});
+	gm_blk_drop(b, mn);
+	gm_blk_drop(b, sfc);
+	vi = gm_blk_tensor(b, T * k, gm_blk_eb(b, sm)); /* topk values */
+	*idx = gm_blk_tensor(b, T * k, 8);
+	gm_blk_drop(b, vi);
+	gm_blk_drop(b, sm);
+	w = gm_blk_op(b, T * k, e, (int[]){sc, END}, (int[]){*idx, END});
+	den = gm_blk_op(b, T, e, (int[]){w, END}, NULL);
+	cl = gm_blk_tensor(b, T * k, e);
+	wd = gm_blk_view(b, w, 0);
+	gm_blk_set_grad_bytes(b, wd, T * k * e);
+	gm_blk_node(b, (int[]){w, den, END}, (int[]){wd, END},
+		    (int[]){cl, den, END});
+	gm_blk_drop(b, cl);
+	gm_blk_drop(b, den);
+	gm_blk_drop(b, w);
+	ws = gm_blk_op(b, T * k, e, (int[]){wd, END}, NULL);
+	gm_blk_drop(b, wd);
+	gm_blk_drop(b, sc);
+	gm_blk_drop(b, lg);
+	return ws;
+}
+
+/*
+ * DeepseekV3MoE.forward and the residual add: the router, the experts
+ * (moe.c's grouped_mm experts on the MLP input viewed as tokens x
+ * hidden), the shared experts (a DeepseekV3MLP of shared_experts x
+ * moe_intermediate_size on the same input, as LlamaMLP) and their sum;
+ * then hidden_states = residual + that.
+ */
+static void moe_mlp(struct gm_blk *b, int r1, int n2)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	double h = sh->hidden, Fs = sh->ffn_shared;
+	int idx, w = router_sigmoid(b, n2, &idx), eo, mo, sum;
+
+	eo = gm_moe_block_experts(b, n2, w, idx);
+	gm_blk_drop(b, w);
+	gm_blk_drop(b, idx);
+	mo = eo;
+	if (Fs > 0) {
+		int g, s, u, m, d;
+
+		g = gm_blk_linear_named(b, "gate_proj", n2, h, Fs, false);
+		s = gm_blk_ew(b, g, END, (int[]){g, END});
+		u = gm_blk_linear_named(b, "up_proj", n2, h, Fs, false);
+		m = gm_blk_ew(b, s, u, (int[]){s, u, END});
+		gm_blk_drop(b, g);
+		gm_blk_drop(b, s);
+		gm_blk_drop(b, u);
+		d = gm_blk_linear_named(b, "down_proj", m, Fs, h, false);
+		gm_blk_drop(b, m);
+		sum = gm_blk_add(b, eo, d);
+		gm_blk_drop(b, eo);
+		gm_blk_drop(b, d);
+		mo = sum;
+	}
+	gm_blk_drop(b, n2);
+	gm_blk_output_next(b);
+	gm_blk_add(b, r1, mo);
+	gm_blk_drop(b, mo);
+	gm_blk_drop(b, r1);
+	/* DeepseekV3Model's loop holds the layer's input until the layer
+	 * returns */
+	gm_blk_drop(b, GM_BLK_IN);
+}
+
+/* DeepseekV3DecoderLayer.forward: MLA, then the routed MLP
+ * (sh->moe_layer) or the dense DeepseekV3MLP (LlamaMLP's ops). */
+static void block(struct gm_blk *b)
+{
+	const struct gm_step_shape *sh = gm_blk_shape(b);
+	int n2, r1 = mla_attention(b, &n2);
+
+	if (sh->moe_layer)
+		moe_mlp(b, r1, n2);
+	else
+		gm_llama_block_mlp(b, r1, n2, sh->ffn);
 }
 
 /*
@@ -460,7 +748,7 @@ const struct gm_family gm_family_deepseek_v3 = {
 	/* attention_dropout 0 */
 	.dropout = false,
 	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
-	.block = NULL,
+	.block = block,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,
 	.loss = &gm_loss_causal_lm,
