@@ -401,5 +401,6 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 			.spec = sp, .tok = x.tok / x.tsp, .c = x.c,
 			.layernorm = x.layernorm, .gated = x.gated};
 		T->moe_skew = gm_mg_moe_skew(&mi);
+		mg->moe_buffer = gm_mg_moe_buffer(&mi);
 	}
 }
