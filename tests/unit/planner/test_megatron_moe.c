@@ -249,8 +249,8 @@ static void dispatcher_stage(void **state)
 	stage_mg(&s, &ag, &mg_ag);
 	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLTOALL;
 	stage_mg(&s, &aa, &mg_aa);
-	assert_true(mg_ag.moe_buffer == G * 512 * 2);
-	assert_true(mg_aa.moe_buffer == 0);
+	assert_true(mg_ag.global_buffer == G * 512 * 2);
+	assert_true(mg_aa.global_buffer == 0);
 	for (int i = 0; i < mg_ag.n_act; i++)
 		sum_ag += mg_ag.act[i];
 	for (int i = 0; i < mg_aa.n_act; i++)
@@ -258,6 +258,19 @@ static void dispatcher_stage(void **state)
 	assert_true(sum_ag - sum_aa == G * 4);
 	assert_true(ag.weights == aa.weights);
 	assert_true(ag.optimizer_states == aa.optimizer_states);
+	/* tensor parallel 2 with sequence parallelism: the output layer's
+	 * all-gather of the 4096 tokens x 512 (4,194,304 B) shares the
+	 * buffer; with alltoall it is the buffer, with allgather the
+	 * dispatcher's 4 x 2048 gathered rows (8,388,608 B) are larger */
+	s.parallelism.data_parallel = 4;
+	s.parallelism.tensor_parallel = 2;
+	s.parallelism.sequence_parallel = true;
+	s.parallelism.expert_parallel = 4;
+	stage_mg(&s, &aa, &mg_aa);
+	assert_true(mg_aa.global_buffer == 4096.0 * 512 * 2);
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	stage_mg(&s, &ag, &mg_ag);
+	assert_true(mg_ag.global_buffer == 4.0 * 2048 * 512 * 2);
 }
 
 int main(void)
