@@ -2,12 +2,14 @@
  * megatron_moe.c - Megatron-Core's MoE layer (megatron_moe.h), from
  * NVIDIA/Megatron-LM d98e8a6, megatron/core/transformer/moe/:
  * moe_layer.py MoELayer.forward (route, dispatch, experts, combine),
- * router.py TopKRouter, token_dispatcher.py MoEAlltoAllTokenDispatcher,
- * moe_utils.py permute / unpermute / RouterGatingLinearFunction,
- * experts.py TEGroupedMLP. The capacity factor is unset by default
- * (transformer_config.py moe_expert_capacity_factor None): dropless,
- * every routed token reaches its expert, so with a balanced router a
- * rank's experts receive tokens x top-k rows.
+ * router.py TopKRouter, token_dispatcher.py MoEAllGatherTokenDispatcher
+ * (the default: transformer_config.py moe_token_dispatcher_type
+ * "allgather") and MoEAlltoAllTokenDispatcher, moe_utils.py permute /
+ * unpermute / RouterGatingLinearFunction, experts.py TEGroupedMLP. The
+ * capacity factor is unset by default (transformer_config.py
+ * moe_expert_capacity_factor None): dropless, every routed token
+ * reaches its expert, so with a balanced router a rank's experts
+ * receive tokens x top-k rows whichever dispatcher moves them.
  */
 #include "megatron_moe.h"
 
@@ -122,6 +124,86 @@ static double row_bytes(const struct gm_mg_moe_in *in)
 	       4;
 }
 
+/* Whether the allgather dispatcher gathers: its group is expert tensor
+ * x expert parallel (token_dispatcher.py token_dispatch: tp_ep_group;
+ * expert tensor parallel 1 as planned), and it skips the collectives
+ * on one rank. */
+static bool gathers(const struct gm_mg_moe_in *in)
+{
+	return in->spec->parallelism.moe_token_dispatcher_type ==
+	       GM_MOE_DISPATCH_ALLGATHER &&
+	       in->spec->parallelism.expert_parallel > 1;
+}
+
+/* Rows the allgather dispatcher works on: every token of the
+ * expert-parallel group (the rank's tok x ep), the rank's own without
+ * expert parallelism. */
+static double gathered(const struct gm_mg_moe_in *in)
+{
+	uint64_t ep = in->spec->parallelism.expert_parallel;
+
+	return in->tok * (double)(ep > 1 ? ep : 1);
+}
+
+double gm_mg_moe_buffer(const struct gm_mg_moe_in *in)
+{
+	const struct gm_spec_model *m = &in->spec->model;
+
+	/* token_dispatch gathers the hidden states with
+	 * use_global_buffer=True (tensor_parallel/mappings.py
+	 * _gather_along_first_dim: utils.py GlobalMemoryBuffer.get_tensor,
+	 * "mpu", kept and reused by every layer and step; the backward's
+	 * reduce-scatter writes into it too) */
+	if (!gathers(in))
+		return 0;
+	return gathered(in) * (double)m->hidden_size * in->c;
+}
+
+/* The allgather dispatcher's own tensors (token_dispatcher.py
+ * MoEAllGatherTokenDispatcher) beyond what both dispatchers keep: the
+ * map of gathered rows to local experts that
+ * dispatch_postprocess keeps for combine (local_map, bool) and the
+ * masked_select that picks the local probabilities, which saves its
+ * mask (the map transposed, a copy) and its input (the gathered
+ * probabilities of the local experts). Returns the new count. */
+static int ag_saved(const struct gm_mg_moe_in *in, double *add, int a)
+{
+	const struct gm_spec_model *m = &in->spec->model;
+	uint64_t ep = in->spec->parallelism.expert_parallel;
+	double G = gathered(in), pb = in->c;
+	double El = (double)m->experts / (double)(ep > 1 ? ep : 1);
+
+	add[a++] = G * El * (1 + 1 + pb);
+	return a;
+}
+
+/* The allgather dispatcher's forward and backward transients, bytes.
+ * The probabilities are in the router logits' dtype, the activations'
+ * (moe_utils.py topk_routing_with_score_function: probs.type_as(logits);
+ * moe_router_dtype unset), so token_combine's cast to them is a no-op.
+ * Forward: combine_preprocess (unpermute, unfused) adds the experts'
+ * output rows into zeros of the gathered shape while the experts'
+ * output lives; token_combine reduce-scatters that back to the rank's
+ * tokens. Backward: the reduce-scatter's backward all-gathers the
+ * gradient (gathered rows) and unpermute's backward picks the rank's
+ * rows from it; permute's backward adds fc1's input gradient into zeros
+ * of the gathered shape, which the gather's backward reduce-scatters
+ * into the global buffer. */
+static void ag_transients(const struct gm_mg_moe_in *in, double *fwd,
+			  double *bwd)
+{
+	const struct gm_spec_model *m = &in->spec->model;
+	double G = gathered(in), N = rows(in), T = in->tok;
+	double h = (double)m->hidden_size, c = in->c;
+
+	*fwd = (G + N) * h * c;
+	if ((G + T) * h * c > *fwd)
+		*fwd = (G + T) * h * c;
+	*bwd = (G + N) * h * c;
+	if ((G + T) * h * c > *bwd)
+		*bwd = (G + T) * h * c;
+}
+
 int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 		    int max, double *fwd, double *bwd)
 {
@@ -130,7 +212,9 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 	double h = (double)m->hidden_size, F = (double)m->moe_ffn_hidden_size;
 	double E = (double)m->experts, k = (double)m->experts_per_token;
 	double gF = (in->gated ? 2 : 1) * F;
-	double add[12];
+	bool ag = in->spec->parallelism.moe_token_dispatcher_type ==
+		  GM_MOE_DISPATCH_ALLGATHER;
+	double add[12], ft, bt;
 	int a = 0;
 
 	/* pre_mlp_layernorm (TENorm: the MoE layer is not a fused
@@ -149,32 +233,44 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 	 * the experts' weighted activation saves */
 	add[a++] = T * k * 8;
 	add[a++] = N * 4;
-	/* TEGroupedMLP over the rows the all-to-all delivered (sorted by
-	 * local expert: sort_chunks_by_idxs): linear_fc1's input, its
-	 * output (the activation's input), for GeLU the activation's
-	 * output that the product with the probabilities saves (SwiGLU:
-	 * weighted_bias_swiglu_impl saves only its input), linear_fc2's
-	 * input */
+	/* TEGroupedMLP over the rows the dispatcher delivered (sorted by
+	 * local expert): linear_fc1's input, its output (the activation's
+	 * input), for GeLU the activation's output that the product with
+	 * the probabilities saves (SwiGLU: weighted_bias_swiglu_impl
+	 * saves only its input), linear_fc2's input */
 	add[a++] = N * h * c;
 	add[a++] = N * gF * c;
 	if (!in->gated)
 		add[a++] = N * F * c;
 	add[a++] = N * F * c;
+	if (ag)
+		a = ag_saved(in, add, a);
 	for (int i = 0; i < a && n < max; i++)
 		act[n++] = add[i];
-	/* forward: the all-to-all's send buffer (the permuted tokens,
+	/* unfused GeLU's fp32 product with the probabilities */
+	ft = !in->gated ? N * F * 4 : 0;
+	/* backward: the gradients of fc2's input and fc1's output and the
+	 * incoming rows' at once */
+	bt = N * c * (F + gF + h);
+	if (ag) {
+		double f2, b2;
+
+		ag_transients(in, &f2, &b2);
+		*fwd = f2 > ft ? f2 : ft;
+		*bwd = b2 > bt ? b2 : bt;
+		return n;
+	}
+	/* alltoall: the all-to-all's send buffer (the permuted tokens,
 	 * tok x top-k rows) and receive buffer at once, and again at
-	 * combine (fc2's output unsorted, sent back); unfused GeLU's fp32
-	 * product with the probabilities */
+	 * combine (fc2's output unsorted, sent back); in backward the
+	 * combine all-to-all's receive buffer beside the experts'
+	 * gradients */
 	*fwd = T * k * h * c + N * h * c;
 	if (2 * N * h * c > *fwd)
 		*fwd = 2 * N * h * c;
-	if (!in->gated && N * F * 4 > *fwd)
-		*fwd = N * F * 4;
-	/* backward: the gradients of fc2's input and fc1's output and the
-	 * incoming rows' at once, with the combine all-to-all's receive
-	 * buffer */
-	*bwd = N * c * (F + gF + h) + T * k * h * c;
+	if (ft > *fwd)
+		*fwd = ft;
+	*bwd = bt + T * k * h * c;
 	return n;
 }
 

@@ -3,8 +3,9 @@
  * (training.framework megatron with model.experts; megatron_moe.c):
  * its parameter tensors, which of them the experts' ranks split
  * (parallelism.expert_parallel), and what one micro-batch through it
- * keeps for backward with the all-to-all token dispatcher and
- * balanced routing.
+ * keeps for backward with its token dispatcher (parallelism.
+ * moe_token_dispatcher_type: allgather, Megatron's default, or alltoall)
+ * and balanced routing.
  *
  * Expert tensor parallelism is 1 (--expert-tensor-parallel-size 1): an
  * expert's weights are whole on the rank that holds it; tensor
@@ -65,10 +66,19 @@ struct gm_mg_moe_in {
  * Append to act[n..] what the MoE MLP keeps for its backward (at most
  * max entries in all) and return the new count; *fwd and *bwd: its
  * largest forward and backward transients (the all-to-all's send and
- * receive buffers among them).
+ * receive buffers, or the allgather dispatcher's gathered-shape
+ * unpermute and its gradients, among them).
  */
 int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 		    int max, double *fwd, double *bwd);
+
+/*
+ * The allgather dispatcher's persistent buffer of the hidden states
+ * gathered over the expert-parallel group (tok x ep rows x hidden x c),
+ * allocated with the first MoE forward and reused by every layer and
+ * step; 0 for alltoall or without expert parallelism.
+ */
+double gm_mg_moe_buffer(const struct gm_mg_moe_in *in);
 
 /*
  * What one MoE layer of one micro-batch keeps beyond the balanced plan

@@ -1441,6 +1441,7 @@ static void megatron_stage(const struct ctx *c, struct gm_terms *T)
 			*term[i] = pk.peak;
 	T->workspace = 2 * mg.workspace + mg.te_workspace +
 		       mg.te_group_n * mg.te_group_ws;
+	T->communication = mg.global_buffer;
 	sequence_peak(c, &st, T);
 	if (c->o->reserve == GM_RESERVE_ANALYTIC) {
 		struct gm_blocks bs = {0};

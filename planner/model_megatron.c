@@ -401,5 +401,16 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 			.spec = sp, .tok = x.tok / x.tsp, .c = x.c,
 			.layernorm = x.layernorm, .gated = x.gated};
 		T->moe_skew = gm_mg_moe_skew(&mi);
+		mg->global_buffer = gm_mg_moe_buffer(&mi);
 	}
+	/* Megatron's global memory buffer (megatron/core/utils.py
+	 * GlobalMemoryBuffer, "mpu"): one tensor of the largest request,
+	 * kept. Besides the allgather dispatcher's gather, output_layer
+	 * (ColumnParallelLinear) all-gathers its sequence-parallel input
+	 * into it, forward and backward (tensor_parallel/layers.py
+	 * LinearWithGradAccumulationAndAsyncCommunication): the micro-
+	 * batch's tokens x hidden on the last stage */
+	if (in->r + 1 == in->p && x.tsp > 1 &&
+	    x.tok * x.h * x.c > mg->global_buffer)
+		mg->global_buffer = x.tok * x.h * x.c;
 }

@@ -68,6 +68,9 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->zero_stage = pa->zero_stage;
 	r->fsdp_mp = pa->fsdp_mixed_precision;
 	r->distributed_optimizer = pa->distributed_optimizer;
+	r->moe_dispatcher_set = r->framework == GM_FW_MEGATRON &&
+				s->model.experts > 0;
+	r->moe_dispatcher = pa->moe_token_dispatcher_type;
 	r->offload_optimizer = pa->offload_optimizer;
 	r->offload_parameters = pa->offload_parameters;
 	r->micro_batch = t->micro_batch_size;
@@ -150,6 +153,9 @@ char *gm_run_sharding_text(const struct gm_run *r, char *buf, size_t len)
 	if (r->ep > 1)
 		ADD(", expert parallel %llu (within data x tensor parallel)",
 		    (unsigned long long)r->ep);
+	if (r->moe_dispatcher_set)
+		ADD(", %s token dispatcher",
+		    gm_moe_dispatcher_name(r->moe_dispatcher));
 #undef ADD
 	return buf;
 }
@@ -377,10 +383,11 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
 		   "per token, %llu shared; each MoE layer's experts split "
 		   "over %llu ranks (expert parallel, expert tensor parallel "
-		   "1, all-to-all dispatch).", (unsigned long long)r->experts,
+		   "1, %s token dispatcher).", (unsigned long long)r->experts,
 		   (unsigned long long)r->experts_per_token,
 		   (unsigned long long)r->shared_experts,
-		   (unsigned long long)r->ep);
+		   (unsigned long long)r->ep,
+		   gm_moe_dispatcher_name(r->moe_dispatcher));
 	else if (r->experts)
 		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
 		   "per token, %llu shared; every rank holds every expert of "

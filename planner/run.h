@@ -42,6 +42,8 @@ struct gm_run {
 	unsigned zero_stage;
 	enum gm_fsdp_mp fsdp_mp;          /* under GM_WRAP_FSDP2, *-mixed */
 	bool distributed_optimizer;       /* Megatron-LM */
+	bool moe_dispatcher_set;          /* Megatron-LM MoE training: */
+	enum gm_moe_dispatcher moe_dispatcher; /* its token dispatcher */
 	enum gm_offload offload_optimizer, offload_parameters;
 	/* training: sequences per micro-batch, per optimizer step over
 	 * all data-parallel ranks (micro x accumulation x dp), tokens per

@@ -57,6 +57,8 @@ static const char *const cache_names[] = {"auto", "true", "false"};
 static const char *const adapter_names[] = {"none", "lora", "qlora"};
 static const char *const fsdp_mp_names[] = {"param-dtype", "autocast"};
 static const char *const offload_names[] = {"none", "cpu", "nvme"};
+static const char *const dispatcher_names[] = {"allgather", "alltoall",
+					       "flex"};
 
 #define GM_N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -120,6 +122,10 @@ const char *gm_fsdp_mp_name(enum gm_fsdp_mp m)
 const char *gm_offload_name(enum gm_offload o)
 {
 	return enum_name(offload_names, GM_N(offload_names), o);
+}
+const char *gm_moe_dispatcher_name(enum gm_moe_dispatcher d)
+{
+	return enum_name(dispatcher_names, GM_N(dispatcher_names), d);
 }
 
 /* ==== The key table (models/README.md documents each key) ==== */
@@ -281,6 +287,9 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	    parallelism.virtual_pipeline_stages, 1, GM_MAX_LAYERS),
 	U64(GM_K_EP, "expert_parallel", GM_K_PARALLELISM,
 	    parallelism.expert_parallel, 1, GM_MAX_EXPERTS),
+	ENUM(GM_K_MOE_DISPATCHER, "moe_token_dispatcher_type",
+	     GM_K_PARALLELISM, parallelism.moe_token_dispatcher_type,
+	     dispatcher_names),
 	SEC(GM_K_HARDWARE, "hardware", -1),
 	STR(GM_K_GPU, "gpu", GM_K_HARDWARE, gpu),
 };

@@ -74,6 +74,14 @@ enum gm_fsdp_mp {
 };
 
 enum gm_offload { GM_OFFLOAD_NONE, GM_OFFLOAD_CPU, GM_OFFLOAD_NVME };
+/* parallelism.moe_token_dispatcher_type: Megatron-Core's token
+ * dispatcher of a MoE layer (--moe-token-dispatcher-type; default
+ * allgather as transformer_config.py at NVIDIA/Megatron-LM d98e8a6).
+ * flex (DeepEP / HybridEP) is named only to be refused. */
+enum gm_moe_dispatcher {
+	GM_MOE_DISPATCH_ALLGATHER, GM_MOE_DISPATCH_ALLTOALL,
+	GM_MOE_DISPATCH_FLEX
+};
 
 /* The most PEFT module names lora_targets may list. */
 #define GM_LORA_MAX_TARGETS 16
@@ -169,6 +177,7 @@ struct gm_spec_parallel {
 	uint64_t virtual_pipeline_stages;   /* Megatron-LM interleaved 1F1B */
 	uint64_t expert_parallel;           /* Megatron-LM: MoE experts split
 					     * over this many ranks */
+	enum gm_moe_dispatcher moe_token_dispatcher_type; /* Megatron-LM */
 };
 
 /*
@@ -378,5 +387,6 @@ const char *gm_use_cache_name(enum gm_use_cache u);
 const char *gm_adapter_name(enum gm_adapter a);
 const char *gm_fsdp_mp_name(enum gm_fsdp_mp m);
 const char *gm_offload_name(enum gm_offload o);
+const char *gm_moe_dispatcher_name(enum gm_moe_dispatcher d);
 
 #endif

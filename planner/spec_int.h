@@ -81,6 +81,7 @@ enum gm__spec_key {
 	GM_K_DIST_OPT,
 	GM_K_VPP,
 	GM_K_EP,
+	GM_K_MOE_DISPATCHER,
 	GM_K_HARDWARE,
 	GM_K_GPU,
 	GM_K_COUNT

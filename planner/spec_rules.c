@@ -910,12 +910,39 @@ static int check_expert_parallel(struct gm__spec_ctx *c)
 	return 0;
 }
 
+/*
+ * parallelism.moe_token_dispatcher_type (--moe-token-dispatcher-type):
+ * how Megatron-Core's MoE layer moves tokens to the experts' ranks
+ * (megatron/core/transformer/moe/token_dispatcher.py at d98e8a6). Only a
+ * megatron spec with routed experts has one; allgather and alltoall are
+ * planned (megatron_moe.c), flex (DeepEP / HybridEP) is not.
+ */
+static int check_moe_dispatcher(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+
+	if (!given(s, GM_K_MOE_DISPATCHER))
+		return 0;
+	if (s->training.framework != GM_FW_MEGATRON || !s->model.experts)
+		return gm__spec_blame(c, GM_K_MOE_DISPATCHER, "is Megatron-"
+				      "Core's MoE layer's "
+				      "(--moe-token-dispatcher-type): needs "
+				      "training.framework megatron and "
+				      "model.experts");
+	if (s->parallelism.moe_token_dispatcher_type == GM_MOE_DISPATCH_FLEX)
+		return gm__spec_blame(c, GM_K_MOE_DISPATCHER, "'flex' (DeepEP "
+				      "/ HybridEP) is not modelled yet by "
+				      "`gpumem plan` (allgather, alltoall)");
+	return 0;
+}
+
 int gm__spec_validate(struct gm__spec_ctx *c)
 {
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
 		check_adapter,  check_loop, check_expert_parallel,
+		check_moe_dispatcher,
 	};
 	int rc;
 

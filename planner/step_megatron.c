@@ -97,6 +97,7 @@ struct mg_em {
 	uint32_t pbuf[GM_MG_CHUNKS], gbuf[GM_MG_CHUNKS];
 	uint32_t pbuf_x[GM_MG_CHUNKS], gbuf_x[GM_MG_CHUNKS];
 	uint32_t ws_fwd, ws_bwd, ws_te, ws_group[GM_MG_GROUP_WS];
+	uint32_t gbuf_mpu;  /* Megatron's global memory buffer */
 	bool have_states;
 };
 
@@ -268,6 +269,8 @@ static void forward(struct mg_em *e, unsigned c)
 		for (unsigned i = 0; i < mg->te_group_n; i++)
 			e->ws_group[i] = alloc(e, mg->te_group_ws,
 					       GM_SK_WORKSPACE);
+		if (mg->global_buffer > 0)
+			e->gbuf_mpu = alloc(e, mg->global_buffer, GM_SK_COMM);
 	}
 	for (uint64_t l = 0; l < mg->layers_chunk; l++) {
 		for (int k = 0; k < mg->n_act; k++)
@@ -375,7 +378,7 @@ static uint32_t *ids(size_t n)
 int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 {
 	struct mg_em e = {.mg = mg, .sk = sink, .ws_fwd = NONE,
-			  .ws_bwd = NONE, .ws_te = NONE};
+			  .ws_bwd = NONE, .ws_te = NONE, .gbuf_mpu = NONE};
 	uint64_t m;
 	int rc;
 
@@ -425,6 +428,7 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 		release(&e, &e.gbuf[c]);
 		release(&e, &e.pbuf[c]);
 	}
+	release(&e, &e.gbuf_mpu);
 	for (unsigned i = mg->te_group_n; i-- > 0;)
 		release(&e, &e.ws_group[i]);
 	release(&e, &e.ws_te);

@@ -67,6 +67,11 @@ struct gm_mg_step {
 	double te_group_ws;      /* one of Transformer Engine's grouped
 				  * GEMM workspaces (MoE experts; 0: none) */
 	unsigned te_group_n;     /* how many, at most GM_MG_GROUP_WS */
+	double global_buffer;    /* Megatron's global memory buffer (the
+				  * allgather token dispatcher's gathered
+				  * hidden states, the output layer's
+				  * sequence-parallel all-gather; 0:
+				  * none), kept from the first forward */
 	/* the schedule */
 	unsigned pp, rank;       /* pipeline stages, this one (0-based) */
 	uint64_t m;              /* micro-batches per step, >= 1 */

@@ -14,7 +14,11 @@ moe.yaml) are held to the same bound; those marked "held_out" were
 chosen before any error was seen and chose no rule. A case with "miss"
 says what the plan lacks for it: it is reported, not held to the bound,
 and fails the check once it comes within the bound (the note is then
-stale). llama-2-7b-pr482-*.yaml (Llama-2-7B runs that
+stale). Without a pipeline (the plan's rank is then the logged one) the
+allocated bytes between steps (the plan's --trace, live at the start of
+its last step) must be within 1% of the logged current allocated_bytes,
+unless the case has a "between_miss" note (the same rule as "miss").
+llama-2-7b-pr482-*.yaml (Llama-2-7B runs that
 trained on 80 GB cards, NVIDIA/Megatron-LM pull request 482) must fit;
 planned as a PyTorch run (framework pytorch, no distributed optimizer:
 the plan before training.framework megatron was modelled) the DP 4 PP 2
@@ -22,10 +26,12 @@ one does not.
 
 usage: check_megatron.py GPUMEM DATA_DIR
 """
+import csv
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def plan(g, spec, *extra):
@@ -35,6 +41,28 @@ def plan(g, spec, *extra):
     if r.returncode not in (0, 1):
         raise SystemExit(f'{spec}: exit {r.returncode}: {r.stderr}')
     return json.loads(r.stdout)
+
+
+def between_steps(g, spec):
+    """Bytes live when the plan's last step starts (after the step
+    before it and its optimizer), from its --trace."""
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, 'trace.csv')
+        plan(g, spec, '--trace', trace)
+        with open(trace) as f:
+            rows = list(csv.DictReader(l for l in f
+                                       if not l.startswith('#')))
+    last = max(int(r['Step']) for r in rows)
+    live, cur = {}, 0
+    for r in rows:
+        if int(r['Step']) == last:
+            break
+        if r['Action'] == 'allocate':
+            live[r['Pointer']] = int(r['Size'])
+            cur += int(r['Size'])
+        elif r['Action'] == 'free':
+            cur -= live.pop(r['Pointer'])
+    return cur
 
 
 def last_stage(p):
@@ -65,6 +93,20 @@ def main():
         if not p['fits']:
             errs.append(f'{name}: ran on an 80 GB H100, planned as not '
                         'fitting')
+        if p.get('stages'):
+            continue
+        b = between_steps(g, os.path.join(data, name + '.yaml'))
+        e = b / m['allocated_bytes'] - 1
+        print(f"  between steps {b / 1e6:.1f} MB planned, "
+              f"{m['allocated_bytes'] / 1e6:.1f} MB measured "
+              f"({e * 100:+.2f}%)")
+        if m.get('between_miss'):
+            print(f"  between-steps miss: {m['between_miss']}")
+            if abs(e) <= 0.01:
+                errs.append(f'{name}: marked as a between-steps miss but '
+                            f'within 1% ({e * 100:+.2f}%): update its note')
+        elif abs(e) > 0.01:
+            errs.append(f'{name}: between steps {e * 100:+.2f}% off')
     for k in ('a', 'b'):
         spec = os.path.join(data, f'llama-2-7b-pr482-{k}.yaml')
         p = plan(g, spec)

@@ -55,6 +55,8 @@ def spelled(p):
 
 LLAMA = os.path.join(ROOT, "models", "llama-2-7b.yaml")
 GPT2 = os.path.join(ROOT, "models", "gpt2.yaml")
+MIXTRAL_MG = os.path.join(ROOT, "tests", "data", "plan",
+                          "mixtral-8x7b-megatron.yaml")
 
 # ---- subcommands and their flags
 for cmd in ("plan", "fit", "gpus", "verify", "run", "replay", "report"):
@@ -167,6 +169,8 @@ VALUES = [
     (LLAMA, "parallelism.distributed_optimizer", ["false", "true"]),
     (LLAMA, "parallelism.virtual_pipeline_stages", ["1", "2"]),
     (LLAMA, "parallelism.expert_parallel", ["1"]),
+    (MIXTRAL_MG, "parallelism.moe_token_dispatcher_type",
+     ["allgather", "alltoall", "flex"]),
     (LLAMA, "parallelism.sequence_parallel", ["false", "true"]),
     (LLAMA, "model.num_labels", ["2"]),
     (LLAMA, "model.experts", ["8"]),

@@ -73,10 +73,10 @@ static void gpt2_experts_count(void **state)
 			assert_int_equal(pl.t[i].groups, E);
 }
 
-static void stage(const struct gm_spec *s, struct gm_terms *T)
+static void stage_mg(const struct gm_spec *s, struct gm_terms *T,
+		     struct gm_mg_step *mg)
 {
 	struct gm_param_layout pl;
-	struct gm_mg_step mg;
 	struct gm_mg_in in;
 
 	assert_int_equal(gm_params_layout(&s->model, &pl, NULL), 0);
@@ -88,7 +88,14 @@ static void stage(const struct gm_spec *s, struct gm_terms *T)
 		.layers = s->model.layers, .m = 1, .workspace = 0,
 		.sm_major = 9};
 	memset(T, 0, sizeof(*T));
-	gm_mg_stage(&in, &mg, T);
+	gm_mg_stage(&in, mg, T);
+}
+
+static void stage(const struct gm_spec *s, struct gm_terms *T)
+{
+	struct gm_mg_step mg;
+
+	stage_mg(s, T, &mg);
 }
 
 /*
@@ -141,6 +148,7 @@ static void saved_rows(void **state)
 	int n;
 
 	(void)state;
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLTOALL;
 	n = gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
 	for (int i = 0; i < n; i++)
 		sum1 += act[i];
@@ -165,6 +173,106 @@ static void saved_rows(void **state)
 			 ((4096 + 3 * 14336) * 2 + 4)) < 1);
 }
 
+/*
+ * The two dispatchers on Megatron-LM's ep8 MoE CI shape (gpt2 layer,
+ * h 512, moe_ffn 1024, 8 experts, top-2, 4096 tokens a rank, bf16,
+ * expert parallel 8): allgather keeps a global buffer of the 8 x 4096
+ * gathered rows (33,554,432 bytes) and, per layer, the local-expert map,
+ * the masked_select's mask and input (G x 1 x (1 + 1 + 2) bytes); its
+ * forward peaks at unpermute (the experts' 8192 output rows and the
+ * gathered-shape zeros), its backward at the experts' gradients or
+ * unpermute's. alltoall keeps no buffer; its forward peaks at the
+ * unfused GeLU's fp32 product, its backward adds the combine
+ * all-to-all's receive buffer to the experts' gradients.
+ */
+static void dispatchers_differ(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_mg_moe_in in = {.spec = &s, .tok = 4096, .c = 2,
+				  .layernorm = true, .gated = false};
+	double ag[32], aa[32], sum_ag = 0, sum_aa = 0, fg, bg, fa, ba;
+	double G = 8.0 * 4096, N = 8192, h = 512, F = 1024;
+	int n_ag, n_aa;
+
+	(void)state;
+	s.training.framework = GM_FW_MEGATRON;
+	s.model.hidden_size = 512;
+	s.model.experts = 8;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 1024;
+	s.parallelism.expert_parallel = 8;
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	n_ag = gm_mg_moe_saved(&in, ag, 0, 32, &fg, &bg);
+	assert_true(gm_mg_moe_buffer(&in) == G * h * 2);
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLTOALL;
+	n_aa = gm_mg_moe_saved(&in, aa, 0, 32, &fa, &ba);
+	assert_true(gm_mg_moe_buffer(&in) == 0);
+	for (int i = 0; i < n_ag; i++)
+		sum_ag += ag[i];
+	for (int i = 0; i < n_aa; i++)
+		sum_aa += aa[i];
+	assert_int_equal(n_ag, n_aa + 1);
+	assert_true(sum_ag - sum_aa == G * 1 * 4);
+	assert_true(fg == (G + N) * h * 2);     /* 41,943,040 */
+	assert_true(fa == N * F * 4);           /* 33,554,432 */
+	assert_true(bg == N * 2 * (F + F + h)); /* 41,943,040 */
+	assert_true(ba == N * 2 * (F + F + h) + 4096 * 2 * h * 2);
+	/* without expert parallelism allgather gathers nothing: no buffer */
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	s.parallelism.expert_parallel = 1;
+	assert_true(gm_mg_moe_buffer(&in) == 0);
+}
+
+/* A stage of that shape: the buffer is the stage's (held from the first
+ * forward by step_megatron.c), the layer's saved tensors and transients
+ * are the dispatcher's, the states the same. */
+static void dispatcher_stage(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_terms ag, aa;
+	struct gm_mg_step mg_ag, mg_aa;
+	double G = 8.0 * 4096, sum_ag = 0, sum_aa = 0;
+
+	(void)state;
+	s.training.framework = GM_FW_MEGATRON;
+	s.training.optimizer = GM_OPT_ADAM;
+	s.training.micro_batch_size = 4;
+	s.training.sequence_length = 1024;
+	s.model.hidden_size = 512;
+	s.model.attention_heads = 8;
+	s.model.experts = 8;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 1024;
+	s.parallelism.data_parallel = 8;
+	s.parallelism.expert_parallel = 8;
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	stage_mg(&s, &ag, &mg_ag);
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLTOALL;
+	stage_mg(&s, &aa, &mg_aa);
+	assert_true(mg_ag.global_buffer == G * 512 * 2);
+	assert_true(mg_aa.global_buffer == 0);
+	for (int i = 0; i < mg_ag.n_act; i++)
+		sum_ag += mg_ag.act[i];
+	for (int i = 0; i < mg_aa.n_act; i++)
+		sum_aa += mg_aa.act[i];
+	assert_true(sum_ag - sum_aa == G * 4);
+	assert_true(ag.weights == aa.weights);
+	assert_true(ag.optimizer_states == aa.optimizer_states);
+	/* tensor parallel 2 with sequence parallelism: the output layer's
+	 * all-gather of the 4096 tokens x 512 (4,194,304 B) shares the
+	 * buffer; with alltoall it is the buffer, with allgather the
+	 * dispatcher's 4 x 2048 gathered rows (8,388,608 B) are larger */
+	s.parallelism.data_parallel = 4;
+	s.parallelism.tensor_parallel = 2;
+	s.parallelism.sequence_parallel = true;
+	s.parallelism.expert_parallel = 4;
+	stage_mg(&s, &aa, &mg_aa);
+	assert_true(mg_aa.global_buffer == 4096.0 * 512 * 2);
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	stage_mg(&s, &ag, &mg_ag);
+	assert_true(mg_ag.global_buffer == 4.0 * 2048 * 512 * 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -172,6 +280,8 @@ int main(void)
 		cmocka_unit_test(gpt2_experts_count),
 		cmocka_unit_test(experts_split),
 		cmocka_unit_test(saved_rows),
+		cmocka_unit_test(dispatchers_differ),
+		cmocka_unit_test(dispatcher_stage),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
