@@ -580,8 +580,10 @@ static int check_adapter(struct gm__spec_ctx *c)
 		return 0;
 	}
 	if (s->model.architecture == GM_ARCH_CUSTOM)
-		return gm__spec_blame(c, GM_K_ADAPTER, "needs a model shape "
-				      "(architecture llama, gpt2 or bert)");
+		return gm__spec_blame(c, GM_K_ADAPTER, "'%s' on custom needs a "
+				      "model shape (modelled: a causal-lm "
+				      "head on llama, qwen3 or gpt2)",
+				      gm_adapter_name(t->adapter));
 	if (s->task != GM_TASK_TRAIN)
 		return gm__spec_blame(c, GM_K_ADAPTER, "applies to task train");
 	for (unsigned i = 0; i < t->n_lora_targets; i++) {

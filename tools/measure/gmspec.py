@@ -427,6 +427,12 @@ def _derive(spec, path):
             m["ffn_hidden_size"] = 256 * ((f + 255) // 256)
         elif m["ffn_hidden_size"] is None:
             m["ffn_hidden_size"] = 4 * m["hidden_size"]
+        # an expert's width is the MLP's unless given (Mixtral's
+        # config.json has only intermediate_size), as planner/
+        # spec_rules.c model_defaults fills it
+        if arch in ("mixtral", "qwen3-moe", "deepseek-v3") and \
+                m["moe_ffn_hidden_size"] is None:
+            m["moe_ffn_hidden_size"] = m["ffn_hidden_size"]
         if m["kv_heads"] is None:
             m["kv_heads"] = m["attention_heads"]
         if m["hidden_size"] % m["attention_heads"]:

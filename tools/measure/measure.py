@@ -299,6 +299,49 @@ def cleanup(torch):
     mem.reset_peak_memory_stats()
 
 
+def ran_record(mem, stats, nvml=None, none_without_steps=True):
+    """The record's figures (bytes, seconds) once a configuration's steps
+    ran, in the measurement files' key order: status ok, peak allocated
+    and reserved since the last reset, device used at the reserved peak,
+    what the allocator holds at the end and what lies outside it, and the
+    per-step figures with the median step time (the first step left out
+    where there are more). nvml() gives nvml_process_used_bytes (the key
+    is left out without it). No step gives step_time_s None, or where
+    none_without_steps is false raises statistics.StatisticsError."""
+    # Used memory is read after the steps; the caching allocator only
+    # gives segments back when a cudaMalloc fails (then reserved_end <
+    # peak_reserved), so the used memory at the reserved peak is the
+    # reading plus what was given back.
+    free, total = mem.mem_get_info()
+    reserved_end = mem.memory_reserved()
+    peak_reserved = mem.max_memory_reserved()
+    rec = dict(status="ok",
+               peak_allocated_bytes=mem.max_memory_allocated(),
+               peak_reserved_bytes=peak_reserved,
+               device_used_bytes=total - free + peak_reserved - reserved_end,
+               device_used_end_bytes=total - free)
+    if nvml:
+        rec["nvml_process_used_bytes"] = nvml()
+    times = [s["time_s"] for s in stats.steps[1:] or stats.steps]
+    rec.update(reserved_end_bytes=reserved_end,
+               outside_allocator_bytes=total - free - reserved_end,
+               steps=len(stats.steps),
+               step_time_s=round(statistics.median(times), 4)
+               if times or not none_without_steps else None,
+               per_step=stats.steps)
+    return rec
+
+
+def oom_record(mem, e):
+    """The record's figures (bytes) at the out-of-memory error e: its
+    first line (400 characters at most), the peaks, device used now."""
+    free, total = mem.mem_get_info()
+    return dict(status="oom", message=str(e).splitlines()[0][:400],
+                peak_allocated_bytes=mem.max_memory_allocated(),
+                peak_reserved_bytes=mem.max_memory_reserved(),
+                device_used_bytes=total - free)
+
+
 def measure_one(torch, cfg, args, world_size=1, parallel=None):
     """Run one configuration; returns its record (never raises for a
     failure of the configuration itself). parallel(spec) -> (wrap,
@@ -356,35 +399,13 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
             extra = run_inference(torch, spec, state["model"], stats,
                                   max(2, args.steps - 1), deadline)
         rec.update(extra)
-        free, total = mem.mem_get_info()
-        reserved_end = mem.memory_reserved()
-        peak_reserved = mem.max_memory_reserved()
-        # Used memory is read after the steps; the caching allocator only
-        # gives segments back when a cudaMalloc fails (then reserved_end <
-        # peak_reserved), so the used memory at the reserved peak is the
-        # reading plus what was given back.
-        rec.update(
-            status="ok",
-            peak_allocated_bytes=mem.max_memory_allocated(),
-            peak_reserved_bytes=peak_reserved,
-            device_used_bytes=total - free + peak_reserved - reserved_end,
-            device_used_end_bytes=total - free,
-            nvml_process_used_bytes=(nvml_process_used()
-                                     if DEV == "cuda" else None),
-            reserved_end_bytes=reserved_end,
-            outside_allocator_bytes=total - free - reserved_end,
-            steps=len(stats.steps),
-            step_time_s=round(statistics.median(
-                s["time_s"] for s in stats.steps[1:] or stats.steps), 4),
-            per_step=stats.steps)
+        rec.update(ran_record(
+            mem, stats, nvml_process_used if DEV == "cuda" else
+            (lambda: None), none_without_steps=False))
     except Unsupported as e:
         rec.update(status="refused", message=str(e))
     except torch.OutOfMemoryError as e:
-        free, total = mem.mem_get_info()
-        rec.update(status="oom", message=str(e).splitlines()[0][:400],
-                   peak_allocated_bytes=mem.max_memory_allocated(),
-                   peak_reserved_bytes=mem.max_memory_reserved(),
-                   device_used_bytes=total - free)
+        rec.update(oom_record(mem, e))
     except Exception as e:  # recorded, the set goes on
         rec.update(status="error",
                    message=f"{type(e).__name__}: {str(e)[:400]}")
@@ -403,6 +424,61 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         cleanup(torch)
     rec["wall_s"] = round(time.perf_counter() - t0, 3)
     return rec
+
+
+# ------------------------------------------------------------ several GPUs
+
+def nccl_rank(torch, dist, local):
+    """Join the NCCL process group (120 s timeout) on CUDA device local,
+    with the CUDA context made; returns (device, environment record). The
+    memory statistics (mem) become torch.cuda's."""
+    global mem
+    torch.cuda.set_device(local)
+    mem = torch.cuda
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev,
+                            timeout=datetime.timedelta(seconds=120))
+    torch.zeros(1, device=dev)
+    return dev, environment(torch)
+
+
+RANK_PEAKS = ("peak_allocated_bytes", "peak_reserved_bytes",
+              "device_used_bytes")
+
+
+def rank_summary(cfg, recs, extra=(), step_time=lambda v: v):
+    """One configuration's record over its ranks' records recs: the
+    manifest's name, spec, set, heldout and the keys extra of cfg; ok
+    where every rank is, else oom where one is, else the first other
+    status in sorted order; the first rank message; where ok the most
+    loaded rank's peaks (bytes, what the planner predicts per GPU) and
+    the largest step_time(step_time_s) (s); then every rank's record."""
+    top = {"name": cfg["name"], "spec": cfg["spec_rel"],
+           "set": cfg["set"], "heldout": cfg["heldout"]}
+    for k in extra:
+        top[k] = cfg[k]
+    statuses = {r["status"] for r in recs}
+    top["status"] = "ok" if statuses == {"ok"} else (
+        "oom" if "oom" in statuses else sorted(statuses - {"ok"})[0])
+    msgs = [r["message"] for r in recs if r.get("message")]
+    if msgs:
+        top["message"] = msgs[0]
+    if top["status"] == "ok":
+        for k in RANK_PEAKS:
+            top[k] = max(r[k] for r in recs)
+        top["step_time_s"] = max(step_time(r["step_time_s"]) for r in recs)
+    top["ranks"] = recs
+    return top
+
+
+def log_summary(top, width):
+    """Log rank_summary's record: name in width columns, status, peak
+    allocated, peak reserved and device used (GiB), message."""
+    log(f"  {top['name']:{width}s} {top['status']:7s} "
+        f"{gib(top.get('peak_allocated_bytes'))} "
+        f"{gib(top.get('peak_reserved_bytes'))} "
+        f"{gib(top.get('device_used_bytes'))}"
+        + (f"  {top.get('message')}" if top.get("message") else ""))
 
 
 # ---------------------------------------------------------------- driver

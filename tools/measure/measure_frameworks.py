@@ -40,10 +40,8 @@ test_frameworks.py exercise them on a machine without torch.
 """
 
 import argparse
-import datetime
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -55,7 +53,6 @@ import measure  # noqa: E402
 from hfbuild import Unsupported  # noqa: E402
 
 RUNNERS = ("deepspeed", "megatron")
-PEAKS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes")
 
 
 def load_manifest(path):
@@ -277,17 +274,10 @@ def run_deepspeed(torch, spec, stats, steps, rec):
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt,
                                            config=cfg)
     mark_init(torch, rec)
-    batch = measure_loops.batch_of(torch, spec,
-                                   measure_loops.use_cache_of(spec))
-    engine.train()
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        loss = engine(**batch).loss
-        engine.backward(loss)
-        engine.step()
-        del loss
-        torch.cuda.synchronize()
-        stats.step_done(time.perf_counter() - t0)
+    measure_loops.engine_steps(
+        torch, engine,
+        measure_loops.batch_of(torch, spec, measure_loops.use_cache_of(spec)),
+        stats, steps)
 
 
 def run_megatron(torch, spec, stats, steps, rec):
@@ -416,28 +406,9 @@ def measure_one(torch, cfg, args):
             import tracefile
             state["trace"] = tracefile.start(mem)
         RUN[cfg["runner"]](torch, spec, stats, args.steps, rec)
-        free, total = mem.mem_get_info()
-        reserved_end = mem.memory_reserved()
-        peak_reserved = mem.max_memory_reserved()
-        rec.update(
-            status="ok",
-            peak_allocated_bytes=mem.max_memory_allocated(),
-            peak_reserved_bytes=peak_reserved,
-            device_used_bytes=total - free + peak_reserved - reserved_end,
-            device_used_end_bytes=total - free,
-            reserved_end_bytes=reserved_end,
-            outside_allocator_bytes=total - free - reserved_end,
-            steps=len(stats.steps),
-            step_time_s=round(statistics.median(
-                s["time_s"] for s in stats.steps[1:] or stats.steps), 4)
-            if stats.steps else None,
-            per_step=stats.steps)
+        rec.update(measure.ran_record(mem, stats))
     except torch.OutOfMemoryError as e:
-        free, total = mem.mem_get_info()
-        rec.update(status="oom", message=str(e).splitlines()[0][:400],
-                   peak_allocated_bytes=mem.max_memory_allocated(),
-                   peak_reserved_bytes=mem.max_memory_reserved(),
-                   device_used_bytes=total - free)
+        rec.update(measure.oom_record(mem, e))
     except Exception as e:  # recorded, the others go on
         import traceback
         rec.update(status="error",
@@ -529,14 +500,8 @@ def main(argv=None):
               file=sys.stderr)
         return 77
     rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    measure.mem = torch.cuda
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev,
-                            timeout=datetime.timedelta(seconds=120))
-    torch.zeros(1, device=dev)
-    env = measure.environment(torch)
+    _, env = measure.nccl_rank(torch, dist,
+                               int(os.environ.get("LOCAL_RANK", "0")))
     env["world_size"] = world
     free, total = torch.cuda.mem_get_info()
     doc = {"format": measure.FORMAT, "environment": env,
@@ -546,28 +511,12 @@ def main(argv=None):
         rec = measure_one(torch, cfg, args)
         recs = [None] * world
         dist.all_gather_object(recs, rec)
-        top = {"name": cfg["name"], "spec": cfg["spec_rel"],
-               "set": cfg["set"], "heldout": cfg["heldout"],
-               "runner": cfg["runner"]}
-        statuses = {r["status"] for r in recs}
-        top["status"] = "ok" if statuses == {"ok"} else (
-            "oom" if "oom" in statuses else sorted(statuses - {"ok"})[0])
-        msgs = [r["message"] for r in recs if r.get("message")]
-        if msgs:
-            top["message"] = msgs[0]
-        if top["status"] == "ok":
-            for k in PEAKS:
-                top[k] = max(r[k] for r in recs)
-            top["step_time_s"] = max(r["step_time_s"] or 0 for r in recs)
-        top["ranks"] = recs
+        # a rank that ran no step has step_time_s None
+        top = measure.rank_summary(cfg, recs, ("runner",),
+                                   step_time=lambda v: v or 0)
         doc["configs"].append(top)
         if rank == 0:
-            measure.log(f"  {top['name']:40s} {top['status']:7s} "
-                        f"{measure.gib(top.get('peak_allocated_bytes'))} "
-                        f"{measure.gib(top.get('peak_reserved_bytes'))} "
-                        f"{measure.gib(top.get('device_used_bytes'))}"
-                        + (f"  {top.get('message')}"
-                           if top.get("message") else ""))
+            measure.log_summary(top, 40)
             doc["total_s"] = round(time.monotonic() - start, 1)
             measure.write_atomic(args.out, doc)
     dist.barrier()

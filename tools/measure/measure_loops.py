@@ -43,7 +43,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -404,9 +403,16 @@ def run_deepspeed(torch, spec, model, stats, steps, rec):
     opt = make_optimizer(torch, t["optimizer"], model.parameters())
     engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt,
                                              config=cfg)
-    batch = batch_of(torch, spec, use_cache_of(spec))
+    engine_steps(torch, engine, batch_of(torch, spec, use_cache_of(spec)),
+                 stats, steps)
+
+
+def engine_steps(torch, engine, batch, stats, steps):
+    """steps training steps of a DeepSpeed engine on batch (forward,
+    engine.backward, engine.step), each timed to the device's end into
+    stats (measure.Stats)."""
     engine.train()
-    for step in range(steps):
+    for _ in range(steps):
         t0 = time.perf_counter()
         loss = engine(**batch).loss
         engine.backward(loss)
@@ -476,31 +482,11 @@ def measure_one(torch, cfg, args):
             state["trace"] = tracefile.start(mem)
         RUN[cfg["runner"]](torch, spec, model, stats, args.steps, rec)
         del model
-        free, total = mem.mem_get_info()
-        reserved_end = mem.memory_reserved()
-        peak_reserved = mem.max_memory_reserved()
-        rec.update(
-            status="ok",
-            peak_allocated_bytes=mem.max_memory_allocated(),
-            peak_reserved_bytes=peak_reserved,
-            device_used_bytes=total - free + peak_reserved - reserved_end,
-            device_used_end_bytes=total - free,
-            nvml_process_used_bytes=measure.nvml_process_used(),
-            reserved_end_bytes=reserved_end,
-            outside_allocator_bytes=total - free - reserved_end,
-            steps=len(stats.steps),
-            step_time_s=round(statistics.median(
-                s["time_s"] for s in stats.steps[1:] or stats.steps), 4)
-            if stats.steps else None,
-            per_step=stats.steps)
+        rec.update(measure.ran_record(mem, stats, measure.nvml_process_used))
     except Unsupported as e:
         rec.update(status="refused", message=str(e))
     except torch.OutOfMemoryError as e:
-        free, total = mem.mem_get_info()
-        rec.update(status="oom", message=str(e).splitlines()[0][:400],
-                   peak_allocated_bytes=mem.max_memory_allocated(),
-                   peak_reserved_bytes=mem.max_memory_reserved(),
-                   device_used_bytes=total - free)
+        rec.update(measure.oom_record(mem, e))
     except Exception as e:  # recorded; the runner goes on
         import traceback
         rec.update(status="error",

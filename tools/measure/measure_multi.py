@@ -49,7 +49,6 @@ most loaded rank at the top (what the planner predicts).
 """
 
 import argparse
-import datetime
 import os
 import sys
 import time
@@ -60,8 +59,6 @@ import gmspec  # noqa: E402
 import hfbuild  # noqa: E402
 import measure  # noqa: E402
 from hfbuild import Unsupported  # noqa: E402
-
-PEAKS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes")
 
 
 def scheme(spec):
@@ -314,13 +311,7 @@ def main(argv=None):
             print("measure_multi.py: not enough CUDA devices",
                   file=sys.stderr)
             return 77
-        torch.cuda.set_device(local)
-        measure.mem = torch.cuda
-        dev = torch.device("cuda", local)
-        dist.init_process_group("nccl", device_id=dev,
-                                timeout=datetime.timedelta(seconds=120))
-        torch.zeros(1, device=dev)
-        env = measure.environment(torch)
+        dev, env = measure.nccl_rank(torch, dist, local)
         v = torch.cuda.nccl.version()
         env["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) \
             else str(v)
@@ -345,27 +336,10 @@ def main(argv=None):
             rec = measure.measure_one(torch, cfg, args, world, parallel)
             recs = [None] * world
             dist.all_gather_object(recs, rec)
-        top = {"name": cfg["name"], "spec": cfg["spec_rel"],
-               "set": cfg["set"], "heldout": cfg["heldout"]}
-        statuses = {r["status"] for r in recs}
-        top["status"] = "ok" if statuses == {"ok"} else (
-            "oom" if "oom" in statuses else sorted(statuses - {"ok"})[0])
-        msgs = [r["message"] for r in recs if r.get("message")]
-        if msgs:
-            top["message"] = msgs[0]
-        if top["status"] == "ok":
-            for k in PEAKS:
-                top[k] = max(r[k] for r in recs)
-            top["step_time_s"] = max(r["step_time_s"] for r in recs)
-        top["ranks"] = recs
+        top = measure.rank_summary(cfg, recs)
         doc["configs"].append(top)
         if rank == 0:
-            measure.log(f"  {top['name']:34s} {top['status']:7s} "
-                        f"{measure.gib(top.get('peak_allocated_bytes'))} "
-                        f"{measure.gib(top.get('peak_reserved_bytes'))} "
-                        f"{measure.gib(top.get('device_used_bytes'))}"
-                        + (f"  {top.get('message')}"
-                           if top.get("message") else ""))
+            measure.log_summary(top, 34)
             doc["total_s"] = round(time.monotonic() - start, 1)
             measure.write_atomic(args.out, doc)
     dist.barrier()

@@ -8,7 +8,9 @@ cannot be run is refused; the Megatron runner, driven through stub torch
 and megatron.core modules, builds one chunk per virtual stage with the
 right pipeline ends and runs the schedule with the micro-batch count,
 and the DeepSpeed runner, through stub modules, builds ZeRO-3 under
-zero.Init (unless built whole) and steps the engine from the JSON.
+zero.Init (unless built whole) and steps the engine from the JSON; the
+records the harnesses share (measure.py ran_record, oom_record,
+rank_summary) have their keys, order and values.
 
     test_frameworks.py [GPUMEM]    (run by meson, suite calibration)"""
 
@@ -21,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import gmspec  # noqa: E402
+import measure  # noqa: E402
 import measure_frameworks as mf  # noqa: E402
 from hfbuild import Unsupported  # noqa: E402
 
@@ -393,6 +396,69 @@ def test_deepspeed_runner():
         sys.modules.update(saved)
 
 
+def test_records():
+    GiB = 2**30
+    mem = types.SimpleNamespace(
+        mem_get_info=lambda: (10 * GiB, 100 * GiB),
+        memory_reserved=lambda: 60 * GiB,
+        max_memory_reserved=lambda: 64 * GiB,
+        max_memory_allocated=lambda: 50 * GiB)
+    steps = [{"time_s": t} for t in (9.0, 1.0, 3.0, 2.0)]
+    rec = measure.ran_record(mem, types.SimpleNamespace(steps=steps))
+    expect(list(rec) == ["status", "peak_allocated_bytes",
+                         "peak_reserved_bytes", "device_used_bytes",
+                         "device_used_end_bytes", "reserved_end_bytes",
+                         "outside_allocator_bytes", "steps", "step_time_s",
+                         "per_step"], f"ran_record keys {list(rec)}")
+    # used at the reserved peak: 90 GiB read at the end + 4 GiB given back
+    expect(rec["device_used_bytes"] == 94 * GiB and
+           rec["outside_allocator_bytes"] == 30 * GiB and
+           rec["step_time_s"] == 2.0 and rec["steps"] == 4,
+           f"ran_record figures {rec}")
+    rec = measure.ran_record(mem, types.SimpleNamespace(steps=[]),
+                             lambda: 123)
+    expect(rec["step_time_s"] is None and
+           list(rec).index("nvml_process_used_bytes") == 5 and
+           rec["nvml_process_used_bytes"] == 123,
+           f"no step, with NVML: {rec}")
+    try:
+        measure.ran_record(mem, types.SimpleNamespace(steps=[]),
+                           none_without_steps=False)
+        expect(False, "no step under none_without_steps=False raises")
+    except measure.statistics.StatisticsError:
+        pass
+    rec = measure.oom_record(mem, RuntimeError("out of memory\ndetail"))
+    expect(rec == {"status": "oom", "message": "out of memory",
+                   "peak_allocated_bytes": 50 * GiB,
+                   "peak_reserved_bytes": 64 * GiB,
+                   "device_used_bytes": 90 * GiB}, f"oom_record {rec}")
+    cfg = {"name": "n", "spec_rel": "s.yaml", "set": [], "heldout": True,
+           "runner": "megatron"}
+    ok = [{"status": "ok", "peak_allocated_bytes": a,
+           "peak_reserved_bytes": 2 * a, "device_used_bytes": 3 * a,
+           "step_time_s": t} for a, t in ((5, None), (7, 0.5), (6, 0.25))]
+    top = measure.rank_summary(cfg, ok, ("runner",),
+                               step_time=lambda v: v or 0)
+    expect(list(top) == ["name", "spec", "set", "heldout", "runner",
+                         "status", "peak_allocated_bytes",
+                         "peak_reserved_bytes", "device_used_bytes",
+                         "step_time_s", "ranks"] and
+           (top["peak_allocated_bytes"], top["peak_reserved_bytes"],
+            top["device_used_bytes"], top["step_time_s"]) ==
+           (7, 14, 21, 0.5) and top["ranks"] is ok,
+           f"rank_summary of ok ranks {top}")
+    mixed = [{"status": "error", "message": "e"}, {"status": "ok"},
+             {"status": "oom", "message": "o"}]
+    top = measure.rank_summary(cfg, mixed)
+    expect(top["status"] == "oom" and top["message"] == "e" and
+           "runner" not in top and "peak_reserved_bytes" not in top,
+           f"an oom rank: {top}")
+    top = measure.rank_summary(cfg, [{"status": "refused"},
+                                     {"status": "error"}, {"status": "ok"}])
+    expect(top["status"] == "error" and "message" not in top,
+           f"the first status in sorted order: {top}")
+
+
 def test_cli():
     tool = os.path.join(HERE, "measure_frameworks.py")
     man = MANIFESTS[0]
@@ -423,6 +489,7 @@ def main():
     test_megatron_args()
     test_megatron_runner()
     test_deepspeed_runner()
+    test_records()
     test_cli()
     print("FAILED: %d" % len(FAIL) if FAIL else "all passed")
     return 1 if FAIL else 0
