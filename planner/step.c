@@ -1867,6 +1867,8 @@ struct pk {
 	enum gm_step_phase phase;
 	uint64_t events, peak_event, stop_at;
 	struct gm_step_peak *r;
+	int pk_rc;              /* fed by the replay (gm_step_replay_peak):
+				 * its first error; it is fed no more */
 };
 
 #define PK_STOP 1 /* not an error: the second run reached the peak */
@@ -2180,6 +2182,9 @@ struct rp {
 	struct gm_backend *be;
 	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
 	struct lz lz;       /* repeated runs of small requests */
+	struct pk *pk;      /* gm_step_replay_peak(): the counting sink fed
+			     * the same calls */
+	/* (the counting sink's own error: struct pk's pk_rc) */
 	uint64_t res_seen;  /* reserved after the last allocation */
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
 };
@@ -2809,6 +2814,8 @@ got:
 		p->r->peak_reserved = (double)res;
 		p->r->peak_reserved_step = p->step;
 	}
+	if (p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
 	return 0;
 }
 
@@ -2840,6 +2847,8 @@ static int rp_free(void *ctx, uint32_t id)
 		rc = gm_pool_free(p->pool, p->addr[id]);
 	}
 done:
+	if (!rc && p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_free(p->pk, id);
 	if (!rc && p->obs) {
 		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
@@ -2856,7 +2865,11 @@ static void rp_step(void *ctx, unsigned step)
 
 static void rp_phase(void *ctx, enum gm_step_phase ph)
 {
-	((struct rp *)ctx)->phase = ph;
+	struct rp *p = ctx;
+
+	p->phase = ph;
+	if (p->pk)
+		pk_phase(p->pk, ph);
 }
 
 /*
@@ -2907,7 +2920,7 @@ static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
 		       const struct gm_step_observer *obs, bool stop,
-		       bool lazy)
+		       bool lazy, struct pk *pk)
 {
 	bool memo = lazy && !obs && !st->megatron;
 	const struct rp_memo *m = memo ? memo_find(st) : NULL;
@@ -2918,7 +2931,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
-		       .lz = {.on = lazy}};
+		       .lz = {.on = lazy}, .pk = pk};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -2967,14 +2980,37 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs)
 {
 	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			   out, obs, false, true);
+			   out, obs, false, true, NULL);
+}
+
+int gm_step_replay_peak(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out,
+			const struct gm_step_observer *obs,
+			struct gm_step_peak *peak, int *peak_rc)
+{
+	struct pk k = {.r = peak, .mask = GM_STEP_ALL};
+	int rc;
+
+	memset(peak, 0, sizeof(*peak));
+	rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			 out, obs, false, true, &k);
+	*peak_rc = rc ? rc : k.pk_rc;
+	free(k.bytes);
+	free(k.kind);
+	/* the replay ended early (its error is the caller's), the count
+	 * ran out of host memory, or a kept replay answered (nothing was
+	 * emitted): counted on its own, as gm_step_peak() */
+	if (*peak_rc || !k.events)
+		*peak_rc = gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP,
+					peak);
+	return rc;
 }
 
 int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
 			struct gm_step_result *out)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, NULL, true, true);
+			     out, NULL, true, true, NULL);
 
 	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
@@ -2990,7 +3026,7 @@ int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
 			 const struct gm_step_observer *obs)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, obs, fits_only, false);
+			     out, obs, fits_only, false, NULL);
 
 	return fits_only && rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
