@@ -728,25 +728,20 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
  * report lists). The analytic reserve model keeps the closed-form peak
  * above (the aggregated block of activations.c).
  */
-static void sequence_peak(const struct ctx *c, struct gm_step *st,
-			  struct gm_terms *T)
+static void peak_terms(const struct gm_step_peak *pk, struct gm_terms *T)
 {
-	struct gm_step_peak pk;
-	const double *k = pk.kind;
+	const double *k = pk->kind;
 
-	step_frame(c, st);
-	if (gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, &pk))
-		return; /* host memory ran out: the analytic figures stay */
 	T->phase_allocated[0] = 0;
 	for (int ph = GM_SP_SETUP; ph <= GM_SP_BACKWARD; ph++)
-		if (pk.phase_peak[ph] > T->phase_allocated[0])
-			T->phase_allocated[0] = pk.phase_peak[ph];
-	T->phase_allocated[1] = pk.phase_peak[GM_SP_OPTIMIZER];
-	T->peak_allocated = pk.peak;
+		if (pk->phase_peak[ph] > T->phase_allocated[0])
+			T->phase_allocated[0] = pk->phase_peak[ph];
+	T->phase_allocated[1] = pk->phase_peak[GM_SP_OPTIMIZER];
+	T->peak_allocated = pk->peak;
 	/* allocations before the first step's phase are the set-up's (the
 	 * replay emits the model's build and wrapping first) */
-	T->peak_phase = pk.phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
-			pk.phase == GM_SP_SETUP ? GM_PHASE_SETUP :
+	T->peak_phase = pk->phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
+			pk->phase == GM_SP_SETUP ? GM_PHASE_SETUP :
 			GM_PHASE_FWD_BWD;
 	T->at_peak = (struct gm_parts){
 		.weights = k[GM_SK_WEIGHT],
@@ -758,6 +753,37 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 			     k[GM_SK_OPT_TMP],
 		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
 		.workspace = k[GM_SK_WORKSPACE]};
+}
+
+static void sequence_peak(const struct ctx *c, struct gm_step *st,
+			  struct gm_terms *T)
+{
+	struct gm_step_peak pk;
+
+	step_frame(c, st);
+	if (gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, &pk))
+		return; /* host memory ran out: the analytic figures stay */
+	peak_terms(&pk, T);
+}
+
+/* sequence_peak() then step_replay() (not fits_only) from one emission
+ * of st (gm_step_replay_peak): the same figures. */
+static void sequence_peak_replay(const struct ctx *c, struct gm_step *st,
+				 struct gm_terms *T)
+{
+	struct gm_step_peak pk;
+	int prc;
+
+	step_frame(c, st);
+	if (gm_step_replay_peak(st, c->alloc_cap ? c->alloc_cap : 512,
+				&T->sim, c->r == c->o->trace_stage ?
+				c->o->trace : NULL, &pk, &prc))
+		/* host memory ran out: keep the analytic figure */
+		memset(&T->sim, 0, sizeof(T->sim));
+	else
+		T->peak_reserved = T->sim.peak_reserved;
+	if (!prc)
+		peak_terms(&pk, T);
 }
 
 /* The terms of one training stage, as train_stage() computes them in
@@ -1277,6 +1303,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	const struct gm_spec *sp = c->spec;
 	unsigned zero = sp->parallelism.zero_stage;
 	enum gm_ckpt ck = sp->training.activation_checkpointing;
+	bool seq, fused;
 	struct gm_step st = {
 		.training = true, .ga = c->ga,
 		.in_flight = T->in_flight,
@@ -1366,9 +1393,14 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	 * closed-form peak: microseconds, not the sequence's milliseconds;
 	 * with the replay, block programs and the distributed sequences
 	 * (FSDP units, ZeRO-1 partition, TP) give the peak of live bytes */
-	if (c->o->reserve == GM_RESERVE_SIMULATED &&
-	    (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1 ||
-	     loop_keeps(&st)))
+	seq = c->o->reserve == GM_RESERVE_SIMULATED &&
+	      (prog || st.fsdp || st.zero1_d || st.ds.on || c->t > 1 ||
+	       loop_keeps(&st));
+	/* the replay below counts the peak too where it always runs */
+	fused = seq && !c->o->fits_only;
+	if (fused)
+		sequence_peak_replay(c, &st, T);
+	else if (seq)
 		sequence_peak(c, &st, T);
 	/* with an adapter the saved tensors and transients are the
 	 * program's (a frozen base keeps far less than activations.c's
@@ -1387,7 +1419,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 		double r0 = gm_reserved_from_allocated(&x->fb);
 		double r1 = gm_reserved_from_allocated(&x->op);
 		T->peak_reserved = r0 > r1 ? r0 : r1;
-	} else {
+	} else if (!fused) {
 		step_replay(c, &st, T);
 	}
 }

@@ -1907,6 +1907,8 @@ struct pk {
 	enum gm_step_phase phase;
 	uint64_t events, peak_event, stop_at;
 	struct gm_step_peak *r;
+	int pk_rc;              /* fed by the replay (gm_step_replay_peak):
+				 * its first error; it is fed no more */
 };
 
 #define PK_STOP 1 /* not an error: the second run reached the peak */
@@ -2138,7 +2140,9 @@ struct lz_cyc {
 	uint64_t passes, fails, used;
 };
 
-#define LZ_CKPTS 16
+#define LZ_CKPTS 16 /* a power of two: the checkpoints are a ring */
+/* buckets of the checkpoints' fingerprints (a power of two) */
+#define LZ_FP_BUCKETS 64
 #define LZ_LOG_MAX ((size_t)1 << 20)
 /* proven cycles kept for arming again (a decode step runs a few in
  * turn: its layers', its head's) */
@@ -2159,13 +2163,25 @@ struct lz {
 	struct lz_op *log;      /* small requests since the oldest
 				 * checkpoint, all made on the pool */
 	size_t nlog, caplog;
-	int nck;                /* checkpoints: where the log stood, the
-				 * small pool's fingerprint then */
+	int nck;                /* checkpoints: where the log stood (as
+				 * lbase counts), the small pool's
+				 * fingerprint then; the j-th oldest in
+				 * slot lz_ck(z, j) */
+	int ck0;                /* the oldest one's slot */
+	size_t lbase;           /* requests logged before log[0] since the
+				 * last lz_reset(); the log holds those
+				 * since the oldest checkpoint (and
+				 * earlier ones until it is full) */
 	size_t ck_at[LZ_CKPTS];
 	struct lz_fp ck_fp[LZ_CKPTS];
 	bool ck_full[LZ_CKPTS]; /* and its whole state (ck), taken where
 				 * few blocks are live */
 	struct lz_words ck[LZ_CKPTS];
+	unsigned char ck_nfp[LZ_FP_BUCKETS]; /* checkpoints per bucket of
+					       * lz_fp_bucket() */
+	bool scanned;           /* the newest checkpoint's search found
+				 * nothing without taking the state, and
+				 * nothing changed since (lz_checkpoint) */
 	unsigned snap_miss;     /* snapshots since a cycle was found */
 	unsigned snap_skip;     /* checkpoints since one, backed off */
 	struct lz_fp fp;        /* the small pool's live blocks now (served
@@ -2193,7 +2209,9 @@ struct lz {
 struct rp {
 	struct gm_pool *pool;
 	uint64_t *addr, *req;
+	uint64_t *rnd;      /* per id: the pool's rounding of req */
 	unsigned char *kind;
+	bool *small;        /* per id: a small request lz follows */
 	uint32_t cap;
 	unsigned step;
 	enum gm_step_phase phase;
@@ -2204,6 +2222,9 @@ struct rp {
 	struct gm_backend *be;
 	bool stop_at_oom;   /* gm_step_replay_fits(): end at the first */
 	struct lz lz;       /* repeated runs of small requests */
+	struct pk *pk;      /* gm_step_replay_peak(): the counting sink fed
+			     * the same calls */
+	/* (the counting sink's own error: struct pk's pk_rc) */
 	uint64_t res_seen;  /* reserved after the last allocation */
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
 };
@@ -2297,6 +2318,45 @@ static bool lz_fp_eq(struct lz_fp a, struct lz_fp b)
 	return a.n == b.n && a.sum == b.sum;
 }
 
+/* Equal fingerprints fall in the same bucket: a checkpoint's search
+ * looks at its checkpoints only when one is in the bucket now's falls
+ * in (a training step's checkpoints seldom match: O(1) instead of
+ * LZ_CKPTS comparisons). */
+static unsigned lz_fp_bucket(struct lz_fp f)
+{
+	return (unsigned)((f.sum ^ f.n) & (LZ_FP_BUCKETS - 1));
+}
+
+/* The slot of the j-th oldest checkpoint. */
+static int lz_ck(const struct lz *z, int j)
+{
+	return (z->ck0 + j) & (LZ_CKPTS - 1);
+}
+
+/* Requests logged since the j-th oldest checkpoint. */
+static size_t lz_since(const struct lz *z, int j)
+{
+	return z->lbase + z->nlog - z->ck_at[lz_ck(z, j)];
+}
+
+/* The log from the j-th oldest checkpoint on. */
+static const struct lz_op *lz_log_at(const struct lz *z, int j)
+{
+	return z->log + (z->ck_at[lz_ck(z, j)] - z->lbase);
+}
+
+/* Append a checkpoint (nck < LZ_CKPTS) at the log's end with
+ * fingerprint f; its whole state is in slot lz_ck(z, nck) when full. */
+static void lz_ck_push(struct lz *z, struct lz_fp f, bool full)
+{
+	int k = lz_ck(z, z->nck++);
+
+	z->ck_fp[k] = f;
+	z->ck_full[k] = full;
+	z->ck_at[k] = z->lbase + z->nlog;
+	z->ck_nfp[lz_fp_bucket(f)]++;
+}
+
 static bool lz_same(const struct lz_words *a, const struct lz_words *b)
 {
 	return a->n == b->n &&
@@ -2331,15 +2391,32 @@ static void lz_swap(struct lz_words *a, struct lz_words *b)
  * log is too long). */
 static void lz_reset(struct lz *z)
 {
+	if (z->nck)
+		memset(z->ck_nfp, 0, sizeof(z->ck_nfp));
 	z->nck = 0;
+	z->ck0 = 0;
 	z->nlog = 0;
+	z->lbase = 0;
 	z->trial = false;
+	z->scanned = false;
 }
 
 static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
 {
 	if (!z->nck)
 		return; /* nothing to find a cycle from */
+	z->scanned = false;
+	if (z->nlog == z->caplog) {
+		/* what the oldest checkpoint no longer needs goes first */
+		size_t d = z->ck_at[z->ck0] - z->lbase;
+
+		if (d) {
+			memmove(z->log, z->log + d,
+				(z->nlog - d) * sizeof(*z->log));
+			z->nlog -= d;
+			z->lbase += d;
+		}
+	}
 	if (z->nlog == z->caplog) {
 		size_t c = z->caplog ? 2 * z->caplog : 1024;
 		struct lz_op *l;
@@ -2366,12 +2443,9 @@ static int lz_flush(struct rp *p)
 
 	z->armed = false;
 	lz_reset(z);
-	z->ck_fp[0] = c->fp;
-	z->ck_full[0] = c->fp.n <= LZ_SNAP_BLOCKS;
+	lz_ck_push(z, c->fp, c->fp.n <= LZ_SNAP_BLOCKS);
 	if (z->ck_full[0] && (rc = lz_copy(&z->ck[0], &c->st)))
 		return rc;
-	z->ck_at[0] = 0;
-	z->nck = 1;
 	for (size_t i = 0; i < z->pos; i++) {
 		const struct lz_op *o = &c->op[i];
 
@@ -2483,7 +2557,7 @@ static void lz_keep(struct lz *z)
  * are a cycle from it, kept and armed. */
 static int lz_found(struct lz *z, int j)
 {
-	size_t n = z->nlog - z->ck_at[j];
+	size_t n = lz_since(z, j);
 
 	if (n > z->captcyc) {
 		struct lz_op *c = realloc(z->tcyc, n * sizeof(*c));
@@ -2493,7 +2567,7 @@ static int lz_found(struct lz *z, int j)
 		z->tcyc = c;
 		z->captcyc = n;
 	}
-	memcpy(z->tcyc, z->log + z->ck_at[j], n * sizeof(*z->tcyc));
+	memcpy(z->tcyc, lz_log_at(z, j), n * sizeof(*z->tcyc));
 	z->ntcyc = n;
 	lz_swap(&z->tst, &z->tmp);
 	z->tst_fp = z->fp;
@@ -2568,6 +2642,13 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 	}
 	if (z->armed || z->trial)
 		return 0;
+	/* Nothing logged, kept, reset or armed since the newest checkpoint,
+	 * whose search found nothing without taking the state: this one's
+	 * would find nothing the same way (the same fingerprint, the same
+	 * requests since each older checkpoint, the same kept cycles and
+	 * minlen; the newest has none since it) */
+	if (z->scanned)
+		goto push;
 	for (int k = 0; k < LZ_KEPT; k++) {
 		if (!z->kc[k].n || !lz_fp_eq(z->fp, z->kc[k].fp))
 			continue;
@@ -2579,20 +2660,23 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 			return 0;
 		}
 	}
-	for (j = z->nck - 1; j >= 0; j--) {
-		if (z->nlog - z->ck_at[j] <= z->minlen ||
-		    !lz_fp_eq(z->fp, z->ck_fp[j]))
+	j = z->ck_nfp[lz_fp_bucket(z->fp)] ? z->nck - 1 : -1;
+	for (; j >= 0; j--) {
+		int k = lz_ck(z, j);
+
+		if (!lz_fp_eq(z->fp, z->ck_fp[k]) ||
+		    lz_since(z, j) <= z->minlen)
 			continue;
-		if (!z->ck_full[j])
+		if (!z->ck_full[k])
 			break; /* a candidate: tried below */
 		if (!have && (rc = lz_state(p->pool, &z->tmp)))
 			return rc;
 		have = true;
-		if (lz_same(&z->tmp, &z->ck[j]))
+		if (lz_same(&z->tmp, &z->ck[k]))
 			return lz_found(z, j);
 	}
 	if (j >= 0) {
-		size_t n = z->nlog - z->ck_at[j];
+		size_t n = lz_since(z, j);
 
 		if (n > z->captcyc) {
 			struct lz_op *c = realloc(z->tcyc, n * sizeof(*c));
@@ -2602,7 +2686,7 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 			z->tcyc = c;
 			z->captcyc = n;
 		}
-		memcpy(z->tcyc, z->log + z->ck_at[j], n * sizeof(*z->tcyc));
+		memcpy(z->tcyc, lz_log_at(z, j), n * sizeof(*z->tcyc));
 		if (have)
 			lz_swap(&z->tst, &z->tmp);
 		else if ((rc = lz_state(p->pool, &z->tst)))
@@ -2614,38 +2698,30 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 		z->trial = true;
 		return 0;
 	}
-	if (z->nck == LZ_CKPTS) { /* drop the oldest */
-		struct lz_words w = z->ck[0];
-		size_t d = z->ck_at[1];
-
-		memmove(z->ck, z->ck + 1, (LZ_CKPTS - 1) * sizeof(*z->ck));
-		z->ck[LZ_CKPTS - 1] = w;
-		memmove(z->ck_full, z->ck_full + 1,
-			(LZ_CKPTS - 1) * sizeof(*z->ck_full));
-
-		memmove(z->ck_fp, z->ck_fp + 1,
-			(LZ_CKPTS - 1) * sizeof(*z->ck_fp));
-		memmove(z->ck_at, z->ck_at + 1,
-			(LZ_CKPTS - 1) * sizeof(*z->ck_at));
+push:
+	if (z->nck == LZ_CKPTS) {
+		/* drop the oldest: its slot (and its state's words) takes
+		 * the new one; the log before the second oldest is dropped
+		 * when the log is full (lz_log) */
+		z->ck_nfp[lz_fp_bucket(z->ck_fp[z->ck0])]--;
+		z->ck0 = lz_ck(z, 1);
 		z->nck--;
-		if (z->nlog > d)
-			memmove(z->log, z->log + d,
-				(z->nlog - d) * sizeof(*z->log));
-		z->nlog -= d;
-		for (int k = 0; k < z->nck; k++)
-			z->ck_at[k] -= d;
 	}
-	z->ck_full[z->nck] = z->fp.n <= LZ_SNAP_BLOCKS &&
-			     (have || lz_snap_due(z));
-	if (z->ck_full[z->nck]) {
-		if (!have && (rc = lz_state(p->pool, &z->tmp)))
-			return rc;
-		z->snap_miss++;
-		z->snap_skip = 0;
-		lz_swap(&z->ck[z->nck], &z->tmp);
+	{
+		bool full = z->fp.n <= LZ_SNAP_BLOCKS &&
+			    (have || lz_snap_due(z));
+		int k = lz_ck(z, z->nck);
+
+		if (full) {
+			if (!have && (rc = lz_state(p->pool, &z->tmp)))
+				return rc;
+			z->snap_miss++;
+			z->snap_skip = 0;
+			lz_swap(&z->ck[k], &z->tmp);
+		}
+		lz_ck_push(z, z->fp, full);
+		z->scanned = !have;
 	}
-	z->ck_fp[z->nck] = z->fp;
-	z->ck_at[z->nck++] = z->nlog;
 	return 0;
 }
 
@@ -2668,15 +2744,16 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct rp *p = ctx;
-	uint64_t a, res;
+	uint64_t a, res, rnd;
 	uintptr_t stream;
 	bool small;
 	int rc = 0;
 
 	if (id >= p->cap) {
 		uint32_t n = p->cap ? 2 * p->cap : 1024;
-		uint64_t *x, *y;
+		uint64_t *x, *y, *r;
 		unsigned char *z;
+		bool *sm;
 		while (n <= id)
 			n *= 2;
 		x = realloc(p->addr, n * sizeof(*x));
@@ -2687,17 +2764,26 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		if (!y)
 			return GM_ENOMEM;
 		p->req = y;
+		r = realloc(p->rnd, n * sizeof(*r));
+		if (!r)
+			return GM_ENOMEM;
+		p->rnd = r;
 		z = realloc(p->kind, n);
 		if (!z)
 			return GM_ENOMEM;
 		p->kind = z;
+		sm = realloc(p->small, n * sizeof(*sm));
+		if (!sm)
+			return GM_ENOMEM;
+		p->small = sm;
 		p->cap = n;
 	}
 	/* FSDP's collectives allocate on their own streams (step.h) */
 	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
 	small = p->lz.on && !stream && gm_pool_is_small(p->pool, bytes);
+	rnd = gm_pool_round_size(p->pool, bytes);
 	if (small) {
-		uint64_t x = gm_pool_round_size(p->pool, bytes), dc;
+		uint64_t x = rnd, dc;
 
 		if (p->lz.armed && lz_serve(p, true, x, bytes, &a, &rc)) {
 			lz_fp_put(&p->lz, true, a);
@@ -2744,8 +2830,10 @@ got:
 	}
 	p->addr[id] = a;
 	p->req[id] = bytes;
+	p->rnd[id] = rnd;
+	p->small[id] = small;
 	p->live += (double)bytes;
-	p->live_alloc += (double)gm_pool_round_size(p->pool, bytes);
+	p->live_alloc += (double)rnd;
 	p->nlive++;
 	p->r->allocations++;
 	if (p->live > p->r->peak_requested) {
@@ -2766,6 +2854,8 @@ got:
 		p->r->peak_reserved = (double)res;
 		p->r->peak_reserved_step = p->step;
 	}
+	if (p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
 	return 0;
 }
 
@@ -2775,11 +2865,9 @@ static int rp_free(void *ctx, uint32_t id)
 	int rc = 0;
 
 	p->live -= (double)p->req[id];
-	p->live_alloc -= (double)gm_pool_round_size(p->pool, p->req[id]);
+	p->live_alloc -= (double)p->rnd[id];
 	p->nlive--;
-	if (p->lz.on && p->kind[id] != GM_SK_GATHER &&
-	    p->kind[id] != GM_SK_REDUCE &&
-	    gm_pool_is_small(p->pool, p->req[id])) {
+	if (p->small[id]) { /* lz on, stream 0, the small pool */
 		uint64_t dc;
 
 		if (p->lz.armed &&
@@ -2799,6 +2887,8 @@ static int rp_free(void *ctx, uint32_t id)
 		rc = gm_pool_free(p->pool, p->addr[id]);
 	}
 done:
+	if (!rc && p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_free(p->pk, id);
 	if (!rc && p->obs) {
 		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
@@ -2815,7 +2905,11 @@ static void rp_step(void *ctx, unsigned step)
 
 static void rp_phase(void *ctx, enum gm_step_phase ph)
 {
-	((struct rp *)ctx)->phase = ph;
+	struct rp *p = ctx;
+
+	p->phase = ph;
+	if (p->pk)
+		pk_phase(p->pk, ph);
 }
 
 /*
@@ -2866,7 +2960,7 @@ static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
 static int replay_once(const struct gm_step *st, uint64_t total,
 		       struct gm_step_result *out,
 		       const struct gm_step_observer *obs, bool stop,
-		       bool lazy)
+		       bool lazy, struct pk *pk)
 {
 	bool memo = lazy && !obs && !st->megatron;
 	const struct rp_memo *m = memo ? memo_find(st) : NULL;
@@ -2877,7 +2971,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_pool_options po = {.no_cross_stream = true};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
-		       .lz = {.on = lazy}};
+		       .lz = {.on = lazy}, .pk = pk};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
@@ -2911,7 +3005,9 @@ out:
 	lz_free_all(&p.lz);
 	free(p.addr);
 	free(p.req);
+	free(p.rnd);
 	free(p.kind);
+	free(p.small);
 	return rc;
 }
 
@@ -2924,14 +3020,37 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs)
 {
 	return replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			   out, obs, false, true);
+			   out, obs, false, true, NULL);
+}
+
+int gm_step_replay_peak(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out,
+			const struct gm_step_observer *obs,
+			struct gm_step_peak *peak, int *peak_rc)
+{
+	struct pk k = {.r = peak, .mask = GM_STEP_ALL};
+	int rc;
+
+	memset(peak, 0, sizeof(*peak));
+	rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
+			 out, obs, false, true, &k);
+	*peak_rc = rc ? rc : k.pk_rc;
+	free(k.bytes);
+	free(k.kind);
+	/* the replay ended early (its error is the caller's), the count
+	 * ran out of host memory, or a kept replay answered (nothing was
+	 * emitted): counted on its own, as gm_step_peak() */
+	if (*peak_rc || !k.events)
+		*peak_rc = gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP,
+					peak);
+	return rc;
 }
 
 int gm_step_replay_fits(const struct gm_step *st, uint64_t capacity_bytes,
 			struct gm_step_result *out)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, NULL, true, true);
+			     out, NULL, true, true, NULL);
 
 	return rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }
@@ -2947,7 +3066,7 @@ int gm_step_replay_plain(const struct gm_step *st, uint64_t capacity_bytes,
 			 const struct gm_step_observer *obs)
 {
 	int rc = replay_once(st, capacity_bytes ? capacity_bytes : UNLIMITED,
-			     out, obs, fits_only, false);
+			     out, obs, fits_only, false, NULL);
 
 	return fits_only && rc == GM_EDEVNOMEM && out->out_of_memory ? 0 : rc;
 }

@@ -496,6 +496,18 @@ int gm_step_replay_observed(const struct gm_step *st,
 			    const struct gm_step_observer *obs);
 
 /*
+ * gm_step_replay_observed(st, capacity_bytes, out, obs) and
+ * gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, peak) from one
+ * emission of st (the counting sink is fed the replay's calls): the same
+ * figures, events and return codes as the two calls (the replay's
+ * returned, the count's in *peak_rc), the emitter run once.
+ */
+int gm_step_replay_peak(const struct gm_step *st, uint64_t capacity_bytes,
+			struct gm_step_result *out,
+			const struct gm_step_observer *obs,
+			struct gm_step_peak *peak, int *peak_rc);
+
+/*
  * The replay with every request made on the pool (the others answer a
  * repeated run of small-pool requests from a record when that is
  * provably the pool's answer: step.c, "Serving a repeated run"): as

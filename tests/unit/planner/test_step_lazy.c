@@ -4,7 +4,8 @@
  * bytes, reserved after it) of the replay that makes every request on the
  * pool (gm_step_replay_plain), on random inference passes and training
  * steps, on unlimited cards and on cards small enough that the pool
- * frees its cache, retries and runs out. argv[1] "long": one long
+ * frees its cache, retries and runs out; the replay that counts the peak
+ * of live bytes as it goes gives both figures. argv[1] "long": one long
  * generation of Llama-2-13B's shape instead (the slow suite). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -299,6 +300,54 @@ static void kept_across_cards(void **state)
 	}
 }
 
+/* gm_step_replay_peak() of st on a card of cap bytes: the figures and
+ * events of gm_step_replay_observed() and the peak of
+ * gm_step_peak(GM_STEP_ALL | GM_STEP_NOGROUP), from one emission. */
+static void compare_peak(const struct gm_step *st, uint64_t cap)
+{
+	struct rec ra = {0}, rb = {0};
+	struct gm_step_observer oa = {&ra, NULL, rec_event};
+	struct gm_step_observer ob = {&rb, NULL, rec_event};
+	struct gm_step_result a, b;
+	struct gm_step_peak pa, pb;
+	int prc = -1;
+
+	assert_int_equal(gm_step_replay_peak(st, cap, &a, &oa, &pa, &prc), 0);
+	assert_int_equal(prc, 0);
+	assert_int_equal(gm_step_replay_observed(st, cap, &b, &ob), 0);
+	assert_int_equal(gm_step_peak(st, GM_STEP_ALL | GM_STEP_NOGROUP, &pb),
+			 0);
+	same_result(&a, &b);
+	assert_int_equal(ra.n, rb.n);
+	assert_memory_equal(ra.e, rb.e, ra.n * sizeof(*ra.e));
+	assert_true(pa.peak == pb.peak && pa.peak > 0);
+	assert_int_equal(pa.phase, pb.phase);
+	assert_memory_equal(pa.kind, pb.kind, sizeof(pa.kind));
+	assert_memory_equal(pa.phase_peak, pb.phase_peak,
+			    sizeof(pa.phase_peak));
+	assert_int_equal(pa.n_group, pb.n_group);
+	/* without an observer too (a kept replay may answer: the peak is
+	 * then counted on its own) */
+	assert_int_equal(gm_step_replay_peak(st, cap, &a, NULL, &pa, &prc), 0);
+	assert_int_equal(prc, 0);
+	same_result(&a, &b);
+	assert_true(pa.peak == pb.peak);
+	assert_memory_equal(pa.kind, pb.kind, sizeof(pa.kind));
+	free(ra.e);
+	free(rb.e);
+}
+
+static void replay_with_peak(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 24; i++) {
+		struct gm_step st = i % 2 ? train_case() :
+				    infer_case((enum gm_arch)(i % GM_ARCH_N));
+
+		compare_peak(&st, card_for(&st));
+	}
+}
+
 /* Llama-2-13B's shape (40 layers, hidden 5120, ffn 13824, fp16),
  * batch 4, prompt 2048 + 2048 generated, on an A100 80GB's allocator
  * room and on an unlimited card. */
@@ -334,6 +383,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(long_generation),
 		cmocka_unit_test(many_small_blocks),
 		cmocka_unit_test(kept_across_cards),
+		cmocka_unit_test(replay_with_peak),
 	};
 	const struct CMUnitTest slow[] = {
 		cmocka_unit_test(long_13b),
