@@ -59,7 +59,25 @@ def main():
                   "hardware.gpu=l4"],
                  ["fit", spec, "--gpu", "h200", "--set", "hardware.gpu=l4"],
                  ["fit", spec, "--format", "csv", "--format", "json"],
-                 ["gpus", "--format", "csv", "--format", "json"]):
+                 ["gpus", "--format", "csv", "--format", "json"],
+                 # every option but --set (and fit's --gpu), every command
+                 ["plan", spec, "--fraction", "0.5", "--fraction", "0.6"],
+                 ["plan", spec, "--limit", "1GiB", "--limit", "2GiB"],
+                 ["plan", spec, "--params", "--params"],
+                 ["fit", spec, "--fraction", "0.5", "--fraction", "0.6"],
+                 ["fit", spec, "--limit", "1GiB", "--limit", "2GiB"],
+                 ["fit", spec, "--global-batch", "8", "--global-batch",
+                  "16"],
+                 ["run", "--fraction", "0.5", "--fraction", "0.6", "--",
+                  "true"],
+                 ["run", "--limit", "1GiB", "--limit", "2GiB", "--",
+                  "true"],
+                 ["run", "--no-pinned", "--no-pinned", "--", "true"],
+                 ["replay", "--cap", "1GiB", "--cap", "2GiB", spec],
+                 ["replay", "--segments", "--segments", spec],
+                 ["verify", "--limit", "1MiB", "--limit", "2MiB"],
+                 ["verify", "--quick", "--quick"],
+                 ["report", "--format", "json", "--format", "csv", spec]):
         r = run([g] + args)
         want(r.returncode == 2 and r.stdout == "" and
              ("more than once" in r.stderr or "both name" in r.stderr),

@@ -236,6 +236,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_catalog catalog = {0};
 	const char *paths[4] = {NULL, NULL, NULL, NULL};
 	struct gm_plan_args a;
+	uint64_t given = 0;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
@@ -260,6 +261,9 @@ int gm_cmd_fit(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if ((code = gm_cmd_once("fit", &given, c, opts, "set,gpu")))
+			goto out;
+		code = GM_EXIT_USAGE;
 		rc = gm_plan_args_option(&a, "fit", c, argv);
 		if (rc > 0) {
 			code = rc;
@@ -277,10 +281,6 @@ int gm_cmd_fit(int argc, char **argv)
 			names[n++] = optarg;
 			break;
 		case 'b':
-			if ((code = gm_cmd_once("fit", &a.given, 1u << 8,
-						"--global-batch")))
-				goto out;
-			code = GM_EXIT_USAGE;
 			errno = 0;
 			gb = strtoull(optarg, &end, 10);
 			if (*optarg == '-' || *optarg == '+' || end == optarg ||

@@ -230,11 +230,14 @@ static int parse_command_line(int argc, char **argv, struct ropts *o,
 			      const char **trace)
 {
 	char msg[1024];
+	uint64_t seen = 0;
 	int c;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (gm_cmd_once("replay", &seen, c, longopts, NULL))
+			return GM_EXIT_USAGE;
 		if (c == 'h') {
 			help();
 			return 1;

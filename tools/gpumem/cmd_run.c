@@ -219,6 +219,7 @@ int gm_cmd_run(int argc, char **argv)
 	bool use_pinned = true;
 	const char *old;
 	uint64_t bytes, num, den;
+	uint64_t seen = 0;
 	int c, lib_len;
 
 	if (getenv("GPUMEM_RUN_PROBE")) /* preload_loads() */
@@ -226,6 +227,8 @@ int gm_cmd_run(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		if (gm_cmd_once("run", &seen, c, opts, NULL))
+			return GM_EXIT_USAGE;
 		switch (c) {
 		case 'f':
 			if (gm_pl_fraction_parse(optarg, &num, &den))

@@ -176,12 +176,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 	};
 	struct gm_diag d = {{0}};
 	bool quick = false, full = false;
+	uint64_t seen = 0;
 	char *end;
 	int c;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (gm_cmd_once("verify", &seen, c, opts, NULL))
+			return GM_EXIT_USAGE;
 		switch (c) {
 		case 'h':
 			help(stdout);

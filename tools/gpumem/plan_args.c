@@ -67,18 +67,6 @@ void gm_plan_args_init(struct gm_plan_args *a)
 	gm_model_opts_default(&a->model);
 }
 
-/* A single-valued option given again is a usage error, so that a
- * script's second --format (say) is not silently the one that counts. */
-int gm_cmd_once(const char *name, unsigned *given, unsigned bit,
-		const char *option)
-{
-	if (*given & bit)
-		return gm_cmd_usage_error(name, "%s: given more than once; "
-					  "give it once", option);
-	*given |= bit;
-	return 0;
-}
-
 /* Whether a --set names key ("hardware.gpu=..."). */
 bool gm_plan_args_sets(const struct gm_plan_args *a, const char *key)
 {
@@ -94,22 +82,7 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			char **argv)
 {
 	struct gm_diag diag = {{0}};
-	int rc;
 
-	switch (c) {
-	case 'f':
-	case 'v':
-	case 'c':
-	case 'r':
-		rc = gm_cmd_once(name, &a->given,
-				 c == 'f' ? 1u : c == 'v' ? 2u :
-				 c == 'c' ? 4u : 8u,
-				 c == 'f' ? "--format" : c == 'v' ? "--svg" :
-				 c == 'c' ? "--catalog" : "--reserve-model");
-		if (rc)
-			return rc;
-		break;
-	}
 	switch (c) {
 	case 's':
 		if (a->n_sets == GM_PLAN_MAX_SETS)
