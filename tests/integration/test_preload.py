@@ -251,6 +251,19 @@ def case_run_no_device_note(c):
               c.env(preload=False, GPUMEM_LIMIT='64MiB'))
     check(os.path.exists(rep) and 'no report written' not in p.stderr,
           p.stderr)
+    # --prometheus alone, and with --report: each file not written named
+    prom = c.path('m.prom')
+    p = c.run([c.gpumem, 'run', '--prometheus', prom, '--', 'true'],
+              c.env(preload=False))
+    check(not os.path.exists(prom) and p.stderr.count(
+          'no Prometheus file written to ' + prom +
+          ': the program allocated no device memory') == 1, p.stderr)
+    p = c.run([c.gpumem, 'run', '--report', rep, '--prometheus', prom,
+               '--', 'true'], c.env(preload=False))
+    check(p.stderr.count('no report written to ' + rep +
+                         ' and no Prometheus file to ' + prom +
+                         ': the program allocated no device memory') == 1,
+          p.stderr)
     # without gpumem run (GPUMEM_REPORT set by hand) nothing is said
     os.unlink(rep)
     p = c.run(['true'], c.env(GPUMEM_REPORT=rep))
@@ -487,6 +500,16 @@ def case_run_unloadable(c):
               c.env(preload=False, GPUMEM_PRELOAD_LIBRARY=bad), 2)
     check('did not load' in p.stderr and not os.path.exists(mark),
           p.stderr)
+    # A path that is not there is said to be not there, for either
+    # library (the pinned one too: the user named it, so it is not
+    # passed over), and the program is not run.
+    for var in ('GPUMEM_PRELOAD_LIBRARY', 'GPUMEM_PINNED_LIBRARY'):
+        p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch',
+                   mark], c.env(preload=False, **{var: '/nonexistent.so'}),
+                  2)
+        check(var + '=/nonexistent.so: cannot read it: No such file or '
+              'directory' in p.stderr and 'set ' + var not in p.stderr and
+              not os.path.exists(mark), p.stderr)
 
 
 def case_report_merge(c):
