@@ -111,6 +111,19 @@ def main():
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         want(r.returncode != 0 and len(lines) == 1,
              " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    # nothing searched fits and no lever has a step left (inference at
+    # batch 1, tensor parallel 8): the hint names no empty change
+    models = os.path.dirname(os.path.abspath(spec))
+    ds = ("name: ds-inference\ntask: inference\nmodel:\n"
+          "  hf_config: configs/deepseek-v3.json\n"
+          "  parameters: 671026404352\ninference:\n  batch_size: 1\n"
+          "  prompt_length: 2048\n  generate_length: 256\n"
+          "  precision: bf16-true\nparallelism:\n  tensor_parallel: 8\n"
+          "hardware:\n  gpu: NVIDIA H200\n")
+    r = run([os.path.abspath(g), "plan", "-"], stdin=ds, cwd=models)
+    want(r.returncode == 1 and "nothing searched fits" in r.stderr and
+         "not even  (" not in r.stderr and "no change is left to try "
+         "(8 GPUs, batch 1:" in r.stderr, "hint with no change left", r)
     for e in errs:
         print(e)
     return 1 if errs else 0
