@@ -539,6 +539,11 @@ def case_report_merge(c):
     p = c.run([c.gpumem, 'report'] + files, env)
     check('peak reserved' in p.stdout.lower() and 'node2' in p.stdout,
           p.stdout)
+    # the 64 MiB caps as 64.00 MiB (not 0.06 GiB); both kinds counted
+    check('64.00 MiB' in p.stdout and '0.06 GiB' not in p.stdout,
+          p.stdout)
+    check(m['totals']['reports'] == 2 and
+          m['totals']['verify_reports'] == 1, m['totals'])
     bad = c.path('bad.json')
     with open(bad, 'w') as f:
         f.write('{"kind": "gpumem-report", "devices": [')

@@ -160,7 +160,8 @@ int gm_cmd_report(int argc, char **argv)
 		rows = csv_rows(merged);
 	if (rc) {
 		fprintf(stderr, "gpumem report: %s\n", diag.msg);
-	} else if ((erc = gm_emit(stdout, rows ? rows : merged, format))) {
+	} else if ((erc = gm_emit_sized(stdout, rows ? rows : merged,
+					 format))) {
 		/* a write error: main() says why, once */
 		if (erc != GM_EIO)
 			fprintf(stderr, "gpumem report: cannot print the "
