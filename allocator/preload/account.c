@@ -59,6 +59,13 @@ void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 	}
 	d->cap = cap;
 	d->bad_opts = o->bad[0] != '\0';
+	/* a GPUMEM_LIMIT above the card never binds: the card runs out
+	 * first (the fraction's cap is at most the total) */
+	if (o->limit && o->limit > total)
+		gm_warn("device %d (%s) has %s: GPUMEM_LIMIT %s is above it "
+			"and never binds; the card's memory is the bound",
+			ordinal, name, gm_size_format(have, sizeof(have), total),
+			gm_size_format(want, sizeof(want), o->limit));
 
 	gm_pl_claimed(name, pci_id, o->claimed, &d->claimed, &d->min_total);
 	d->undersized = d->min_total && total < d->min_total;

@@ -84,6 +84,14 @@ def case_info(c):
 
 def case_clamp(c):
     c.probe('clamp', GPUMEM_LIMIT='64MiB')
+    # a limit above the card (16 GiB fake) never binds: said once
+    p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=0,
+                GPUMEM_LIMIT='200GiB')
+    check(p.stderr.count('GPUMEM_LIMIT 200.00 GiB is above it and never '
+                         'binds') == 1, p.stderr)
+    p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=0,
+                GPUMEM_LIMIT='8GiB')
+    check('never binds' not in p.stderr, p.stderr)
 
 
 def case_vmm(c):
