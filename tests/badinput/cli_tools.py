@@ -126,6 +126,10 @@ if p.returncode == 1:
            dev.get("reason"))
 # a card below a GiB: its sizes in a unit that keeps them readable
 # (32.00 MiB, not 0.03 GiB), in the verify and the report tables
+p = check("verify-small-table", ["verify", "--emulate",
+          "claimed=32MiB,real=24MiB", "--quick"], 1,
+          stdout="32.00 MiB  32.00 MiB  24.00 MiB")
+expect("verify-small-table-no-gib", " 0.03 GiB" not in p.stdout, p.stdout)
 p = check("report-verify-only", ["report", os.path.join(VERIFY, "node-a.json"),
           os.path.join(VERIFY, "node-b.json")], 1,
           stdout="verify reports  2")
