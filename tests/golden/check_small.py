@@ -169,6 +169,10 @@ def main():
              "memory (79.26 GiB, CUDA's total): it never binds, and the "
              "plan is against the card's 79.26 GiB" in r.stderr,
              cmd[0] + " --limit above the card", r)
+    r = run([g, "fit", spec, "--limit", "40GiB"])
+    want(re.search(r"warning: the cap 40.00 GiB is above the usable memory "
+                   r"of \d+ of the \d+ GPUs planned", r.stderr),
+         "fit over the catalog: one line for the GPUs a limit is above", r)
     r = run([g, "plan", spec, "--gpu", "a100-80gb", "--limit", "20GiB"])
     want("never binds" not in r.stderr, "a limit below the card binds", r)
     for e in errs:

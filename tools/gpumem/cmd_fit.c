@@ -17,6 +17,7 @@
 #include "log.h"
 #include "report.h"
 #include "spec.h"
+#include "units.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -244,7 +245,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_plan *plans = NULL;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
-	size_t n = 0, m = 0;
+	size_t n = 0, m = 0, unbound = 0;
 	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
@@ -405,9 +406,17 @@ int gm_cmd_fit(int argc, char **argv)
 			goto out;
 		}
 		any |= fits[m].max_micro_batch > 0;
+		unbound += !named && g.cap_bytes > gm_plan_gpu_usable(&g);
 		m++;
 	}
 	progress_end(&pr);
+	/* over the catalog: one line for the GPUs a --limit is above (each
+	 * --gpu is warned about by name, gm_plan_gpu_warn) */
+	if (unbound)
+		fprintf(stderr, "gpumem fit: warning: the cap %.2f GiB is above "
+			"the usable memory of %zu of the %zu GPUs planned: on "
+			"those it never binds, and the plan is against the "
+			"card\n", (double)a.limit / (double)GM_GiB, unbound, m);
 	if (a.svg && gm_plan_write_svg(a.svg, plans, fits, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
