@@ -110,6 +110,10 @@ check("replay-options-bad-value", ["replay", path("ov.csv",
       "# gpumem-replay: --capacity lots\nAction,Pointer,Size\n")], 2,
       "ov.csv:1:1: # gpumem-replay: --capacity: 'lots' is not a size")
 
+# 1b'. opposite options together are refused, not last-wins
+check("replay-cross-both", ["replay", "--cross-stream", "--no-cross-stream",
+      TRACE], 2, "--cross-stream and --no-cross-stream: give one")
+
 # 1c. A claimed capacity in GB is the maker's: --claimed 80GB is 80 GiB,
 # so a card reporting 76 GiB is undersized; the seed's refurbished card
 # (80 GB claimed, 76 GiB real) emulated as written, at a stated scale.

@@ -231,6 +231,7 @@ static int parse_command_line(int argc, char **argv, struct ropts *o,
 {
 	char msg[1024];
 	uint64_t seen = 0;
+	unsigned cross = 0;
 	int c;
 
 	opterr = 0;
@@ -238,6 +239,11 @@ static int parse_command_line(int argc, char **argv, struct ropts *o,
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (gm_cmd_once("replay", &seen, c, longopts, NULL))
 			return GM_EXIT_USAGE;
+		/* opposites: the second is not silently the one that counts */
+		if ((c == 'x' || c == 'X') && (cross |= c == 'x' ? 1 : 2) == 3)
+			return gm_cmd_usage_error("replay", "--cross-stream and "
+						  "--no-cross-stream: give "
+						  "one");
 		if (c == 'h') {
 			help();
 			return 1;
