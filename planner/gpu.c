@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -76,7 +77,17 @@ void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
 	enum gm_precision p = spec->task == GM_TASK_TRAIN ?
 			      spec->training.precision :
 			      spec->inference.precision;
+	uint64_t usable = gm_plan_gpu_usable(g);
 
+	/* a --limit above the card: no allocation can reach it (the card
+	 * runs out first), so the plan is the card's */
+	if (g->cap_bytes > usable)
+		gm_warn("the cap %.2f GiB is above %s's usable memory "
+			"(%.2f GiB%s): it never binds, and the plan is against "
+			"the card's %.2f GiB", g->cap_bytes / (double)GM_GiB,
+			g->name, usable / (double)GM_GiB, g->usable_estimated ?
+			", estimated" : ", CUDA's total", usable /
+			(double)GM_GiB);
 	if (g->sm_major >= 8)
 		return;
 	if (p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE)

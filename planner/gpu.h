@@ -27,7 +27,9 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
  * Warn (gm_warn, stderr) what the spec asks of g that its compute
  * capability cannot run: bf16 precisions or a bf16 KV cache, and
  * FlashAttention (FlashAttention-2 and PyTorch's flash SDPA kernel), all
- * need sm_80 (Ampere) or newer. The plan itself is unchanged.
+ * need sm_80 (Ampere) or newer; and a cap (g->cap_bytes, from --limit)
+ * above the card's usable memory, which never binds. The plan itself
+ * is unchanged.
  */
 void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g);
 

@@ -593,7 +593,12 @@ char *gm_fit_change_text(const struct gm_fit_change *c, char *buf,
 			     gib_signed(c->given.headroom_bytes));
 	if (!c->widest)
 		return buf;
-	n += (size_t)snprintf(buf + n, n < len ? len - n : 0, ", not even ");
+	/* no lever had a step left: the widest change is the spec as given
+	 * (inference at batch 1 and tensor parallel 8, say) */
+	n += (size_t)snprintf(buf + n, n < len ? len - n : 0, c->n_sets ?
+			      ", not even " : "; every lever searched is at "
+			      "its last step as given, so no change is left "
+			      "to try");
 	n = change_words(c, buf, n, len);
 	/* data parallel stopped by the global batch (one sequence per
 	 * micro-batch per rank at most) */

@@ -406,10 +406,18 @@ static void scalar_text(char *buf, size_t len, const struct gm_val *v)
 	}
 }
 
+/* gm_emit_sized(): a table's sizes in gm_size_format()'s unit (set for
+ * the one call, on its thread). */
+static _Thread_local bool sizes_auto;
+
 /* Text of a scalar as a person reads it in a table. */
 static void table_text(char *buf, size_t len, const char *key,
 		       const struct gm_val *v)
 {
+	if (sizes_auto && is_bytes_key(key) && v->kind == GM_VAL_UINT) {
+		gm_size_format(buf, len, v->as.u);
+		return;
+	}
 	if (is_bytes_key(key) &&
 	    (v->kind == GM_VAL_UINT || v->kind == GM_VAL_INT)) {
 		double gib = v->kind == GM_VAL_INT ? (double)v->as.i / GM_GiB
@@ -950,6 +958,16 @@ int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format)
 	if (rc)
 		return rc;
 	return ferror(out) ? GM_EIO : 0;
+}
+
+int gm_emit_sized(FILE *out, const struct gm_val *v, enum gm_format format)
+{
+	int rc;
+
+	sizes_auto = true;
+	rc = gm_emit(out, v, format);
+	sizes_auto = false;
+	return rc;
 }
 
 /* ==== Atomic files ==== */

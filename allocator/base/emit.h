@@ -91,6 +91,15 @@ int gm_format_parse(const char *text, enum gm_format *format,
 
 /* Print v to out in format. Returns 0, GM_ENOMEM or GM_EIO. */
 int gm_emit(FILE *out, const struct gm_val *v, enum gm_format format);
+/*
+ * The same, but a table shows "_bytes" keys in the largest binary unit
+ * that keeps the number at least 1, with two decimals (gm_size_format():
+ * "64.00 MiB", "139.28 GiB"), as the allocator's messages do: for the
+ * tables of measured and capped sizes (gpumem report, verify), where a
+ * 64 MiB cap in GiB with two decimals ("0.06 GiB") loses its value.
+ * Other formats print bytes, as gm_emit() does.
+ */
+int gm_emit_sized(FILE *out, const struct gm_val *v, enum gm_format format);
 
 /*
  * Write a file atomically: gm_file_begin() opens a temporary file beside

@@ -59,6 +59,13 @@ void gm_pl_dev_setup(struct gm_pl_dev *d, const struct gm_pl_opts *o,
 	}
 	d->cap = cap;
 	d->bad_opts = o->bad[0] != '\0';
+	/* a GPUMEM_LIMIT above the card never binds: the card runs out
+	 * first (the fraction's cap is at most the total) */
+	if (o->limit && o->limit > total)
+		gm_warn("device %d (%s) has %s: GPUMEM_LIMIT %s is above it "
+			"and never binds; the card's memory is the bound",
+			ordinal, name, gm_size_format(have, sizeof(have), total),
+			gm_size_format(want, sizeof(want), o->limit));
 
 	gm_pl_claimed(name, pci_id, o->claimed, &d->claimed, &d->min_total);
 	d->undersized = d->min_total && total < d->min_total;
@@ -185,21 +192,14 @@ void gm_pl_note_cap_oom(struct gm_pl_dev *d, uint64_t size)
 	atomic_store_explicit(&d->last_refused, size, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gm__pl.changes, 1, memory_order_relaxed);
 	gm_pl_oom_say(d, size, d->refuse ? GM_PL_OOM_UNDERSIZED :
-		      GM_PL_OOM_CAP);
+		      d->bad_opts ? GM_PL_OOM_UNREADABLE : GM_PL_OOM_CAP);
 }
 
-/* The cap settings could not be read: say so (once more, at the first
- * refusal, so the message is next to the failure) and refuse. */
+/* The cap settings could not be read (said once at start-up, with why;
+ * the out-of-memory line names the setting again): refuse. */
 static bool refuse_bad_opts(struct gm_pl_dev *d)
 {
-	static atomic_bool said;
-
-	if (!d->bad_opts)
-		return false;
-	if (!atomic_exchange(&said, true))
-		gm_error("%s: device allocations are refused until it is "
-			 "fixed", gm__pl.opts.bad);
-	return true;
+	return d->bad_opts;
 }
 
 int gm_pl_charge(struct gm_pl_dev *d, uint64_t size, enum gm_pl_kind kind)

@@ -687,6 +687,7 @@ int gm_report_merge(struct gm_val *const *docs, const char *const *paths,
 	int rc = 0;
 
 	gm_obj_set_uint(totals, "reports", 0);
+	gm_obj_set_uint(totals, "verify_reports", 0);
 	for (size_t i = 0; i < n && !rc; i++) {
 		const char *kind = kind_of(docs[i]);
 		struct src s = {paths[i], marks ? marks[i] : NULL, diag};
@@ -697,6 +698,8 @@ int gm_report_merge(struct gm_val *const *docs, const char *const *paths,
 				gm_obj_get(totals, "reports")) + 1);
 		} else if (kind && !strcmp(kind, "gpumem-verify")) {
 			rc = add_verify(verify, docs[i], &s);
+			gm_obj_set_uint(totals, "verify_reports", gm_val_as_uint(
+				gm_obj_get(totals, "verify_reports")) + 1);
 		} else {
 			rc = gm_diag_set(diag, GM_EINVAL, "%s: not a gpumem "
 					 "report (\"kind\" is neither "

@@ -8,7 +8,9 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* Per device: when the last refusal was, and how many went unsaid. */
@@ -74,6 +76,22 @@ void gm_pl_oom_say(struct gm_pl_dev *d, uint64_t size, enum gm_pl_oom_why why)
 	if (d->ordinal < 0 || d->ordinal >= GM_PL_MAX_DEVICES ||
 	    !first_of_burst(d->ordinal, &skipped))
 		return;
+	if (skipped)
+		snprintf(more, sizeof(more), "; %llu more refused since the "
+			 "last message", (unsigned long long)skipped);
+	if (why == GM_PL_OOM_UNREADABLE) {
+		/* no cap is in force, so no cap or room under it is told:
+		 * "GPUMEM_LIMIT=abc" of "GPUMEM_LIMIT=abc is not a size..." */
+		const char *bad = gm__pl.opts.bad, *end = strstr(bad, " is not");
+
+		gm_error("out of memory on device %d: tried to allocate %s; "
+			 "refused because %.*s cannot be read (every device "
+			 "allocation is refused until it is fixed)%s",
+			 d->ordinal, gm_size_format(req, sizeof(req), size),
+			 (int)(end ? end - bad : (ptrdiff_t)strlen(bad)), bad,
+			 more);
+		return;
+	}
 	if (pool)
 		gm_pool_last_oom(pool, &o);
 	if (why == GM_PL_OOM_UNDERSIZED)
@@ -93,9 +111,6 @@ void gm_pl_oom_say(struct gm_pl_dev *d, uint64_t size, enum gm_pl_oom_why why)
 		snprintf(cap, sizeof(cap), "none");
 	else
 		gm_size_format(cap, sizeof(cap), d->cap);
-	if (skipped)
-		snprintf(more, sizeof(more), "; %llu more refused since the "
-			 "last message", (unsigned long long)skipped);
 	/* a free block is the cache's (cache mode, as the report's
 	 * largest_free_block_bytes); limit mode caches nothing */
 	if (pool)

@@ -17,6 +17,7 @@ enum gm_pl_oom_why {
 	GM_PL_OOM_CAP,        /* over the cap */
 	GM_PL_OOM_DEVICE,     /* the driver said out of memory */
 	GM_PL_OOM_UNDERSIZED, /* GPUMEM_ON_UNDERSIZED=fail refuses all */
+	GM_PL_OOM_UNREADABLE, /* GPUMEM_LIMIT/FRACTION unreadable: all */
 };
 
 /*

@@ -388,26 +388,36 @@ void gm_pl_reporter_start(void)
 }
 
 /*
- * A report was asked for, but the process never allocated device memory
- * (no CUDA driver, or a program that does not use the GPU), so none is
- * written: a process that used no device has nothing to report, and the
- * processes a job starts besides the program (shells, launchers,
- * compilers) write none. The program `gpumem run` started (its pid in
- * GPUMEM_RUN_PID) says so once on stderr, so that a missing file is not
- * taken for a lost node.
+ * A report or a Prometheus file was asked for, but the process never
+ * allocated device memory (no CUDA driver, or a program that does not
+ * use the GPU), so neither is written: a process that used no device has
+ * nothing to report, and the processes a job starts besides the program
+ * (shells, launchers, compilers) write none. The program `gpumem run`
+ * started (its pid in GPUMEM_RUN_PID) says so once on stderr, naming
+ * each file not written, so that a missing file is not taken for a lost
+ * node.
  */
 static void no_report_note(void)
 {
 	const char *run = getenv("GPUMEM_RUN_PID");
-	char path[GM_PL_PATH_MAX];
+	char rep[GM_PL_PATH_MAX], prom[GM_PL_PATH_MAX];
+	const char *what;
 
-	if (!gm__pl.opts.report[0] || !run || atol(run) != (long)getpid())
+	if ((!gm__pl.opts.report[0] && !gm__pl.opts.prometheus[0]) || !run ||
+	    atol(run) != (long)getpid())
 		return;
-	if (expand(path, sizeof(path), gm__pl.opts.report))
-		snprintf(path, sizeof(path), "%s", gm__pl.opts.report);
-	gm_warn("no report written to %s: the program allocated no device "
-		"memory through the CUDA driver (it did not use the GPU, or "
-		"libcuda.so.1 could not be loaded)", path);
+	if (expand(rep, sizeof(rep), gm__pl.opts.report))
+		snprintf(rep, sizeof(rep), "%s", gm__pl.opts.report);
+	if (expand(prom, sizeof(prom), gm__pl.opts.prometheus))
+		snprintf(prom, sizeof(prom), "%s", gm__pl.opts.prometheus);
+	what = gm__pl.opts.report[0] && gm__pl.opts.prometheus[0] ?
+	       " and no Prometheus file to " : !gm__pl.opts.report[0] ?
+	       "no Prometheus file written to " : "";
+	gm_warn("%s%s%s%s: the program allocated no device memory through "
+		"the CUDA driver (it did not use the GPU, or libcuda.so.1 "
+		"could not be loaded)", gm__pl.opts.report[0] ?
+		"no report written to " : "", gm__pl.opts.report[0] ? rep : "",
+		what, gm__pl.opts.prometheus[0] ? prom : "");
 }
 
 void gm_pl_reporter_exit(void)

@@ -110,6 +110,10 @@ check("replay-options-bad-value", ["replay", path("ov.csv",
       "# gpumem-replay: --capacity lots\nAction,Pointer,Size\n")], 2,
       "ov.csv:1:1: # gpumem-replay: --capacity: 'lots' is not a size")
 
+# 1b'. opposite options together are refused, not last-wins
+check("replay-cross-both", ["replay", "--cross-stream", "--no-cross-stream",
+      TRACE], 2, "--cross-stream and --no-cross-stream: give one")
+
 # 1c. A claimed capacity in GB is the maker's: --claimed 80GB is 80 GiB,
 # so a card reporting 76 GiB is undersized; the seed's refurbished card
 # (80 GB claimed, 76 GiB real) emulated as written, at a stated scale.
@@ -124,6 +128,17 @@ if p.returncode == 1:
     expect("verify-emulate-80gb-json", dev["verdict"] == "undersized" and
            dev["real_bytes"] == 76 << 30 and dev["emulate_scale"] == 256,
            dev.get("reason"))
+# a card below a GiB: its sizes in a unit that keeps them readable
+# (32.00 MiB, not 0.03 GiB), in the verify and the report tables
+p = check("verify-small-table", ["verify", "--emulate",
+          "claimed=32MiB,real=24MiB", "--quick"], 1,
+          stdout="32.00 MiB  32.00 MiB  24.00 MiB")
+expect("verify-small-table-no-gib", " 0.03 GiB" not in p.stdout, p.stdout)
+p = check("report-verify-only", ["report", os.path.join(VERIFY, "node-a.json"),
+          os.path.join(VERIFY, "node-b.json")], 1,
+          stdout="verify reports  2")
+expect("report-verify-only-sizes", "32.00 MiB  32.00 MiB  24.00 MiB" in
+       p.stdout and "0.03 GiB" not in p.stdout, p.stdout)
 check("verify-emulate-key", ["verify", "--emulate",
       "claimed=8GiB,real=4096TiB"], 2, "--emulate: real= is above")
 

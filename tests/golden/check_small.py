@@ -59,7 +59,25 @@ def main():
                   "hardware.gpu=l4"],
                  ["fit", spec, "--gpu", "h200", "--set", "hardware.gpu=l4"],
                  ["fit", spec, "--format", "csv", "--format", "json"],
-                 ["gpus", "--format", "csv", "--format", "json"]):
+                 ["gpus", "--format", "csv", "--format", "json"],
+                 # every option but --set (and fit's --gpu), every command
+                 ["plan", spec, "--fraction", "0.5", "--fraction", "0.6"],
+                 ["plan", spec, "--limit", "1GiB", "--limit", "2GiB"],
+                 ["plan", spec, "--params", "--params"],
+                 ["fit", spec, "--fraction", "0.5", "--fraction", "0.6"],
+                 ["fit", spec, "--limit", "1GiB", "--limit", "2GiB"],
+                 ["fit", spec, "--global-batch", "8", "--global-batch",
+                  "16"],
+                 ["run", "--fraction", "0.5", "--fraction", "0.6", "--",
+                  "true"],
+                 ["run", "--limit", "1GiB", "--limit", "2GiB", "--",
+                  "true"],
+                 ["run", "--no-pinned", "--no-pinned", "--", "true"],
+                 ["replay", "--cap", "1GiB", "--cap", "2GiB", spec],
+                 ["replay", "--segments", "--segments", spec],
+                 ["verify", "--limit", "1MiB", "--limit", "2MiB"],
+                 ["verify", "--quick", "--quick"],
+                 ["report", "--format", "json", "--format", "csv", spec]):
         r = run([g] + args)
         want(r.returncode == 2 and r.stdout == "" and
              ("more than once" in r.stderr or "both name" in r.stderr),
@@ -93,6 +111,70 @@ def main():
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         want(r.returncode != 0 and len(lines) == 1,
              " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    # nothing searched fits and no lever has a step left (inference at
+    # batch 1, tensor parallel 8): the hint names no empty change
+    models = os.path.dirname(os.path.abspath(spec))
+    ds = ("name: ds-inference\ntask: inference\nmodel:\n"
+          "  hf_config: configs/deepseek-v3.json\n"
+          "  parameters: 671026404352\ninference:\n  batch_size: 1\n"
+          "  prompt_length: 2048\n  generate_length: 256\n"
+          "  precision: bf16-true\nparallelism:\n  tensor_parallel: 8\n"
+          "hardware:\n  gpu: NVIDIA H200\n")
+    r = run([os.path.abspath(g), "plan", "-"], stdin=ds, cwd=models)
+    want(r.returncode == 1 and "nothing searched fits" in r.stderr and
+         "not even  (" not in r.stderr and "no change is left to try "
+         "(8 GPUs, batch 1:" in r.stderr, "hint with no change left", r)
+    # inference plans ignore the training parallelism keys, and say so
+    # (tensor parallel is planned: no warning); a train spec's
+    # inference section is said to be ignored, as the reverse is
+    llama = ("name: l7\ntask: inference\nmodel:\n"
+             "  hf_config: configs/llama-2-7b.json\ninference:\n"
+             "  batch_size: 1\n  prompt_length: 256\n"
+             "  generate_length: 16\n  precision: bf16-true\n"
+             "hardware:\n  gpu: NVIDIA H200\n")
+    sets = []
+    for k in ("data_parallel=8", "zero_stage=3", "tensor_parallel=2"):
+        sets += ["--set", "parallelism." + k]
+    r = run([os.path.abspath(g), "plan", "-"] + sets, stdin=llama,
+            cwd=models)
+    for k in ("data_parallel", "zero_stage"):
+        want(r.returncode == 0 and r.stderr.count(
+             f"warning: --set parallelism.{k} is a training setting; "
+             "inference ignores it") == 1, f"inference warns on {k}", r)
+    want("tensor_parallel is a training" not in r.stderr,
+         "inference plans tensor_parallel", r)
+    r = run([os.path.abspath(g), "plan", "-"], cwd=models,
+            stdin=llama + "parallelism:\n  zero_stage: 3\n")
+    want("<stdin>:13:15: parallelism.zero_stage is a training setting" in
+         r.stderr, "the warning names the spec's line", r)
+    r = run([g, "plan", spec, "--set", "inference.batch_size=4"])
+    want(r.returncode in (0, 1) and
+         "--set inference: ignored for task train" in r.stderr,
+         "a train spec's inference section is said to be ignored", r)
+    # fp32 with FlashAttention: warned, with what is planned
+    r = run([g, "plan", spec, "--set", "training.precision=fp32", "--set",
+             "training.attention=flash"])
+    want(r.returncode in (0, 1) and "FlashAttention runs only in fp16 or "
+         "bf16" in r.stderr and "memory-efficient kernel" in r.stderr,
+         "fp32 + flash is warned", r)
+    r = run([g, "plan", spec, "--set", "training.precision=bf16-mixed",
+             "--set", "training.attention=flash", "--gpu", "h200"])
+    want("FlashAttention runs only" not in r.stderr,
+         "bf16 + flash is not warned", r)
+    # a --limit above the card never binds: said, with the bound used
+    for cmd in (["plan"], ["fit"]):
+        r = run([g] + cmd + [spec, "--gpu", "a100-80gb", "--limit",
+                             "200GiB"])
+        want("the cap 200.00 GiB is above NVIDIA A100-SXM4-80GB's usable "
+             "memory (79.26 GiB, CUDA's total): it never binds, and the "
+             "plan is against the card's 79.26 GiB" in r.stderr,
+             cmd[0] + " --limit above the card", r)
+    r = run([g, "fit", spec, "--limit", "40GiB"])
+    want(re.search(r"warning: the cap 40.00 GiB is above the usable memory "
+                   r"of \d+ of the \d+ GPUs planned", r.stderr),
+         "fit over the catalog: one line for the GPUs a limit is above", r)
+    r = run([g, "plan", spec, "--gpu", "a100-80gb", "--limit", "20GiB"])
+    want("never binds" not in r.stderr, "a limit below the card binds", r)
     for e in errs:
         print(e)
     return 1 if errs else 0

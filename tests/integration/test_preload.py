@@ -84,6 +84,14 @@ def case_info(c):
 
 def case_clamp(c):
     c.probe('clamp', GPUMEM_LIMIT='64MiB')
+    # a limit above the card (16 GiB fake) never binds: said once
+    p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=0,
+                GPUMEM_LIMIT='200GiB')
+    check(p.stderr.count('GPUMEM_LIMIT 200.00 GiB is above it and never '
+                         'binds') == 1, p.stderr)
+    p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=0,
+                GPUMEM_LIMIT='8GiB')
+    check('never binds' not in p.stderr, p.stderr)
 
 
 def case_vmm(c):
@@ -155,8 +163,12 @@ def case_bad_env(c):
                      ('GPUMEM_FRACTION', '0,5'), ('GPUMEM_LIMIT', '50%'),
                      ('GPUMEM_LIMIT', '1,5GiB')):
         p = c.probe('alloc', PROBE_BYTES=MiB, PROBE_EXPECT=2, **{var: val})
-        check(f'{var}={val}' in p.stderr and 'refused' in p.stderr,
-              p.stderr)
+        # the reason once (at start-up); the refusal names the setting
+        # and tells no cap it does not have
+        check(p.stderr.count(f'{var}={val} is not') == 1 and
+              f'refused because {var}={val} cannot be read' in p.stderr and
+              'cap none' not in p.stderr and 'under the cap' not in
+              p.stderr, p.stderr)
         mark = c.path('ran')
         p = c.run([c.gpumem, 'run', '--', 'touch', mark],
                   c.env(preload=False, **{var: val}), 2)
@@ -250,6 +262,19 @@ def case_run_no_device_note(c):
                os.path.join(c.bin, 'pl_probe'), 'plain'],
               c.env(preload=False, GPUMEM_LIMIT='64MiB'))
     check(os.path.exists(rep) and 'no report written' not in p.stderr,
+          p.stderr)
+    # --prometheus alone, and with --report: each file not written named
+    prom = c.path('m.prom')
+    p = c.run([c.gpumem, 'run', '--prometheus', prom, '--', 'true'],
+              c.env(preload=False))
+    check(not os.path.exists(prom) and p.stderr.count(
+          'no Prometheus file written to ' + prom +
+          ': the program allocated no device memory') == 1, p.stderr)
+    p = c.run([c.gpumem, 'run', '--report', rep, '--prometheus', prom,
+               '--', 'true'], c.env(preload=False))
+    check(p.stderr.count('no report written to ' + rep +
+                         ' and no Prometheus file to ' + prom +
+                         ': the program allocated no device memory') == 1,
           p.stderr)
     # without gpumem run (GPUMEM_REPORT set by hand) nothing is said
     os.unlink(rep)
@@ -487,6 +512,16 @@ def case_run_unloadable(c):
               c.env(preload=False, GPUMEM_PRELOAD_LIBRARY=bad), 2)
     check('did not load' in p.stderr and not os.path.exists(mark),
           p.stderr)
+    # A path that is not there is said to be not there, for either
+    # library (the pinned one too: the user named it, so it is not
+    # passed over), and the program is not run.
+    for var in ('GPUMEM_PRELOAD_LIBRARY', 'GPUMEM_PINNED_LIBRARY'):
+        p = c.run([c.gpumem, 'run', '--limit', '64MiB', '--', 'touch',
+                   mark], c.env(preload=False, **{var: '/nonexistent.so'}),
+                  2)
+        check(var + '=/nonexistent.so: cannot read it: No such file or '
+              'directory' in p.stderr and 'set ' + var not in p.stderr and
+              not os.path.exists(mark), p.stderr)
 
 
 def case_report_merge(c):
@@ -512,6 +547,11 @@ def case_report_merge(c):
     p = c.run([c.gpumem, 'report'] + files, env)
     check('peak reserved' in p.stdout.lower() and 'node2' in p.stdout,
           p.stdout)
+    # the 64 MiB caps as 64.00 MiB (not 0.06 GiB); both kinds counted
+    check('64.00 MiB' in p.stdout and '0.06 GiB' not in p.stdout,
+          p.stdout)
+    check(m['totals']['reports'] == 2 and
+          m['totals']['verify_reports'] == 1, m['totals'])
     bad = c.path('bad.json')
     with open(bad, 'w') as f:
         f.write('{"kind": "gpumem-report", "devices": [')

@@ -71,16 +71,20 @@ struct gm_plan_args {
 	uint64_t frac_num, frac_den;        /* the same, exactly: num/den */
 	uint64_t limit;                     /* --limit SIZE, 0: none */
 	struct gm_model_opts model;         /* --reserve-model */
-	unsigned given;                     /* gm_cmd_once() bits */
 };
 
 /*
- * Mark option (bit of *given) as given; a second time is a usage error
- * (its message, then GM_EXIT_USAGE); 0 otherwise. Single-valued
- * options of plan, fit and gpus go through it.
+ * Every option of every subcommand is given at most once, but those
+ * named in `repeatable` (e.g. "set,gpu"): call with each answer c of
+ * getopt_long over the table opts (at most 64 entries); *seen holds the
+ * options given so far, by their index in opts (0 before the first
+ * call). A second --X is a usage error ("--X: given more than once;
+ * give it once", then GM_EXIT_USAGE), so that a script's second
+ * --limit (say) is not silently the one that counts; 0 otherwise
+ * (also for '?', ':' and values not in opts).
  */
-int gm_cmd_once(const char *name, unsigned *given, unsigned bit,
-		const char *option);
+int gm_cmd_once(const char *name, uint64_t *seen, int c,
+		const struct option *opts, const char *repeatable);
 
 /* Whether one of a's --set options sets key ("hardware.gpu"). */
 bool gm_plan_args_sets(const struct gm_plan_args *a, const char *key);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "report.h"
 #include "spec.h"
+#include "units.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -236,6 +237,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_catalog catalog = {0};
 	const char *paths[4] = {NULL, NULL, NULL, NULL};
 	struct gm_plan_args a;
+	uint64_t given = 0;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = calloc(1, sizeof(*spec));
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
@@ -243,7 +245,7 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_plan *plans = NULL;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
-	size_t n = 0, m = 0;
+	size_t n = 0, m = 0, unbound = 0;
 	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
@@ -260,6 +262,9 @@ int gm_cmd_fit(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if ((code = gm_cmd_once("fit", &given, c, opts, "set,gpu")))
+			goto out;
+		code = GM_EXIT_USAGE;
 		rc = gm_plan_args_option(&a, "fit", c, argv);
 		if (rc > 0) {
 			code = rc;
@@ -277,10 +282,6 @@ int gm_cmd_fit(int argc, char **argv)
 			names[n++] = optarg;
 			break;
 		case 'b':
-			if ((code = gm_cmd_once("fit", &a.given, 1u << 8,
-						"--global-batch")))
-				goto out;
-			code = GM_EXIT_USAGE;
 			errno = 0;
 			gb = strtoull(optarg, &end, 10);
 			if (*optarg == '-' || *optarg == '+' || end == optarg ||
@@ -405,9 +406,17 @@ int gm_cmd_fit(int argc, char **argv)
 			goto out;
 		}
 		any |= fits[m].max_micro_batch > 0;
+		unbound += !named && g.cap_bytes > gm_plan_gpu_usable(&g);
 		m++;
 	}
 	progress_end(&pr);
+	/* over the catalog: one line for the GPUs a --limit is above (each
+	 * --gpu is warned about by name, gm_plan_gpu_warn) */
+	if (unbound)
+		fprintf(stderr, "gpumem fit: warning: the cap %.2f GiB is above "
+			"the usable memory of %zu of the %zu GPUs planned: on "
+			"those it never binds, and the plan is against the "
+			"card\n", (double)a.limit / (double)GM_GiB, unbound, m);
 	if (a.svg && gm_plan_write_svg(a.svg, plans, fits, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;

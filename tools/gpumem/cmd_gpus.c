@@ -47,23 +47,21 @@ int gm_cmd_gpus(int argc, char **argv)
 	const struct gm_catalog *cat;
 	struct gm_diag diag = {{0}};
 	struct gm_val *report;
-	unsigned given = 0;
+	uint64_t seen = 0;
 	int opt, rc;
 
 	optind = 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if ((rc = gm_cmd_once("gpus", &seen, opt, opts, NULL)))
+			return rc;
 		switch (opt) {
 		case 'f':
-			if ((rc = gm_cmd_once("gpus", &given, 1, "--format")))
-				return rc;
 			if (gm_format_parse(optarg, &format, &diag) != 0)
 				return gm_cmd_usage_error("gpus", "%s",
 							  diag.msg);
 			break;
 		case 'c':
-			if ((rc = gm_cmd_once("gpus", &given, 2, "--catalog")))
-				return rc;
 			path = optarg;
 			break;
 		case 'h':

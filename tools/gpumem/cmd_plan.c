@@ -376,6 +376,7 @@ int gm_cmd_plan(int argc, char **argv)
 	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
 	struct gm_catalog catalog = {0};
 	struct gm_plan_args a;
+	uint64_t seen = 0;
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = NULL;
 	struct gm_plan *plan = NULL;
@@ -388,6 +389,8 @@ int gm_cmd_plan(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if ((rc = gm_cmd_once("plan", &seen, c, opts, "set")))
+			return rc;
 		rc = gm_plan_args_option(&a, "plan", c, argv);
 		if (rc > 0)
 			return rc;
@@ -395,15 +398,9 @@ int gm_cmd_plan(int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'g':
-			if ((rc = gm_cmd_once("plan", &a.given, 1u << 8,
-					      "--gpu")))
-				return rc;
 			gpu = optarg;
 			break;
 		case 't':
-			if ((rc = gm_cmd_once("plan", &a.given, 1u << 9,
-					      "--trace")))
-				return rc;
 			trace = optarg;
 			break;
 		case 'p':

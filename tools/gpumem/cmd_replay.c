@@ -230,11 +230,20 @@ static int parse_command_line(int argc, char **argv, struct ropts *o,
 			      const char **trace)
 {
 	char msg[1024];
+	uint64_t seen = 0;
+	unsigned cross = 0;
 	int c;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (gm_cmd_once("replay", &seen, c, longopts, NULL))
+			return GM_EXIT_USAGE;
+		/* opposites: the second is not silently the one that counts */
+		if ((c == 'x' || c == 'X') && (cross |= c == 'x' ? 1 : 2) == 3)
+			return gm_cmd_usage_error("replay", "--cross-stream and "
+						  "--no-cross-stream: give "
+						  "one");
 		if (c == 'h') {
 			help();
 			return 1;

@@ -117,11 +117,14 @@ int gm_cmd_report(int argc, char **argv)
 	struct gm_val **docs = NULL, *merged = NULL, *rows = NULL;
 	struct gm_json_marks **marks = NULL;
 	struct gm_diag diag;
+	uint64_t seen = 0;
 	int c, n, rc = 0, erc;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if ((rc = gm_cmd_once("report", &seen, c, opts, NULL)))
+			return rc;
 		switch (c) {
 		case 'f':
 			if (gm_format_parse(optarg, &format, &diag))
@@ -157,7 +160,8 @@ int gm_cmd_report(int argc, char **argv)
 		rows = csv_rows(merged);
 	if (rc) {
 		fprintf(stderr, "gpumem report: %s\n", diag.msg);
-	} else if ((erc = gm_emit(stdout, rows ? rows : merged, format))) {
+	} else if ((erc = gm_emit_sized(stdout, rows ? rows : merged,
+					 format))) {
 		/* a write error: main() says why, once */
 		if (erc != GM_EIO)
 			fprintf(stderr, "gpumem report: cannot print the "

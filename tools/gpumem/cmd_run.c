@@ -68,7 +68,9 @@ static void usage(FILE *out)
 /*
  * Path of library lib (file name): $env, else beside this program in
  * the build tree (../../allocator/build_dir/) or the install tree.
- * Returns 0 or GM_ENOTFOUND.
+ * Returns 0, GM_ENOTFOUND (not beside this program), or GM_EINVAL after
+ * a message when $env is set to a path that cannot be read (the user
+ * named it: neither another copy nor running without it is taken).
  */
 static int find_library(char *out, size_t len, const char *env_name,
 			const char *build_dir, const char *lib)
@@ -79,7 +81,11 @@ static int find_library(char *out, size_t len, const char *env_name,
 
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
-		return access(out, R_OK) == 0 ? 0 : GM_ENOTFOUND;
+		if (access(out, R_OK) == 0)
+			return 0;
+		fprintf(stderr, "gpumem run: %s=%s: cannot read it: %s\n",
+			env_name, env, strerror(errno));
+		return GM_EINVAL;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
@@ -219,13 +225,16 @@ int gm_cmd_run(int argc, char **argv)
 	bool use_pinned = true;
 	const char *old;
 	uint64_t bytes, num, den;
-	int c, lib_len;
+	uint64_t seen = 0;
+	int c, rc, lib_len;
 
 	if (getenv("GPUMEM_RUN_PROBE")) /* preload_loads() */
 		return dlsym(RTLD_DEFAULT, "gpumem_malloc") ? 0 : 1;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		if (gm_cmd_once("run", &seen, c, opts, NULL))
+			return GM_EXIT_USAGE;
 		switch (c) {
 		case 'f':
 			if (gm_pl_fraction_parse(optarg, &num, &den))
@@ -298,8 +307,10 @@ int gm_cmd_run(int argc, char **argv)
 					  "after --)");
 	if (refuse_env())
 		return GM_EXIT_USAGE;
-	if (find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
-			 "preload", LIB)) {
+	if ((rc = find_library(lib, sizeof(lib), "GPUMEM_PRELOAD_LIBRARY",
+			       "preload", LIB))) {
+		if (rc == GM_EINVAL)
+			return GM_EXIT_USAGE;
 		fprintf(stderr, "gpumem run: cannot find %s (set "
 			"GPUMEM_PRELOAD_LIBRARY to its path)\n", LIB);
 		return GM_EXIT_USAGE;
@@ -307,9 +318,11 @@ int gm_cmd_run(int argc, char **argv)
 	if (splits(lib))
 		return GM_EXIT_USAGE;
 	lib_len = (int)strlen(lib);
-	if (use_pinned && find_library(pinned, sizeof(pinned),
-				       "GPUMEM_PINNED_LIBRARY", "pinned",
-				       PINNED_LIB) == 0) {
+	if (use_pinned && (rc = find_library(pinned, sizeof(pinned),
+					     "GPUMEM_PINNED_LIBRARY", "pinned",
+					     PINNED_LIB)) == GM_EINVAL)
+		return GM_EXIT_USAGE;
+	if (use_pinned && rc == 0) {
 		size_t n = strlen(lib);
 
 		if (splits(pinned))

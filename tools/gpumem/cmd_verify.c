@@ -177,12 +177,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 	};
 	struct gm_diag d = {{0}};
 	bool quick = false, full = false;
+	uint64_t seen = 0;
 	char *end;
 	int c;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (gm_cmd_once("verify", &seen, c, opts, NULL))
+			return GM_EXIT_USAGE;
 		switch (c) {
 		case 'h':
 			help(stdout);
@@ -308,7 +311,7 @@ static void print_table(const struct gm_verify_result *r, size_t n)
 {
 	struct gm_val *rows = gm_verify_summary(r, n, false);
 
-	gm_emit(stdout, rows, GM_FORMAT_TABLE);
+	gm_emit_sized(stdout, rows, GM_FORMAT_TABLE);
 	gm_val_free(rows);
 	for (size_t i = 0; i < n; i++) {
 		printf("\n%s %s: %s: %s\n",
@@ -403,7 +406,7 @@ static int error_record(const struct args *a, struct gm_file *out,
 	gm_verify_judge(&r);
 	report = gm_verify_report(&r, 1, host);
 	if (a->format == GM_FORMAT_JSON || a->format == GM_FORMAT_YAML)
-		gm_emit(stdout, report, a->format);
+		gm_emit_sized(stdout, report, a->format);
 	if (out->fp) {
 		erc = report ? gm_emit(out->fp, report, GM_FORMAT_JSON) :
 		      GM_ENOMEM;

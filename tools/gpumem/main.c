@@ -76,6 +76,31 @@ int gm_cmd_unknown_option(const char *name, const char *arg,
 				  option_hint(opt, opts, hint, sizeof(hint)));
 }
 
+int gm_cmd_once(const char *name, uint64_t *seen, int c,
+		const struct option *opts, const char *repeatable)
+{
+	size_t len;
+
+	for (unsigned i = 0; i < 64 && opts[i].name; i++) {
+		if (opts[i].flag || opts[i].val != c)
+			continue;
+		len = strlen(opts[i].name);
+		for (const char *r = repeatable; r && *r;
+		     r += strcspn(r, ",") + (r[strcspn(r, ",")] == ',')) {
+			if (strcspn(r, ",") == len &&
+			    !strncmp(r, opts[i].name, len))
+				return 0;
+		}
+		if (*seen & (UINT64_C(1) << i))
+			return gm_cmd_usage_error(name, "--%s: given more "
+						  "than once; give it once",
+						  opts[i].name);
+		*seen |= UINT64_C(1) << i;
+		return 0;
+	}
+	return 0;
+}
+
 int gm_cmd_option_error(const char *name, int c, char **argv,
 			const struct option *opts)
 {
@@ -157,6 +182,8 @@ static void usage(FILE *out)
 	fprintf(out, "\nRun 'gpumem COMMAND --help' (or 'gpumem help COMMAND') "
 		     "for a command's options;\n'gpumem --version' prints the "
 		     "version.\n"
+		     "Each option is given at most once (twice: exit 2), but "
+		     "--set (plan, fit)\nand --gpu (fit).\n"
 		     "Exit codes: 0 ok, 1 the answer is no (does not fit, "
 		     "card failed), 2 bad input or usage, 3 CUDA/driver "
 		     "error.\n");

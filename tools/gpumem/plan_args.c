@@ -67,18 +67,6 @@ void gm_plan_args_init(struct gm_plan_args *a)
 	gm_model_opts_default(&a->model);
 }
 
-/* A single-valued option given again is a usage error, so that a
- * script's second --format (say) is not silently the one that counts. */
-int gm_cmd_once(const char *name, unsigned *given, unsigned bit,
-		const char *option)
-{
-	if (*given & bit)
-		return gm_cmd_usage_error(name, "%s: given more than once; "
-					  "give it once", option);
-	*given |= bit;
-	return 0;
-}
-
 /* Whether a --set names key ("hardware.gpu=..."). */
 bool gm_plan_args_sets(const struct gm_plan_args *a, const char *key)
 {
@@ -94,22 +82,7 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 			char **argv)
 {
 	struct gm_diag diag = {{0}};
-	int rc;
 
-	switch (c) {
-	case 'f':
-	case 'v':
-	case 'c':
-	case 'r':
-		rc = gm_cmd_once(name, &a->given,
-				 c == 'f' ? 1u : c == 'v' ? 2u :
-				 c == 'c' ? 4u : 8u,
-				 c == 'f' ? "--format" : c == 'v' ? "--svg" :
-				 c == 'c' ? "--catalog" : "--reserve-model");
-		if (rc)
-			return rc;
-		break;
-	}
 	switch (c) {
 	case 's':
 		if (a->n_sets == GM_PLAN_MAX_SETS)
@@ -166,17 +139,83 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 	return -1;
 }
 
+/*
+ * The parallelism keys an inference plan does not use: inference replicas
+ * neither communicate nor share memory (gm_spec_data_parallel, spec.h),
+ * so data parallelism and what shards across it (ZeRO, FSDP's options)
+ * change no GPU's memory; sequence parallelism is Megatron-LM's split of
+ * a training step's activations. tensor_parallel, pipeline_parallel,
+ * tensor_parallel_vocab and expert_parallel are planned for inference.
+ */
+static const char *const train_only_parallel[] = {
+	"parallelism.data_parallel", "parallelism.zero_stage",
+	"parallelism.sequence_parallel", "parallelism.built_whole",
+	"parallelism.fsdp_mixed_precision",
+};
+
+/* "spec.yaml:3:5: KEY" or "--set KEY" (which names the key already):
+ * where key was given, in buf. */
+static const char *where_key(const struct gm_spec *spec, const char *key,
+			     char *buf, size_t len)
+{
+	char where[1100];
+	size_t n, k = strlen(key);
+
+	gm_spec_where(spec, key, where, sizeof(where));
+	n = strlen(where);
+	if (n >= k && !strcmp(where + n - k, key))
+		snprintf(buf, len, "%s", where);
+	else
+		snprintf(buf, len, "%s: %s", where, key);
+	return buf;
+}
+
 void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 {
 	char where[1200];
+	bool infer = spec->task == GM_TASK_INFERENCE;
 
 	/* the DeepSpeed JSON's "auto"s that took an assumed value */
 	for (unsigned i = 0; i < spec->deepspeed.n_assumed; i++)
 		fprintf(stderr, "gpumem %s: note: %s\n", name,
 			gm_spec_ds_assumed(spec, i, where, sizeof(where)));
-	if (spec->task != GM_TASK_INFERENCE || !gm_spec_given(spec, "training"))
-		return;
-	fprintf(stderr, "gpumem %s: %s: training: ignored for task "
-		"inference\n", name, gm_spec_where(spec, "training", where,
-						    sizeof(where)));
+	/* a section the task does not read, either way round */
+	if (gm_spec_given(spec, infer ? "training" : "inference"))
+		fprintf(stderr, "gpumem %s: %s: ignored for task %s\n", name,
+			where_key(spec, infer ? "training" : "inference",
+				  where, sizeof(where)),
+			infer ? "inference" : "train");
+	for (size_t i = 0; infer && i < sizeof(train_only_parallel) /
+				    sizeof(train_only_parallel[0]); i++) {
+		const char *key = train_only_parallel[i];
+
+		if (!gm_spec_given(spec, key))
+			continue;
+		fprintf(stderr, "gpumem %s: warning: %s is a training "
+			"setting; inference ignores it (each replica holds "
+			"the model whole at tensor x pipeline parallel: the "
+			"plan is one replica's)\n", name,
+			where_key(spec, key, where, sizeof(where)));
+	}
+	/*
+	 * FlashAttention runs fp16 and bf16 only: PyTorch's sdpa flash
+	 * backend takes half and bfloat16 (torch 2.11 aten/src/ATen/native/
+	 * transformers/cuda/sdp_utils.cpp, use_flash_attention's
+	 * check_tensor_dtype) and picks the memory-efficient kernel for
+	 * fp32; transformers' flash_attention_2 warns on an fp32 model
+	 * (transformers 5.17.0 modeling_utils.py, its flash-attention dtype
+	 * check) and the flash-attn kernel then refuses fp32 tensors. fp32
+	 * has no autocast to put attention in half precision.
+	 */
+	if (!infer && spec->training.precision == GM_PREC_FP32 &&
+	    spec->training.attention == GM_ATTN_FLASH)
+		fprintf(stderr, "gpumem %s: warning: %s flash with "
+			"training.precision fp32: FlashAttention runs only in "
+			"fp16 or bf16 (flash_attention_2 refuses fp32; sdpa "
+			"runs fp32 through its memory-efficient kernel); the "
+			"plan keeps fused attention's memory (no s^2 scores), "
+			"as that kernel's: set training.attention sdpa, or a "
+			"bf16/fp16 precision for flash\n", name,
+			where_key(spec, "training.attention", where,
+				  sizeof(where)));
 }
