@@ -23,6 +23,8 @@ cases=(
 "gen13b-b4|fast|plan models/llama-2-13b.yaml $gen --set inference.batch_size=4 --gpu a100-80gb"
 "gen13b-b15|fast|plan models/llama-2-13b.yaml $gen --set inference.batch_size=15 --gpu a100-80gb"
 "layers1000-gen4096|slow|plan models/llama-2-7b.yaml --set task=inference --set inference.precision=bf16-true --set inference.prompt_length=512 --set inference.generate_length=4096 --set inference.batch_size=1 --set parallelism.data_parallel=1 --set parallelism.zero_stage=0 --set model.layers=1000 --gpu h200"
+"layers1000-gen4096-p2048-b4|slow|plan models/llama-2-7b.yaml $gen --set inference.generate_length=4096 --set inference.batch_size=4 --set model.layers=1000 --gpu h200"
+"gen13b-b4-gen8192|slow|plan models/llama-2-13b.yaml $gen --set inference.generate_length=8192 --set inference.batch_size=4 --gpu h200"
 "fit-gen13b-a100|slow|fit models/llama-2-13b.yaml $gen --set inference.batch_size=4 --gpu a100-80gb"
 "fit-gen13b-catalog|slow|fit models/llama-2-13b.yaml $gen --set inference.batch_size=4"
 "train-layers1000|fast|plan models/llama-2-7b.yaml --set model.layers=1000 --gpu h200"
