@@ -23,6 +23,8 @@ static const char style[] =
 	"th{background:#f4f4f4}"
 	".chart{overflow-x:auto}.sw{display:inline-block;width:10px;"
 	"height:10px;margin-right:6px}"
+	"pre.hint{background:#f6f6f6;padding:8px 10px;white-space:pre-wrap;"
+	"max-width:980px;font-size:13px}"
 	"footer{margin-top:28px;color:#666;font-size:12px}";
 
 static double gib(double bytes)
@@ -145,7 +147,8 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 	bool cap = n && f[0].gpu.cap_bytes;
 	char buf[1024];
 
-	fprintf(out, "<table>\n<tr><th>GPU</th><th>capacity GiB</th>%s"
+	fprintf(out, "<table>\n<tr><th>GPU</th><th>capacity GiB</th>"
+		"<th>usable GiB</th>%s"
 		"<th>largest %s</th>%s<th>fewest GPUs</th><th>GiB used</th>"
 		"<th>bandwidth GB/s</th><th>bf16 TFLOP/s</th>%s</tr>\n",
 		cap ? "<th>cap GiB</th>" : "", train ? "micro-batch" : "batch",
@@ -154,8 +157,10 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 	for (size_t i = 0; i < n; i++) {
 		fputs("<tr><td>", out);
 		gm_chart_text(out, f[i].gpu.name);
-		fprintf(out, "</td><td>%.2f</td>",
-			gib((double)f[i].gpu.capacity_bytes));
+		fprintf(out, "</td><td>%.2f</td><td>%.2f%s</td>",
+			gib((double)f[i].gpu.capacity_bytes),
+			gib((double)gm_plan_gpu_usable(&f[i].gpu)),
+			f[i].gpu.usable_estimated ? " (estimated)" : "");
 		if (cap)
 			fprintf(out, "<td>%.2f</td>",
 				gib((double)f[i].gpu.cap_bytes));
@@ -204,8 +209,126 @@ static void head(FILE *out, const char *title)
 	fprintf(out, "</title>\n<style>%s</style>\n</head>\n<body>\n", style);
 }
 
+/*
+ * What a process can have of the card (gm_plan_gpu_usable, the bound of
+ * fits and headroom), as plan's table names it ("gpu capacity", "usable
+ * (cuda total)" or "usable (estimated)").
+ */
+static void usable_words(FILE *out, const struct gm_plan *p)
+{
+	fprintf(out, "A process can have %.2f GiB of the card (usable, %s) "
+		"of its %.2f GiB capacity",
+		gib((double)gm_plan_gpu_usable(&p->gpu)),
+		p->gpu.usable_estimated ? "estimated" :
+		"CUDA's total, <code>cudaMemGetInfo</code>",
+		gib((double)p->gpu.capacity_bytes));
+}
+
+/* The cap binds where it leaves the allocator less than the card does
+ * (gm_plan_capped, cap.c): fits and headroom are then against it. */
+static bool cap_binds(const struct gm_plan *p)
+{
+	return p->gpu.cap_bytes &&
+	       (double)p->gpu.cap_bytes + p->per_gpu.cuda_context <
+		       (double)gm_plan_gpu_usable(&p->gpu);
+}
+
+/* The three largest parts at the peak (gm_chart_parts' first nine, the
+ * tensors), largest first, as "activations 56.08 GiB, ...". */
+static void peak_parts(FILE *out, const struct gm_terms *t)
+{
+	double v[GM_CHART_PARTS];
+	bool used[GM_CHART_PARTS] = {false};
+
+	gm_chart_parts(t, v);
+	for (int j = 0; j < 3; j++) {
+		int best = -1;
+
+		for (int k = 0; k < 9; k++)
+			if (!used[k] && v[k] > 0 && (best < 0 || v[k] > v[best]))
+				best = k;
+		if (best < 0)
+			return;
+		used[best] = true;
+		fprintf(out, "%s%s %.2f GiB", j ? ", " : "",
+			gm_chart_part_label[best], gib(v[best]));
+	}
+}
+
+/*
+ * Why a plan does not fit: by how much, against what (the cap where it
+ * binds, else usable memory; set-up's peak where only it is over), where
+ * the peak is (phase, stage, its largest parts), where the simulated
+ * allocator first refuses a request, and the smallest change that fits
+ * as gpumem plan's hint prints it (c NULL: the search failed; nothing).
+ */
+static void not_fit(FILE *out, const struct gm_plan *p,
+		    const struct gm_fit_change *c)
+{
+	const struct gm_terms *t = &p->per_gpu;
+	double usable = (double)gm_plan_gpu_usable(&p->gpu);
+	char buf[1024];
+
+	fputs("<h2>Why it does not fit</h2>\n<ul>\n<li>", out);
+	if (cap_binds(p))
+		fprintf(out, "Peak reserved, %.2f GiB, is %.2f GiB over the "
+			"cap of %.2f GiB on the allocator.",
+			gib(t->peak_reserved), gib(-(double)p->headroom_bytes),
+			gib((double)p->gpu.cap_bytes));
+	else if (t->device_used > usable)
+		fprintf(out, "Device used, %.2f GiB, is %.2f GiB over the "
+			"%.2f GiB usable (the card's capacity is %.2f GiB).",
+			gib(t->device_used), gib(-(double)p->headroom_bytes),
+			gib(usable), gib((double)p->gpu.capacity_bytes));
+	else if (p->init_peak + t->cuda_context > usable)
+		fprintf(out, "While the model is built, before the first "
+			"step, it holds %.2f GiB plus %.2f GiB outside the "
+			"allocator: %.2f GiB over the %.2f GiB usable.",
+			gib(p->init_peak), gib(t->cuda_context),
+			gib(p->init_peak + t->cuda_context - usable),
+			gib(usable));
+	else
+		fputs("The step's peak is within the usable memory, but the "
+		      "allocator runs out of memory before it (below).", out);
+	fprintf(out, "</li>\n<li>The peak is in the %s", gm_phase_name(
+		t->peak_phase));
+	if (p->n_stages > 1)
+		fprintf(out, " of pipeline stage %u (of %u)",
+			p->per_gpu_stage, p->n_stages);
+	fprintf(out, ": of the %.2f GiB allocated then, the largest parts "
+		"are ", gib(t->peak_allocated));
+	peak_parts(out, t);
+	fputs(".</li>\n", out);
+	if (t->sim.out_of_memory)
+		fprintf(out, "<li>Replayed on this card, the allocator first "
+			"refuses a request of %.2f GiB, with %.2f GiB "
+			"allocated and %.2f GiB reserved: there the run stops "
+			"with an out-of-memory error. The figures on this page "
+			"are those of a card grown until the step gets "
+			"through.</li>\n", gib(t->sim.oom_requested),
+			gib(t->sim.oom_allocated), gib(t->sim.oom_reserved));
+	fputs("</ul>\n", out);
+	if (!c || c->fits_as_given)
+		return;
+	gm_fit_change_text(c, buf, sizeof(buf));
+	if (c->found) {
+		fputs("<p>The smallest change that fits (gpumem plan's hint; "
+		      "paste the <code>--set</code> arguments after the "
+		      "command):</p>\n<pre class=\"hint\">", out);
+		gm_chart_text(out, buf);
+		fputs("</pre>\n", out);
+		return;
+	}
+	fputs("<p>No change gpumem searches fits (micro-batch, activation "
+	      "checkpointing, ZeRO, offload, more GPUs, tensor parallel, "
+	      "adapters): </p>\n<pre class=\"hint\">", out);
+	gm_chart_text(out, buf);
+	fputs("</pre>\n", out);
+}
+
 static void plan_page(FILE *out, const struct gm_spec *s,
-		      const struct gm_model_opts *o, const struct gm_plan *p)
+		      const struct gm_model_opts *o, const struct gm_plan *p,
+		      const struct gm_fit_change *change)
 {
 	char title[512];
 	const struct gm_terms *t = &p->per_gpu;
@@ -219,18 +342,27 @@ static void plan_page(FILE *out, const struct gm_spec *s,
 	gm_chart_text(out, p->gpu.name);
 	fprintf(out, ": <span class=\"%s\">%s</span></h1>\n<p>The most loaded "
 		"GPU%s reserves %.2f GiB at its peak (%.2f GiB of tensors "
-		"live) and %.2f GiB outside the allocator: %.2f GiB of the "
-		"card's %.2f GiB",
+		"live) and %.2f GiB outside the allocator: %.2f GiB in all. ",
 		p->fits ? "yes" : "no", p->fits ? "fits" : "does not fit",
 		p->n_stages > 1 ? " (a pipeline stage)" : "",
 		gib(t->peak_reserved), gib(t->peak_allocated),
-		gib(t->cuda_context), gib(t->device_used),
-		gib((double)p->gpu.capacity_bytes));
-	if (p->gpu.cap_bytes)
-		fprintf(out, ", under a cap of %.2f GiB on the allocator",
-			gib((double)p->gpu.cap_bytes));
-	fprintf(out, "; headroom %.2f GiB.</p>\n",
-		gib((double)p->headroom_bytes));
+		gib(t->cuda_context), gib(t->device_used));
+	usable_words(out, p);
+	if (cap_binds(p))
+		fprintf(out, "; under a cap of %.2f GiB on the allocator, "
+			"headroom %.2f GiB (the cap less peak reserved).</p>\n",
+			gib((double)p->gpu.cap_bytes),
+			gib((double)p->headroom_bytes));
+	else if (p->gpu.cap_bytes)
+		fprintf(out, "; the cap of %.2f GiB on the allocator does not "
+			"bind: headroom %.2f GiB (usable less device used)."
+			"</p>\n", gib((double)p->gpu.cap_bytes),
+			gib((double)p->headroom_bytes));
+	else
+		fprintf(out, "; headroom %.2f GiB (usable less device used)."
+			"</p>\n", gib((double)p->headroom_bytes));
+	if (!p->fits)
+		not_fit(out, p, change);
 	fprintf(out, "<h2>Memory of each GPU at the peak</h2>\n<div "
 		"class=\"chart\">\n");
 	gm_chart_stages(out, p);
@@ -268,8 +400,14 @@ static void fit_page(FILE *out, const struct gm_spec *s,
 		fprintf(out, ", with gradient accumulation to the global "
 			"batch of %llu", (unsigned long long)f[0].global_batch);
 	fprintf(out, ". Each bar is the GPU's memory at its largest %s "
-		"against its capacity (red).</p>\n<h2>Across cards</h2>\n"
-		"<div class=\"chart\">\n", mb);
+		"(at 1 where none fits) against its capacity (red); a %s "
+		"fits when that memory is within what a process can have of "
+		"the card (usable, the table's column), and under "
+		"<code>--fraction</code> / <code>--limit</code> peak reserved "
+		"within the cap. Where the spec as given does not fit, the "
+		"table's last column is the smallest change that does, as "
+		"gpumem plan's hint prints it.</p>\n<h2>Across cards</h2>\n"
+		"<div class=\"chart\">\n", mb, mb);
 	gm_chart_fit(out, plans, f, n);
 	fputs("</div>\n<h2>The figures</h2>\n", out);
 	fit_table(out, plans, f, ch, n, train);
@@ -295,7 +433,7 @@ int gm_plan_html(FILE *out, const struct gm_spec *spec,
 	if (fits)
 		fit_page(out, spec, opts, plans, fits, changes, n);
 	else
-		plan_page(out, spec, opts, plans);
+		plan_page(out, spec, opts, plans, changes);
 	fputs("<footer>Written by gpumem. GiB = 2<sup>30</sup> bytes.</footer>"
 	      "\n</body>\n</html>\n", out);
 	return ferror(out) ? GM_EIO : 0;

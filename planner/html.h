@@ -4,14 +4,20 @@
  * of chart.h, no script and nothing fetched, built from the same plans
  * and fits the other reports print.
  *
- * The page has a headline verdict; the chart (plan: a bar per pipeline
+ * The page has a headline verdict (device used against usable memory,
+ * gm_plan_gpu_usable, beside the card's capacity; peak reserved against
+ * a binding cap); for a plan that does not fit, why (how far over, the
+ * peak's phase and largest parts, the simulated out-of-memory point)
+ * and changes[0], the smallest change that fits as plan's hint prints
+ * it; the chart (plan: a bar per pipeline
  * stage, or one for every GPU alike, each part's GiB beside it; fit: a
  * row per GPU at its largest micro-batch); the figures as a table; how
  * the run is built (model, recipe, precision, batch, parallelism) and
  * the assumptions behind the figures (reserve model, memory outside the
  * allocator, the cap) in words. GiB are 2^30 bytes.
  *
- * gm_plan_html(): fits NULL and n == 1 for gpumem plan; else plans[i] is
+ * gm_plan_html(): fits NULL and n == 1 for gpumem plan (changes: the
+ * plan's search, fit_search.h, or NULL: none shown); else plans[i] is
  * fits[i]'s GPU at its largest micro-batch and changes (NULL: none)
  * fits[i]'s search for the smallest change that fits. Errors: 0 or
  * GM_EIO.

@@ -3,7 +3,8 @@
 
 usage: check_html.py GPUMEM SRC_DIR CASE [--save PNG]
 
-CASE is one of: plan-1gpu, plan-pipeline, plan-cap, fit-catalog. The page
+CASE is one of: plan-1gpu, plan-pipeline, plan-cap, fit-catalog,
+plan-nofit. The page
 is written with `gpumem plan|fit --html`, the same run's figures are read
 with `--format json`, and headless Chromium loads the page twice: once to
 dump the DOM it built, once to take a screenshot. The test fails when the
@@ -11,7 +12,9 @@ browser reports an error or a failed load, when the file refers to
 anything outside itself (scripts, links, images, style sheets), when a
 figure of the JSON is missing from what the page shows (every stage's GiB
 used, every part's value beside its bar, the capacity and the cap; for a
-fit, every GPU's name and its used / capacity figures), or when the
+fit, every GPU's name and its used / capacity figures; for a plan that
+does not fit, by how much against the usable memory, the peak's phase
+and gpumem plan's hint), or when the
 screenshot is blank (too few non-white pixels, or none of the bars'
 colour). Exit 77 (skipped) without Chromium. Standard library only: the
 PNG is read with zlib.
@@ -35,6 +38,15 @@ CASES = {
                  (1280, 1500)),
     "fit-catalog": ("fit", "models/gpt2.yaml", ["--global-batch", "512"],
                     (1280, 2400)),
+    # Qwen2.5-7B fully fine-tuned on one A100 80GB, micro-batch 2 x 4096
+    # tokens, no checkpointing: does not fit; the page must say why
+    "plan-nofit": ("plan", "models/qwen2.5-7b.yaml",
+                   ["--gpu", "a100-80gb",
+                    "--set", "training.micro_batch_size=2",
+                    "--set", "training.global_batch_size=2",
+                    "--set", "training.activation_checkpointing=none",
+                    "--set", "parallelism.data_parallel=1",
+                    "--set", "parallelism.zero_stage=0"], (1280, 1700)),
 }
 
 # The weights' colour (planner/chart.c): every bar starts with it.
@@ -164,6 +176,42 @@ def check_plan(report, dom, shown, fails):
                          % (part, val))
 
 
+def one_line(shown):
+    return re.sub(r"\s+", " ", shown)
+
+
+def check_nofit(report, hint, shown, fails):
+    """A plan that does not fit: by how much against the usable memory
+    (as plan's table: gpu capacity, usable), where the peak is, and the
+    hint's change; no sentence that sets device used against the
+    capacity with a headroom computed against usable."""
+    t = one_line(shown)
+    pg = report["per_gpu"]
+    used, usable = gib(pg["device_used_bytes"]), gib(report["usable_bytes"])
+    cap = gib(report["gpu_capacity_bytes"])
+    over = gib(-report["headroom_bytes"])
+    if report["fits"]:
+        fails.append("the case fits: not a not-fit case")
+        return
+    want = "%s GiB, is %s GiB over the %s GiB usable" % (used, over, usable)
+    if want not in t:
+        fails.append("'%s' is not shown" % want)
+    if "%s GiB of the card (usable" % usable not in t or \
+            "of its %s GiB capacity" % cap not in t:
+        fails.append("the headline does not name usable %s and capacity "
+                     "%s GiB" % (usable, cap))
+    if re.search(r"GiB of the card's [0-9.]+ GiB[^.]*; headroom", t):
+        fails.append("a sentence sets device used against the capacity "
+                     "beside a headroom against usable")
+    if "The peak is in the %s" % pg["peak_phase"] not in t:
+        fails.append("the peak phase %s is not named" % pg["peak_phase"])
+    m = re.search(r"hint: (?:fits with )?(.*)", hint)
+    if not m:
+        fails.append("gpumem plan printed no hint")
+    elif m.group(1).strip() not in t:
+        fails.append("the hint '%s' is not on the page" % m.group(1))
+
+
 def check_fit(report, dom, shown, fails):
     for r in report["gpus"]:
         name = r["gpu"]
@@ -234,6 +282,8 @@ def main():
             check_plan(report, dom, shown, fails)
         else:
             check_fit(report, dom, shown, fails)
+        if case == "plan-nofit":
+            check_nofit(report, p.stderr.decode(), shown, fails)
 
         png = os.path.join(tmp, case + ".png")
         rc, _, err = run_browser(exe, tmp, [

@@ -4,7 +4,9 @@ says what plan's JSON planned (the recipe's name, the GPUs, the
 framework, the adapter, FSDP's mixed precision, offload, experts,
 inference), and the fit page's table says what fit's table says (the
 "(fp16)" marker, one rounding rule, the smallest change, batch rather
-than micro-batch for inference), its title GPU models, not a run's GPUs.
+than micro-batch for inference), its title GPU models, not a run's GPUs;
+a row's bar at the table's figure and the usable memory beside the
+capacity; a plan nothing searched fits says so with plan's hint.
 usage: check_html_text.py GPUMEM SOURCE_ROOT"""
 import html as htmllib
 import json
@@ -121,6 +123,37 @@ h = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
 want("micro-batch" not in h and "accumulation" not in h,
      "inference fit page speaks of micro-batches or accumulation")
 want("largest batch" in h, "inference fit page: no 'largest batch'")
+
+# a plan nothing searched fits: the page says so, with plan's hint
+spec = M("models", "llama-3-70b.yaml")
+r = subprocess.run([G, "plan", spec, "--gpu", "Tesla P4", "--html",
+                    os.path.join(TMP, "n.html")], capture_output=True,
+                   text=True)
+t = " ".join(text(open(os.path.join(TMP, "n.html"),
+                       encoding="utf-8").read()).split())
+m = re.search(r"hint: (nothing searched fits.*)", r.stderr)
+want(m and m.group(1).strip() in t,
+     f"plan page (nothing fits): plan's hint {r.stderr!r} not on it")
+want("No change gpumem searches fits" in t,
+     "plan page (nothing fits): does not say no change fits")
+
+# fit page: each row's figure is the one fit's table prints (at
+# micro-batch 1 where none fits), beside the usable memory fit judges by
+args = ["fit", M("models", "qwen2.5-7b.yaml"), "--gpu", "a100-80gb",
+        "--gpu", "rtx-4090", "--set", "training.micro_batch_size=2",
+        "--set", "training.activation_checkpointing=none",
+        "--set", "parallelism.data_parallel=1",
+        "--set", "parallelism.zero_stage=0"]
+t = text(page(args))
+j = json.loads(run(args + ["--format", "json"]))
+for row in j["gpus"]:
+    g = "%.2f" % (row["device_used_bytes"] / 2 ** 30)
+    c = "%.2f" % (row["capacity_bytes"] / 2 ** 30)
+    u = "%.2f" % (row["usable_bytes"] / 2 ** 30)
+    want(f"none (at 1): {g} / {c}" in t,
+         f"fit page: {row['gpu']}'s bar is not the table's {g} GiB")
+    want(re.search(r"%s\s+%s\s+%s" % (re.escape(row["gpu"]), c, u), t),
+         f"fit page: {row['gpu']}'s usable {u} GiB not beside capacity")
 
 for e in errs:
     print("FAIL: " + e)

@@ -390,9 +390,15 @@ int gm_cmd_fit(int argc, char **argv)
 					   gb ? 1 : 0,
 					   &changes[m], tty ? &pr.p : NULL,
 					   &diag);
-		if (!rc && fits[m].max_micro_batch) {
-			s.training.micro_batch_size = fits[m].max_micro_batch;
-			s.inference.batch_size = fits[m].max_micro_batch;
+		/* planned at the row's micro-batch: the largest that fits,
+		 * or 1 where none does (fit.h's device_used), so that the
+		 * chart's bar is the table's figure */
+		if (!rc) {
+			uint64_t mb = fits[m].max_micro_batch ?
+				      fits[m].max_micro_batch : 1;
+
+			s.training.micro_batch_size = mb;
+			s.inference.batch_size = mb;
 		}
 		if (!rc && gb)
 			s.training.global_batch_size = gb;

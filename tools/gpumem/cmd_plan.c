@@ -326,19 +326,24 @@ static void hint_tick(struct gm_fit_progress *p)
 }
 
 /*
- * Where the plan does not fit: one line on stderr with the smallest
- * change gpumem fit's search finds (fit_search.h), as --set arguments,
- * or that none it searches fits. Nothing if the search fails (the plan
- * stands).
+ * Where the plan does not fit: the smallest change gpumem fit's search
+ * finds (fit_search.h), for the hint and the --html page. NULL where the
+ * search fails (the plan stands) or memory runs out; the caller frees.
  */
-static void plan_hint(const struct gm_spec *spec, const struct gm_plan_gpu *g,
-		      const struct gm_model_opts *o, const struct gm_plan *plan)
+static struct gm_fit_change *plan_search(const struct gm_spec *spec,
+					 const struct gm_plan_gpu *g,
+					 const struct gm_model_opts *o,
+					 const struct gm_plan *plan)
 {
 	struct gm_fit_change *c = calloc(1, sizeof(*c));
 	struct gm_diag diag = {{0}};
 	struct hint_progress hp = {{0, hint_tick, NULL}, 0};
-	char line[1024];
-	bool ok = c && !gm_fit_change(spec, g, o, plan, NULL, 0, c,
+	/* the search's plans are not the traced one (--trace) */
+	struct gm_model_opts quiet = *o;
+	bool ok;
+
+	quiet.trace = NULL;
+	ok = c && !gm_fit_change(spec, g, &quiet, plan, NULL, 0, c,
 				      isatty(STDERR_FILENO) ? &hp.p : NULL,
 				      &diag);
 
@@ -346,11 +351,23 @@ static void plan_hint(const struct gm_spec *spec, const struct gm_plan_gpu *g,
 		fputs("\r\033[K", stderr);
 		prog_shown = 0;
 	}
-	if (ok && !c->fits_as_given)
+	if (!ok) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* The hint: one line on stderr with c's change, as --set arguments, or
+ * that none searched fits; nothing for c NULL. */
+static void plan_hint(const struct gm_fit_change *c)
+{
+	char line[1024];
+
+	if (c && !c->fits_as_given)
 		fprintf(stderr, "gpumem plan: hint: %s%s\n",
 			c->found ? "fits with " : "",
 			gm_fit_change_text(c, line, sizeof(line)));
-	free(c);
 }
 
 int gm_cmd_plan(int argc, char **argv)
@@ -380,6 +397,7 @@ int gm_cmd_plan(int argc, char **argv)
 	struct gm_diag diag = {{0}};
 	struct gm_spec *spec = NULL;
 	struct gm_plan *plan = NULL;
+	struct gm_fit_change *change = NULL;
 	struct gm_param_layout pl;
 	struct gm_plan_gpu g;
 	struct gm_val *v = NULL;
@@ -491,8 +509,11 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
-	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL, NULL, 1,
-					 &diag)) {
+	/* the page shows the hint's change: searched once, for both */
+	if (a.html && !plan->fits)
+		change = plan_search(spec, &g, &a.model, plan);
+	if (a.html && gm_plan_write_html(a.html, spec, &a.model, plan, NULL,
+					 change, 1, &diag)) {
 		fprintf(stderr, "gpumem plan: --html: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
 		goto out;
@@ -512,10 +533,13 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	if (!plan->fits && !change)
+		change = plan_search(spec, &g, &a.model, plan);
 	if (!plan->fits)
-		plan_hint(spec, &g, &a.model, plan);
+		plan_hint(change);
 	code = plan->fits ? GM_EXIT_OK : GM_EXIT_NO;
 out:
+	free(change);
 	free(tb.ev);
 	gm_catalog_free(&catalog);
 	gm_val_free(v);
