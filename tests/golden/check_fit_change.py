@@ -60,6 +60,15 @@ CASES = [
      "Tesla T4", ["parallelism.offload_optimizer=cpu",
                   "parallelism.offload_parameters=cpu"],
      [["parallelism.offload_optimizer=cpu"]]),
+    # DeepSpeed ZeRO-2 with the optimizer on the host, one GPU: stage 3
+    # on the same GPU (no flat 16-bit copy of the parameters at set-up)
+    # fits before a second GPU is asked for
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "parallelism.zero_stage=2",
+                         "parallelism.offload_optimizer=cpu"],
+     "NVIDIA GeForce RTX 4090", ["parallelism.zero_stage=3"],
+     [["parallelism.zero_stage=2", "parallelism.data_parallel=2"]]),
     # a DeepSpeed JSON's gradient_accumulation_steps: the global batch
     # it gives (4 x 4 x 8 = 128) is written, or the JSON would shrink it
     # with the micro-batch
@@ -94,6 +103,10 @@ CASES = [
                          "inference.generate_length=512"],
      "NVIDIA L4", ["inference.batch_size=5"],
      [["inference.batch_size=6"]]),
+    # a custom model of a parameter count: no tensor parallel (no shape
+    # to split), and at 1 layer nothing else fits 8 H100s
+    ("../tests/data/plan/custom-7b-fsdp.yaml", [], "NVIDIA H100 80GB HBM3",
+     "none", []),
     # nothing fits: Llama-3-70B on 7.5 GiB, even over 64 ranks with
     # tensor parallel 8 (the global batch 64 bounds data parallel)
     ("llama-3-70b.yaml", [], "Tesla P4", "none", []),

@@ -12,6 +12,7 @@
 #include "sim.h"
 #include "error.h"
 #include "cap.h"
+#include "custom_layers.h"
 #include "gpu.h"
 #include "log.h"
 #include "megatron_moe.h"
@@ -456,6 +457,8 @@ int gm_cmd_plan(int argc, char **argv)
 		rc = gm_spec_check_modelled(spec, &diag);
 	if (!rc)
 		gm_plan_spec_warn("plan", spec);
+	if (!rc)
+		gm_custom_layers_warn(spec);
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
