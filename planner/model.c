@@ -703,6 +703,23 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 	T->peak_reserved = T->sim.peak_reserved;
 }
 
+/* A sequence's rows at their own largest (gm_step_peak row_max) into
+ * T->largest: the same rows as at_peak, so no row at the peak exceeds
+ * its largest. */
+static void rows_largest(const struct gm_step_peak *pk, struct gm_terms *T)
+{
+	const double *r = pk->row_max;
+
+	T->largest = (struct gm_parts){
+		.weights = r[GM_SR_WEIGHTS], .gradients = r[GM_SR_GRADIENTS],
+		.optimizer_states = r[GM_SR_OPTIMIZER],
+		.activations = r[GM_SR_ACTIVATIONS], .logits = r[GM_SR_LOGITS],
+		.temporary = r[GM_SR_TEMPORARY], .kv_cache = r[GM_SR_KV],
+		.communication = r[GM_SR_COMM],
+		.workspace = r[GM_SR_WORKSPACE]};
+	T->has_largest = true;
+}
+
 /*
  * With a block program (block.h) and the simulated reserve model, the
  * step's peak of live bytes is the sequence's, as for inference:
@@ -731,6 +748,7 @@ static void sequence_peak(const struct ctx *c, struct gm_step *st,
 	T->peak_phase = pk.phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
 			pk.phase == GM_SP_SETUP ? GM_PHASE_SETUP :
 			GM_PHASE_FWD_BWD;
+	rows_largest(&pk, T);
 	T->at_peak = (struct gm_parts){
 		.weights = k[GM_SK_WEIGHT],
 		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
@@ -1497,6 +1515,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->topk = (double)m->experts_per_token;
 	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
+	in->window = m->sliding_window;
 	in->c = c->full.compute;
 	in->kvb = kv_bytes(si->kv_cache_dtype);
 	in->kv_v = in->kv;
@@ -1532,6 +1551,13 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	T->workspace = c->ws;
 	infer_shapes(c, &st.inf);
 	len = st.inf.prompt + (st.inf.generate ? st.inf.generate - 1 : 0);
+	/* a sliding window: from the first decode step on each layer holds
+	 * the window's W positions (W - 1 kept and the new one, in the
+	 * cat's output); after the prefill, the whole prompt (step.c,
+	 * gm_em_kv_append), the cache's largest then */
+	if (st.inf.window && st.inf.generate > 1)
+		len = fmax(fmin((double)len, (double)st.inf.window),
+			   (double)st.inf.prompt);
 	kv_end = c->fam->encoder ? 0 :
 		 (double)c->layers * (double)(st.inf.batch * len) *
 		 (st.inf.kv + st.inf.kv_v) * st.inf.kvb;
@@ -1543,6 +1569,10 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		/* host memory ran out: the weights and the cache at least */
 		memset(&pk, 0, sizeof(pk));
 		pk.kind[GM_SK_KV] = kv_end;
+	} else {
+		rows_largest(&pk, T);
+		T->largest.weights = T->weights;
+		T->largest.workspace = T->workspace;
 	}
 	st.inf.last_decode_only = false;
 	/* the term at its largest: the cache after the last decode step

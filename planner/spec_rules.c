@@ -255,6 +255,7 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		 " (or gpt2 under training.framework megatron)"},
 		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
 		{GM_K_HEAD_DIM, GM_FK_HEAD_DIM, ""},
+		{GM_K_SLIDING_WINDOW, GM_FK_SLIDING_WINDOW, ""},
 		{GM_K_DENSE_LAYERS, GM_FK_DENSE_LAYERS, ""},
 		{GM_K_Q_LORA_RANK, GM_FK_MLA, ""},
 		{GM_K_KV_LORA_RANK, GM_FK_MLA, ""},
