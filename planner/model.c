@@ -290,8 +290,17 @@ static double matmul_elems(const struct ctx *c)
 	return e;
 }
 
+/* Whether the stage is PyTorch's ZeRO-2: FSDP2 fully_shard with
+ * reshard_after_forward=False (recipe/pytorch.c). */
+static bool pytorch_keep(const struct ctx *c)
+{
+	return c->spec->training.framework == GM_FW_PYTORCH &&
+	       c->o->recipe == GM_RECIPE_TORCH &&
+	       c->spec->parallelism.zero_stage == 2 && c->d > 1;
+}
+
 /*
- * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 3 with a
+ * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 2 or 3 with a
  * *-mixed precision under framework pytorch and
  * fsdp_mixed_precision param-dtype (torch/distributed/fsdp/
  * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy).
@@ -300,7 +309,7 @@ static bool fsdp_param_dtype(const struct gm_spec *sp)
 {
 	enum gm_precision p = sp->training.precision;
 
-	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage == 3 &&
+	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage >= 2 &&
 	       sp->training.framework == GM_FW_PYTORCH &&
 	       (p == GM_PREC_BF16_MIXED || p == GM_PREC_FP16_MIXED) &&
 	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;
@@ -578,7 +587,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		 * does) */
 		if (sp->task == GM_TASK_TRAIN &&
 		    sp->parallelism.built_whole) {
-			double f = (zero >= 3 ? c->d : 1) * tdiv(c, pt);
+			double f = (zero >= 3 || pytorch_keep(c) ? c->d : 1) *
+				   tdiv(c, pt);
 			q->built = f > 1 ? q->weight * f : 0;
 		}
 		/* the head's matmul gradient appears at the loss; a tied
@@ -642,9 +652,13 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 			st->zero1_d = (unsigned)c->d;
 		return;
 	}
-	if (zero == 3 && c->spec->task == GM_TASK_TRAIN) {
-		/* FSDP2: its buffers from the parameter list (step.c) */
+	if ((zero == 3 || (zero == 2 && pytorch_keep(c))) &&
+	    c->spec->task == GM_TASK_TRAIN) {
+		/* FSDP2: its buffers from the parameter list (step.c);
+		 * PyTorch's ZeRO-2 keeps each block unsharded from its
+		 * forward to its post-backward */
 		st->fsdp = true;
+		st->fsdp_keep = zero == 2;
 		st->fsdp_d = c->d;
 		st->fsdp_unshard = c->unshard / c->full.weights;
 		return;
@@ -900,6 +914,11 @@ static void train_comm(const struct ctx *c, struct gm_terms *T,
 
 	if (c->d > 1 && zero <= 1)
 		x->comm = x->P * c->full.gradients;
+	else if (pytorch_keep(c))
+		/* every unit unsharded at the end of the forward, one
+		 * unit's gradients reduce-scattered */
+		x->comm = x->P * c->unshard +
+			  largest_unit(c) * c->full.gradients;
 	else if (c->d > 1 && zero == 2)
 		x->comm = largest_unit(c) * c->full.gradients;
 	else if (c->d > 1)
@@ -1720,8 +1739,13 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		c.full.residual = c.full.compute;
 		c.unshard = c.full.compute;
 	}
-	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
-			      par->zero_stage : 0, (unsigned long)c.d);
+	/* PyTorch's ZeRO-2 is FSDP2 (recipe/pytorch.c): its parameters
+	 * are sharded as ZeRO-3's, only kept unsharded longer */
+	c.sb = gm_state_shard(c.full, spec->task != GM_TASK_TRAIN ? 0 :
+			      par->zero_stage == 2 &&
+			      spec->training.framework == GM_FW_PYTORCH &&
+			      opts->recipe == GM_RECIPE_TORCH ? 3 :
+			      par->zero_stage, (unsigned long)c.d);
 	if (spec->task == GM_TASK_TRAIN &&
 	    spec->training.framework == GM_FW_DEEPSPEED)
 		c.sb = c.full; /* the module's tensors as built; the engine

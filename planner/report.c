@@ -280,7 +280,7 @@ static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
 	struct gm_val *o = gm_val_obj(), *a = gm_val_obj();
 	struct gm_parts l = largest(t);
 	const struct gm_run *r = &p->run;
-	bool fsdp = r->wrap == GM_WRAP_FSDP2;
+	bool fsdp = r->wrap == GM_WRAP_FSDP2 || r->wrap == GM_WRAP_FSDP2_KEEP;
 	bool mixed = r->precision == GM_PREC_BF16_MIXED ||
 		     r->precision == GM_PREC_FP16_MIXED;
 

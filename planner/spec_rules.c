@@ -543,9 +543,9 @@ static int check_framework(struct gm__spec_ctx *c)
 					      p->virtual_pipeline_stages,
 				      (unsigned long long)s->model.layers);
 	if (given(s, GM_K_FSDP_MP) && (fw != GM_FW_PYTORCH ||
-				       p->zero_stage != 3 || !is_mixed(pr)))
+				       p->zero_stage < 2 || !is_mixed(pr)))
 		return gm__spec_blame(c, GM_K_FSDP_MP, "applies to FSDP "
-				      "(zero_stage 3) with a *-mixed precision "
+				      "(zero_stage 2 or 3) with a *-mixed precision "
 				      "under framework pytorch");
 	/* DeepSpeed and Megatron-LM keep fp32 master weights for 16-bit
 	 * training; the spec names that *-mixed */

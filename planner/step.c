@@ -286,7 +286,8 @@ static void grads_of(struct gm_em *e, uint64_t l, enum gm_step_where wh,
  * stream (init_all_gather_outputs / alloc_storage); in forward the flat
  * buffer is freed once copied out, in backward when the next all-gather
  * replaces it. reshard_after_forward frees a block's unsharded
- * parameters after its forward; the root stays unsharded until its
+ * parameters after its forward (gm_step.fsdp_keep, False: they stay
+ * until its post-backward); the root stays unsharded until its
  * post-backward. Backward prefetches the next block (the one before in
  * the model) in each block's pre-backward. post_backward: reshard, the
  * reduce-scatter input (the unit's full gradients flattened, replacing
@@ -936,14 +937,16 @@ static void forward(struct gm_em *e, uint64_t slot)
 			loop_kv_analytic(e, true);
 			if (l + 1 == e->L && st->head.n == 0)
 				efree(e, &mask);
-			fsdp_reshard(e, l);
+			if (!st->fsdp_keep)
+				fsdp_reshard(e, l);
 			continue;
 		}
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
 		loop_kv_analytic(e, true);
 		transient(e);
-		fsdp_reshard(e, l);
+		if (!st->fsdp_keep)
+			fsdp_reshard(e, l);
 	}
 	if (st->head.n > 0 && st->blk.n > 0) {
 		head_forward(e, slot, &mask);

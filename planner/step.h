@@ -350,6 +350,9 @@ struct gm_step {
 	 * and reduce-scatter buffers (see "FSDP2" there).
 	 */
 	bool fsdp;
+	bool fsdp_keep;         /* reshard_after_forward=False (PyTorch's
+				 * ZeRO-2): a block stays unsharded from its
+				 * forward to its post-backward */
 	double fsdp_d;
 	/* bytes of an unsharded parameter (and of its unsharded gradient)
 	 * per byte of its shard's element: 1 when FSDP unshards in the
