@@ -12,6 +12,7 @@
 #include "fit_search.h"
 
 #include "cap.h"
+#include "custom_layers.h"
 #include "error.h"
 #include "spec.h"
 #include "text.h"
@@ -230,7 +231,8 @@ static size_t dp_values(const struct gm_spec *base, const struct gm_spec *cur,
 
 
 /* Tensor parallel: twice, four times, ... the spec's, up to
- * GM_FIT_TP_MAX. */
+ * GM_FIT_TP_MAX; none for a model without a shape (a custom model of a
+ * parameter count has no heads or widths to split: custom_layers.h). */
 static size_t tp_values(const struct gm_spec *base, const struct gm_spec *cur,
 			uint64_t *v, size_t max)
 {
@@ -239,6 +241,8 @@ static size_t tp_values(const struct gm_spec *base, const struct gm_spec *cur,
 	size_t k = 0;
 
 	(void)cur;
+	if (!gm_model_has_shape(base))
+		return 0;
 	for (t *= 2; t <= GM_FIT_TP_MAX && k < max; t *= 2)
 		v[k++] = t;
 	return k;
@@ -371,11 +375,6 @@ static bool build(struct search *s)
 	       !gm_spec_check_modelled(&s->cur, &d);
 }
 
-/* Whether the change shards model states over data parallel. */
-static bool shards(const struct search *s)
-{
-	return s->in[GM_FL_ZERO] || s->in[GM_FL_DIST_OPTIMIZER];
-}
 
 /* The memo's key of the change in s->in / s->pick. */
 static struct memo memo_key(const struct search *s)
@@ -428,9 +427,8 @@ static void remember(struct search *s, bool ok,
 	}
 }
 
-/* Plan the change (*ok = fits); a change the validator refuses, the
- * model cannot lay out, or sharding over one data-parallel rank does
- * not fit. 0 or GM_ENOMEM. */
+/* Plan the change (*ok = fits); a change the validator refuses or the
+ * model cannot lay out does not fit. 0 or GM_ENOMEM. */
 static int probe(struct search *s, bool *ok, struct gm_diag *diag)
 {
 	struct gm_fit_figures f = {0};
@@ -440,7 +438,7 @@ static int probe(struct search *s, bool *ok, struct gm_diag *diag)
 	*ok = false;
 	if (recall(s, ok))
 		return 0;
-	if (!build(s) || (shards(s) && dp_of(&s->cur) < 2))
+	if (!build(s))
 		return 0;
 	rc = gm_plan_capped(&s->cur, s->gpu, &s->probe, &s->plan, &d);
 	s->plans++;
@@ -466,7 +464,7 @@ static bool guess(struct search *s)
 {
 	struct gm_diag d = {{0}};
 
-	if (!build(s) || (shards(s) && dp_of(&s->cur) < 2))
+	if (!build(s))
 		return false;
 	return !gm_plan_capped(&s->cur, s->gpu, &s->guess, &s->plan, &d) &&
 	       s->plan.fits;
@@ -718,7 +716,12 @@ static void lever_values(struct search *s)
 			memset(s->in, 0, sizeof(s->in));
 			s->in[l] = true;
 			s->pick[l] = s->vals[l][i];
-			/* sharding is judged with the degree of the change */
+			/* sharding is judged with the degree of the change,
+			 * and on one data-parallel rank by its plan: DeepSpeed
+			 * runs each ZeRO stage's optimizer there too (its
+			 * stage 3 keeps no flat 16-bit copy and may offload
+			 * the parameters: recipe/deepspeed.c), PyTorch's
+			 * recipe plans one rank unwrapped (recipe/pytorch.c) */
 			if (build(s))
 				s->vals[l][k++] = s->vals[l][i];
 		}
@@ -769,11 +772,6 @@ static int widest(struct search *s, const struct gm_model_opts *fo,
 	}
 	if (!build(s))
 		return 0;
-	if (shards(s) && dp_of(&s->cur) < 2) {
-		s->in[GM_FL_ZERO] = s->in[GM_FL_DIST_OPTIMIZER] = false;
-		if (!build(s))
-			return 0;
-	}
 	rc = gm_plan_capped(&s->cur, s->gpu, fo, &s->plan, diag);
 	if (rc == GM_EINVAL)
 		return 0;

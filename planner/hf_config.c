@@ -41,6 +41,8 @@ enum hf_rule {
 	HF_FALSE,    /* must be false or absent: `why` names the missing layout */
 	HF_ONE,      /* must be 1 or absent */
 	HF_EMPTY,    /* must be an empty list or absent */
+	HF_NULLABLE, /* as HF_SET, but only an absent field takes `absent`:
+		      * null means none (the key stays unset) */
 };
 
 struct hf_field {
@@ -96,8 +98,9 @@ static const struct hf_field common_fields[] = {
 
 /*
  * The rotary decoders: max_position_embeddings sizes no tensor (rotary
- * embeddings are computed; sliding windows and rope scaling change no
- * shape either), and the embeddings are untied unless the config says.
+ * embeddings are computed; rope scaling changes no shape either), and
+ * the embeddings are untied unless the config says. A sliding window
+ * bounds the inference KV cache (mistral_fields).
  */
 static const struct hf_field decoder_fields[] = {
 	OPT("max_position_embeddings", "model.max_position_embeddings"),
@@ -118,6 +121,20 @@ static const struct hf_field llama_fields[] = {
 	REQ("intermediate_size", "model.ffn_hidden_size"),
 	{"attention_bias", NULL, HF_FALSE, false, NULL, no_o_bias},
 	{"mlp_bias", NULL, HF_FALSE, false, NULL, no_mlp_bias},
+	END,
+};
+
+/* Mistral: Llama's fields and the sliding window, MistralConfig's
+ * (transformers 5.17.0 models/mistral/configuration_mistral.py:
+ * sliding_window defaults to 4096; null is full attention, which
+ * Mistral-7B v0.2 and later give). Qwen2 keeps its window off unless
+ * use_sliding_window, so its field is not read. */
+static const struct hf_field mistral_fields[] = {
+	REQ("intermediate_size", "model.ffn_hidden_size"),
+	{"attention_bias", NULL, HF_FALSE, false, NULL, no_o_bias},
+	{"mlp_bias", NULL, HF_FALSE, false, NULL, no_mlp_bias},
+	{"sliding_window", "model.sliding_window", HF_NULLABLE, false,
+	 "4096", NULL},
 	END,
 };
 
@@ -228,7 +245,7 @@ static const struct hf_field bert_fields[] = {
 
 static const struct hf_family families[] = {
 	{"llama", "llama", LLAMA_LIKE(llama_fields), NULL},
-	{"mistral", "llama", LLAMA_LIKE(llama_fields), NULL},
+	{"mistral", "llama", LLAMA_LIKE(mistral_fields), NULL},
 	{"qwen2", "llama", LLAMA_LIKE(llama_fields), qwen2_implied},
 	{"qwen3", "qwen3", LLAMA_LIKE(qwen3_fields), NULL},
 	{"mixtral", "mixtral", LLAMA_LIKE(mixtral_fields), NULL},
@@ -463,7 +480,8 @@ static int apply_row(struct hf_ctx *h, const struct hf_field *f, int pass)
 					    h->fam->model_type,
 					    f->key ? ", or give " : "",
 					    f->key ? f->key : "");
-		if (f->absent && id >= 0)
+		if (f->absent && id >= 0 &&
+		    (f->rule != HF_NULLABLE || !n))
 			return store(h, id, root, f->hf, f->absent);
 		return 0;
 	}

@@ -301,8 +301,17 @@ static double matmul_elems(const struct ctx *c)
 	return e;
 }
 
+/* Whether the stage is PyTorch's ZeRO-2: FSDP2 fully_shard with
+ * reshard_after_forward=False (recipe/pytorch.c). */
+static bool pytorch_keep(const struct ctx *c)
+{
+	return c->spec->training.framework == GM_FW_PYTORCH &&
+	       c->o->recipe == GM_RECIPE_TORCH &&
+	       c->spec->parallelism.zero_stage == 2 && c->d > 1;
+}
+
 /*
- * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 3 with a
+ * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 2 or 3 with a
  * *-mixed precision under framework pytorch and
  * fsdp_mixed_precision param-dtype (torch/distributed/fsdp/
  * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy).
@@ -311,7 +320,7 @@ static bool fsdp_param_dtype(const struct gm_spec *sp)
 {
 	enum gm_precision p = sp->training.precision;
 
-	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage == 3 &&
+	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage >= 2 &&
 	       sp->training.framework == GM_FW_PYTORCH &&
 	       (p == GM_PREC_BF16_MIXED || p == GM_PREC_FP16_MIXED) &&
 	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;
@@ -595,7 +604,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		 * does) */
 		if (sp->task == GM_TASK_TRAIN &&
 		    sp->parallelism.built_whole) {
-			double f = (zero >= 3 ? c->d : 1) * tdiv(c, pt);
+			double f = (zero >= 3 || pytorch_keep(c) ? c->d : 1) *
+				   tdiv(c, pt);
 			q->built = f > 1 ? q->weight * f : 0;
 		}
 		/* the head's matmul gradient appears at the loss; a tied
@@ -659,9 +669,13 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 			st->zero1_d = (unsigned)c->d;
 		return;
 	}
-	if (zero == 3 && c->spec->task == GM_TASK_TRAIN) {
-		/* FSDP2: its buffers from the parameter list (step.c) */
+	if ((zero == 3 || (zero == 2 && pytorch_keep(c))) &&
+	    c->spec->task == GM_TASK_TRAIN) {
+		/* FSDP2: its buffers from the parameter list (step.c);
+		 * PyTorch's ZeRO-2 keeps each block unsharded from its
+		 * forward to its post-backward */
 		st->fsdp = true;
+		st->fsdp_keep = zero == 2;
 		st->fsdp_d = c->d;
 		st->fsdp_unshard = c->unshard / c->full.weights;
 		return;
@@ -720,6 +734,23 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 	T->peak_reserved = T->sim.peak_reserved;
 }
 
+/* A sequence's rows at their own largest (gm_step_peak row_max) into
+ * T->largest: the same rows as at_peak, so no row at the peak exceeds
+ * its largest. */
+static void rows_largest(const struct gm_step_peak *pk, struct gm_terms *T)
+{
+	const double *r = pk->row_max;
+
+	T->largest = (struct gm_parts){
+		.weights = r[GM_SR_WEIGHTS], .gradients = r[GM_SR_GRADIENTS],
+		.optimizer_states = r[GM_SR_OPTIMIZER],
+		.activations = r[GM_SR_ACTIVATIONS], .logits = r[GM_SR_LOGITS],
+		.temporary = r[GM_SR_TEMPORARY], .kv_cache = r[GM_SR_KV],
+		.communication = r[GM_SR_COMM],
+		.workspace = r[GM_SR_WORKSPACE]};
+	T->has_largest = true;
+}
+
 /*
  * With a block program (block.h) and the simulated reserve model, the
  * step's peak of live bytes is the sequence's, as for inference:
@@ -743,6 +774,7 @@ static void peak_terms(const struct gm_step_peak *pk, struct gm_terms *T)
 	T->peak_phase = pk->phase == GM_SP_OPTIMIZER ? GM_PHASE_OPTIMIZER :
 			pk->phase == GM_SP_SETUP ? GM_PHASE_SETUP :
 			GM_PHASE_FWD_BWD;
+	rows_largest(pk, T);
 	T->at_peak = (struct gm_parts){
 		.weights = k[GM_SK_WEIGHT],
 		.gradients = k[GM_SK_GRAD] + k[GM_SK_REDUCE],
@@ -925,6 +957,11 @@ static void train_comm(const struct ctx *c, struct gm_terms *T,
 
 	if (c->d > 1 && zero <= 1)
 		x->comm = x->P * c->full.gradients;
+	else if (pytorch_keep(c))
+		/* every unit unsharded at the end of the forward, one
+		 * unit's gradients reduce-scattered */
+		x->comm = x->P * c->unshard +
+			  largest_unit(c) * c->full.gradients;
 	else if (c->d > 1 && zero == 2)
 		x->comm = largest_unit(c) * c->full.gradients;
 	else if (c->d > 1)
@@ -1562,6 +1599,7 @@ static void infer_shapes(const struct ctx *c, struct gm_step_infer *in)
 	in->topk = (double)m->experts_per_token;
 	in->vocab = (double)m->vocab_size / c->tv;
 	in->head_dim = hd;
+	in->window = m->sliding_window;
 	in->c = c->full.compute;
 	in->kvb = kv_bytes(si->kv_cache_dtype);
 	in->kv_v = in->kv;
@@ -1597,6 +1635,13 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 	T->workspace = c->ws;
 	infer_shapes(c, &st.inf);
 	len = st.inf.prompt + (st.inf.generate ? st.inf.generate - 1 : 0);
+	/* a sliding window: from the first decode step on each layer holds
+	 * the window's W positions (W - 1 kept and the new one, in the
+	 * cat's output); after the prefill, the whole prompt (step.c,
+	 * gm_em_kv_append), the cache's largest then */
+	if (st.inf.window && st.inf.generate > 1)
+		len = fmax(fmin((double)len, (double)st.inf.window),
+			   (double)st.inf.prompt);
 	kv_end = c->fam->encoder ? 0 :
 		 (double)c->layers * (double)(st.inf.batch * len) *
 		 (st.inf.kv + st.inf.kv_v) * st.inf.kvb;
@@ -1608,6 +1653,10 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		/* host memory ran out: the weights and the cache at least */
 		memset(&pk, 0, sizeof(pk));
 		pk.kind[GM_SK_KV] = kv_end;
+	} else {
+		rows_largest(&pk, T);
+		T->largest.weights = T->weights;
+		T->largest.workspace = T->workspace;
 	}
 	st.inf.last_decode_only = false;
 	/* the term at its largest: the cache after the last decode step
@@ -1755,8 +1804,13 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 		c.full.residual = c.full.compute;
 		c.unshard = c.full.compute;
 	}
-	c.sb = gm_state_shard(c.full, spec->task == GM_TASK_TRAIN ?
-			      par->zero_stage : 0, (unsigned long)c.d);
+	/* PyTorch's ZeRO-2 is FSDP2 (recipe/pytorch.c): its parameters
+	 * are sharded as ZeRO-3's, only kept unsharded longer */
+	c.sb = gm_state_shard(c.full, spec->task != GM_TASK_TRAIN ? 0 :
+			      par->zero_stage == 2 &&
+			      spec->training.framework == GM_FW_PYTORCH &&
+			      opts->recipe == GM_RECIPE_TORCH ? 3 :
+			      par->zero_stage, (unsigned long)c.d);
 	if (spec->task == GM_TASK_TRAIN &&
 	    spec->training.framework == GM_FW_DEEPSPEED)
 		c.sb = c.full; /* the module's tensors as built; the engine

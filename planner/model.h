@@ -120,6 +120,11 @@ struct gm_terms {
 	double phase_allocated[2]; /* forward-backward, optimizer-step */
 	enum gm_phase peak_phase;
 	struct gm_parts at_peak;
+	/* Each row's own largest over the step in the same sequence as
+	 * at_peak (step.h gm_step_kind_row), where it was counted
+	 * (has_largest); else the closed forms above stand for it. */
+	struct gm_parts largest;
+	bool has_largest;
 	double peak_allocated, peak_reserved, cuda_context, nccl,
 	       device_used;
 	uint64_t layers;           /* blocks on this stage */

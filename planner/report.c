@@ -91,6 +91,12 @@ static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 
 		parts_set(a, &t->at_peak);
 		gm_obj_set(o, "at_peak", a);
+		if (t->has_largest) {
+			struct gm_val *m = gm_val_obj();
+
+			parts_set(m, &t->largest);
+			gm_obj_set(o, "largest", m);
+		}
 	}
 	return o;
 }
@@ -174,17 +180,21 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 		gm_run_set(o, &p->run);
 	if (table) {
 		/* a person reads the rows at the peak, which add up to
-		 * peak allocated, then each term's closed form at its own
-		 * largest over the step, which is not the peak's */
+		 * peak allocated, then each row at its own largest over the
+		 * step: the same rows of the same sequence (model.h
+		 * gm_terms.largest), so none at the peak exceeds its own
+		 * largest; the closed forms where no sequence was counted */
 		struct gm_val *a = gm_val_obj(), *l = gm_val_obj();
-		struct gm_parts m = largest(&p->per_gpu);
+		struct gm_parts m = p->per_gpu.has_largest ?
+				    p->per_gpu.largest :
+				    largest(&p->per_gpu);
 
 		parts_set(a, &p->per_gpu.at_peak);
 		peak_set(a, &p->per_gpu);
 		gm_obj_set(o, "per_gpu_at_the_peak", a);
 		parts_set(l, &m);
-		gm_obj_set(o, "each term at its own largest (closed form, "
-			   "not at the peak)", l);
+		gm_obj_set(o, "each term at its own largest over the step "
+			   "(not at the peak)", l);
 		/* not part of the peak: a row of its own under the
 		 * breakdowns, so the rows at the peak sum to it */
 		if (p->per_gpu.moe_skew > 0) {
@@ -270,7 +280,7 @@ static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
 	struct gm_val *o = gm_val_obj(), *a = gm_val_obj();
 	struct gm_parts l = largest(t);
 	const struct gm_run *r = &p->run;
-	bool fsdp = r->wrap == GM_WRAP_FSDP2;
+	bool fsdp = r->wrap == GM_WRAP_FSDP2 || r->wrap == GM_WRAP_FSDP2_KEEP;
 	bool mixed = r->precision == GM_PREC_BF16_MIXED ||
 		     r->precision == GM_PREC_FP16_MIXED;
 

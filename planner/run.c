@@ -103,8 +103,8 @@ static const char *wrap_sharding(const struct gm_run *r)
 		return "DDP, nothing sharded";
 	case GM_WRAP_DDP_ZERO1:
 		return "ZeRO-1 (DDP + ZeroRedundancyOptimizer)";
-	case GM_WRAP_DDP_ZERO2:
-		return "ZeRO-2 (DDP, gradients and optimizer states sharded)";
+	case GM_WRAP_FSDP2_KEEP:
+		return "ZeRO-2 (FSDP2 fully_shard, reshard_after_forward=False)";
 	case GM_WRAP_FSDP2:
 		return "ZeRO-3 (FSDP2 fully_shard)";
 	case GM_WRAP_DEEPSPEED:
@@ -257,9 +257,11 @@ static const char *framework_words(const struct gm_run *r)
 	case GM_WRAP_DDP_ZERO1:
 		return "PyTorch DistributedDataParallel with "
 		       "ZeroRedundancyOptimizer (ZeRO-1)";
-	case GM_WRAP_DDP_ZERO2:
-		return "PyTorch DistributedDataParallel with gradients and "
-		       "optimizer states sharded (ZeRO-2)";
+	case GM_WRAP_FSDP2_KEEP:
+		return "PyTorch FSDP2 (fully_shard on each layer with "
+		       "reshard_after_forward=False: gradients and optimizer "
+		       "states sharded, parameters kept unsharded from their "
+		       "forward to their backward, ZeRO-2)";
 	case GM_WRAP_FSDP2:
 		return "PyTorch FSDP2 (fully_shard on each layer: parameters, "
 		       "gradients and optimizer states sharded, ZeRO-3)";
@@ -323,6 +325,7 @@ static void precision_li(FILE *out, const struct gm_run *r)
 		   gm_optimizer_name(r->optimizer));
 		return;
 	case GM_WRAP_FSDP2:
+	case GM_WRAP_FSDP2_KEEP:
 		if (!mixed(r->precision))
 			break;
 		if (r->fsdp_mp == GM_FSDP_MP_PARAM_DTYPE)
@@ -341,7 +344,6 @@ static void precision_li(FILE *out, const struct gm_run *r)
 	case GM_WRAP_SINGLE:
 	case GM_WRAP_DDP:
 	case GM_WRAP_DDP_ZERO1:
-	case GM_WRAP_DDP_ZERO2:
 	case GM_WRAP_INFERENCE:
 		break;
 	}

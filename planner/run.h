@@ -22,7 +22,8 @@ enum gm_wrap {
 	GM_WRAP_SINGLE,       /* one rank, no wrapper: pytorch-PREC */
 	GM_WRAP_DDP,          /* DistributedDataParallel: pytorch-ddp-PREC */
 	GM_WRAP_DDP_ZERO1,    /* DDP + ZeroRedundancyOptimizer */
-	GM_WRAP_DDP_ZERO2,    /* DDP, gradients sharded (ZeRO-2) */
+	GM_WRAP_FSDP2_KEEP,   /* FSDP2 fully_shard(reshard_after_forward=
+			       * False): PyTorch's ZeRO-2 */
 	GM_WRAP_FSDP2,        /* FSDP2 fully_shard (ZeRO-3) */
 	GM_WRAP_DEEPSPEED,    /* DeepSpeed's engine, ZeRO stage 0..3 */
 	GM_WRAP_MEGATRON,     /* Megatron-LM's DDP and optimizer */

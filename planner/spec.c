@@ -200,6 +200,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
 	U64(GM_K_HEAD_DIM, "head_dim", GM_K_MODEL, model.head_dim, 1,
 	    GM_MAX_HEAD_DIM),
+	U64(GM_K_SLIDING_WINDOW, "sliding_window", GM_K_MODEL,
+	    model.sliding_window, 2, GM_MAX_VOCAB),
 	U64(GM_K_EXPERTS, "experts", GM_K_MODEL, model.experts, 1,
 	    GM_MAX_EXPERTS),
 	U64(GM_K_EXPERTS_PER_TOKEN, "experts_per_token", GM_K_MODEL,

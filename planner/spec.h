@@ -106,6 +106,9 @@ struct gm_spec_model {
 	uint64_t head_dim;          /* one attention head's width where the
 				     * family takes the key (Qwen3); 0 =
 				     * hidden_size / attention_heads */
+	uint64_t sliding_window;    /* tokens a layer's attention sees
+				     * (Mistral's sliding_window) where the
+				     * family takes the key; 0 = none */
 	/* mixture of experts (families that take GM_FK_MOE; else 0) */
 	uint64_t experts;           /* routed experts per MoE layer */
 	uint64_t experts_per_token; /* top-k */

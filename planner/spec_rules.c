@@ -255,6 +255,7 @@ static int check_arch_keys(struct gm__spec_ctx *c)
 		 " (or gpt2 under training.framework megatron)"},
 		{GM_K_SHARED_EXPERTS, GM_FK_SHARED_EXPERTS, ""},
 		{GM_K_HEAD_DIM, GM_FK_HEAD_DIM, ""},
+		{GM_K_SLIDING_WINDOW, GM_FK_SLIDING_WINDOW, ""},
 		{GM_K_DENSE_LAYERS, GM_FK_DENSE_LAYERS, ""},
 		{GM_K_Q_LORA_RANK, GM_FK_MLA, ""},
 		{GM_K_KV_LORA_RANK, GM_FK_MLA, ""},
@@ -542,9 +543,9 @@ static int check_framework(struct gm__spec_ctx *c)
 					      p->virtual_pipeline_stages,
 				      (unsigned long long)s->model.layers);
 	if (given(s, GM_K_FSDP_MP) && (fw != GM_FW_PYTORCH ||
-				       p->zero_stage != 3 || !is_mixed(pr)))
+				       p->zero_stage < 2 || !is_mixed(pr)))
 		return gm__spec_blame(c, GM_K_FSDP_MP, "applies to FSDP "
-				      "(zero_stage 3) with a *-mixed precision "
+				      "(zero_stage 2 or 3) with a *-mixed precision "
 				      "under framework pytorch");
 	/* DeepSpeed and Megatron-LM keep fp32 master weights for 16-bit
 	 * training; the spec names that *-mixed */

@@ -318,7 +318,8 @@ static void pgrad_op(struct gm_em *e, uint64_t l, double n, uint32_t *B)
  * stream (init_all_gather_outputs / alloc_storage); in forward the flat
  * buffer is freed once copied out, in backward when the next all-gather
  * replaces it. reshard_after_forward frees a block's unsharded
- * parameters after its forward; the root stays unsharded until its
+ * parameters after its forward (gm_step.fsdp_keep, False: they stay
+ * until its post-backward); the root stays unsharded until its
  * post-backward. Backward prefetches the next block (the one before in
  * the model) in each block's pre-backward. post_backward: reshard, the
  * reduce-scatter input (the unit's full gradients flattened, replacing
@@ -975,14 +976,16 @@ static void forward(struct gm_em *e, uint64_t slot)
 			loop_kv_analytic(e, true);
 			if (l + 1 == e->L && st->head.n == 0)
 				efree(e, &mask);
-			fsdp_reshard(e, l);
+			if (!st->fsdp_keep)
+				fsdp_reshard(e, l);
 			continue;
 		}
 		for (int k = 0; k < st->n_act; k++)
 			a[k] = ealloc(e, st->act[k], GM_SK_ACT);
 		loop_kv_analytic(e, true);
 		transient(e);
-		fsdp_reshard(e, l);
+		if (!st->fsdp_keep)
+			fsdp_reshard(e, l);
 	}
 	if (st->head.n > 0 && st->blk.n > 0) {
 		head_forward(e, slot, &mask);
@@ -1428,7 +1431,7 @@ uint32_t gm_em_rotary(struct gm_em *e, double bytes)
 
 /*
  * torch.nn.functional.scaled_dot_product_attention over f's T queries and
- * the f->n + T / batch key positions (PyTorch aten/src/ATen/native/
+ * the gm_em_kv_len() key positions (PyTorch aten/src/ATen/native/
  * transformers/attention.cpp scaled_dot_product_attention): with 16-bit
  * inputs and no mask the flash kernel runs, and a head_dim that is not a
  * multiple of 8 (at most 256, flash's limit) is padded first
@@ -1445,7 +1448,7 @@ uint32_t gm_em_sdpa(struct gm_em *e, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = &e->st->inf;
 	double T = (double)f->T, c = in->c, hd = in->head_dim;
-	double N = (double)f->n + T / (double)in->batch;
+	double N = (double)gm_em_kv_len(e, f);
 	double Q = T * in->q * c, K = (double)in->batch * N * in->kv * c;
 	double r;
 	uint32_t qp, kp, vp, op, o;
@@ -1472,15 +1475,38 @@ static double kv_per_pos(const struct gm_step_infer *in, int k)
 	return (double)in->batch * (k ? in->kv_v : in->kv) * in->kvb;
 }
 
+/*
+ * The positions of the key and value states a layer's cache update
+ * returns for forward f (what attention reads, and the length of the
+ * tensor torch.cat makes): the positions before f and f's own. With a
+ * sliding window W (transformers 5.17.0 cache_utils.py: DynamicCache
+ * builds a DynamicSlidingWindowLayer for every layer when the config
+ * has sliding_window and no layer_types, get_layer_types_and_kwargs)
+ * the layer keeps only the last W - 1 positions before f.
+ */
+uint64_t gm_em_kv_len(const struct gm_em *e, const struct gm_em_fwd *f)
+{
+	const struct gm_step_infer *in = &e->st->inf;
+	uint64_t kept = f->n;
+
+	if (in->window && kept > in->window - 1)
+		kept = in->window - 1;
+	return kept + f->T / in->batch;
+}
+
 /* DynamicCache.update (transformers 5.17 cache_utils.py
  * DynamicLayer.update): torch.cat([self.keys, key_states], dim=-2), then
  * the same for the values: a tensor of the new length replaces the old
  * one (the prefill's cat copies the new states into the empty tensors
- * lazy_initialization made, so the cache never aliases them). */
+ * lazy_initialization made, so the cache never aliases them).
+ * DynamicSlidingWindowLayer.update makes the same cat of what it kept
+ * and keeps a slice of its last W - 1 positions: a view, so the cat's
+ * whole output stays allocated (after the prefill, the whole prompt)
+ * until the next update replaces it. */
 void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f)
 {
 	const struct gm_step_infer *in = &e->st->inf;
-	uint64_t len = f->n + f->T / in->batch;
+	uint64_t len = gm_em_kv_len(e, f);
 
 	for (int k = 0; k < 2; k++) {
 		uint32_t *slot = &e->a[2 * l + k];
@@ -1641,11 +1667,14 @@ static void infer_pass(struct gm_em *e)
 			if (in->last_decode_only && k + 1 < G)
 				continue;
 			if (in->last_decode_only && k > 1) {
-				/* jump to the last step's lengths */
+				/* jump to the last step's lengths: the cache
+				 * as the step before left it */
+				struct gm_em_fwd pf = {.T = b, .n = f.n - 1};
+				double kept = (double)gm_em_kv_len(e, &pf);
+
 				for (uint64_t l = 0; l < 2 * e->L; l++)
 					if (e->a[l] != NONE)
-						regrow(e, &e->a[l],
-						       (double)f.n *
+						regrow(e, &e->a[l], kept *
 						       kv_per_pos(in, (int)
 								  (l % 2)),
 						       GM_SK_KV);
@@ -1902,7 +1931,7 @@ struct pk {
 	double *bytes;          /* per id; < 0: not live */
 	unsigned char *kind;
 	uint32_t cap;
-	double live, kind_live[GM_SK_N];
+	double live, kind_live[GM_SK_N], row_live[GM_SR_N];
 	unsigned mask;          /* kinds whose live bytes make the peak */
 	enum gm_step_phase phase;
 	uint64_t events, peak_event, stop_at;
@@ -1941,6 +1970,13 @@ static int pk_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	if (p->mask >> kind & 1)
 		p->live += (double)bytes;
 	p->kind_live[kind] += (double)bytes;
+	{
+		enum gm_step_row r = gm_step_kind_row(kind);
+
+		p->row_live[r] += (double)bytes;
+		if (p->row_live[r] > p->r->row_max[r])
+			p->r->row_max[r] = p->row_live[r];
+	}
 	if (++p->events == p->stop_at)
 		return PK_STOP;
 	if (p->live > p->r->phase_peak[p->phase])
@@ -1961,6 +1997,7 @@ static int pk_free(void *ctx, uint32_t id)
 	if (p->mask >> p->kind[id] & 1)
 		p->live -= p->bytes[id];
 	p->kind_live[p->kind[id]] -= p->bytes[id];
+	p->row_live[gm_step_kind_row(p->kind[id])] -= p->bytes[id];
 	p->bytes[id] = -1;
 	return 0;
 }
@@ -2019,6 +2056,36 @@ static int pk_group(const struct pk *p, struct gm_step_peak *r)
 	}
 	free(g);
 	return 0;
+}
+
+enum gm_step_row gm_step_kind_row(enum gm_step_kind k)
+{
+	switch (k) {
+	case GM_SK_WEIGHT:
+		return GM_SR_WEIGHTS;
+	case GM_SK_GRAD:
+	case GM_SK_REDUCE:
+		return GM_SR_GRADIENTS;
+	case GM_SK_STATE:
+		return GM_SR_OPTIMIZER;
+	case GM_SK_ACT:
+		return GM_SR_ACTIVATIONS;
+	case GM_SK_LOGITS:
+		return GM_SR_LOGITS;
+	case GM_SK_KV:
+		return GM_SR_KV;
+	case GM_SK_COMM:
+	case GM_SK_GATHER:
+		return GM_SR_COMM;
+	case GM_SK_WORKSPACE:
+		return GM_SR_WORKSPACE;
+	case GM_SK_TRANSIENT:
+	case GM_SK_CACHE:
+	case GM_SK_OPT_TMP:
+	case GM_SK_N:
+		break;
+	}
+	return GM_SR_TEMPORARY;
 }
 
 int gm_step_peak(const struct gm_step *st, unsigned kinds,

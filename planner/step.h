@@ -44,6 +44,24 @@ enum gm_step_phase {
 	GM_SP_OPTIMIZER, GM_SP_INFER, GM_SP_TEARDOWN, GM_SP_N
 };
 
+/* The report's rows (model.h struct gm_parts), in its order: each kind
+ * belongs to one (gm_step_kind_row), the one definition both of the
+ * report's sections use. */
+enum gm_step_row {
+	GM_SR_WEIGHTS, GM_SR_GRADIENTS, GM_SR_OPTIMIZER, GM_SR_ACTIVATIONS,
+	GM_SR_LOGITS, GM_SR_TEMPORARY, GM_SR_KV, GM_SR_COMM, GM_SR_WORKSPACE,
+	GM_SR_N
+};
+
+/* The row of kind k: weights (parameters as allocated: shards, and
+ * FSDP's unsharded copies on the default stream), gradients (with
+ * FSDP's unsharded gradients and reduce-scatter outputs), optimizer
+ * states, activations (saved for backward, recomputed ones included),
+ * logits, temporary (transients, autocast's weight cache, the
+ * optimizer's temporaries), kv cache, communication (bucket copies,
+ * all-gather outputs), workspace. */
+enum gm_step_row gm_step_kind_row(enum gm_step_kind k);
+
 /* Short names ("weight", ...; "forward", ...) for traces. */
 const char *gm_step_kind_name(enum gm_step_kind k);
 const char *gm_step_phase_name(enum gm_step_phase p);
@@ -116,6 +134,8 @@ struct gm_step_infer {
 				 * tensor (kv: of its key tensor); kv unless
 				 * the family's infer_shapes sets it */
 	uint64_t layer0;        /* this stage's first block in the model */
+	uint64_t window;        /* a sliding window's tokens (every layer
+				 * a DynamicSlidingWindowLayer); 0: none */
 	/* Multi-head latent attention (family infer_shapes; heads and
 	 * ffn_shared per tensor-parallel rank, the latent widths whole) */
 	struct {
@@ -345,6 +365,9 @@ struct gm_step {
 	 * and reduce-scatter buffers (see "FSDP2" there).
 	 */
 	bool fsdp;
+	bool fsdp_keep;         /* reshard_after_forward=False (PyTorch's
+				 * ZeRO-2): a block stays unsharded from its
+				 * forward to its post-backward */
 	double fsdp_d;
 	/* bytes of an unsharded parameter (and of its unsharded gradient)
 	 * per byte of its shard's element: 1 when FSDP unshards in the
@@ -394,6 +417,8 @@ struct gm_step_peak {
 	double peak;            /* live bytes as requested (of the kinds
 				 * asked for), at most */
 	double kind[GM_SK_N];   /* of which each kind */
+	double row_max[GM_SR_N]; /* each row's own largest live bytes over
+				  * the sequence (gm_step_kind_row) */
 	enum gm_step_phase phase; /* the phase it is reached in */
 	double phase_peak[GM_SP_N]; /* the peak inside each phase */
 	int n_group;            /* the live allocations then, grouped by

@@ -68,6 +68,11 @@ void gm_em_rope_tables(struct gm_em *e, double q, uint32_t *cs);
  * elements per token) for forward f. */
 void gm_em_kv_append(struct gm_em *e, uint64_t l, const struct gm_em_fwd *f);
 
+/* Positions of the key and value states a layer's cache update returns
+ * for forward f: f->n + its own, or at most window - 1 + its own under
+ * a sliding window (step.c). */
+uint64_t gm_em_kv_len(const struct gm_em *e, const struct gm_em_fwd *f);
+
 /* For the framework engines beside the emitter (step_ds.c): the step
  * described, the ids of parameter i's weight and gradient in row `row`
  * (a block, or the layer count for the embeddings and head; GM_EM_NONE

@@ -48,6 +48,7 @@ enum {
 					* qk_rope_head_dim, qk_nope_head_dim,
 					* v_head_dim */
 	GM_FK_DENSE_LAYERS = 1 << 8,   /* model.dense_layers */
+	GM_FK_SLIDING_WINDOW = 1 << 9, /* model.sliding_window */
 };
 
 /* Multi-head latent attention's widths (GM_FK_MLA families' defaults). */

@@ -268,7 +268,7 @@ const struct gm_family gm_family_llama = {
 	.shaped = true,
 	.defaults = {.ffn = ffn, .vocab = 32000, .head = GM_HEAD_CAUSAL_LM,
 		     .lora_targets = {"q_proj", "v_proj"}},
-	.keys = GM_FK_QKV_BIAS,
+	.keys = GM_FK_QKV_BIAS | GM_FK_SLIDING_WINDOW,
 	.linears = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 		    "down_proj"},
 	.layout = layout,

@@ -14,8 +14,15 @@
  *    gradients with the default gradient_as_bucket_view=False.
  *  - zero_stage 1: DDP plus torch.distributed.optim.
  *    ZeroRedundancyOptimizer (optimizer states over d ranks).
- *  - zero_stage 2: gradients sharded too (the ZeRO paper's stage 2;
- *    FSDP's SHARD_GRAD_OP) with parameters kept whole.
+ *  - zero_stage 2: PyTorch has no DDP mode that shards gradients; its
+ *    ZeRO-2 is FSDP's ShardingStrategy.SHARD_GRAD_OP (torch 2.11
+ *    torch/distributed/fsdp/api.py: unshards before the forward, does
+ *    not reshard after it, reshards after the backward), in FSDP2
+ *    fully_shard(reshard_after_forward=False) (_fully_shard/
+ *    _fully_shard.py). Planned as FSDP2 below with each block's
+ *    unsharded parameters kept from its forward to its post-backward:
+ *    sharded parameters, gradients and optimizer states, and at the
+ *    end of the forward every unit unsharded at once.
  *  - zero_stage 3: FSDP2 fully_shard (torch/distributed/fsdp/
  *    _fully_shard/): sharded parameters in their original dtype (fp32
  *    under *-mixed), sharded gradients, optimizer over the shards. With
@@ -84,8 +91,9 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 		out->wrap = GM_WRAP_SINGLE;
 		return 0;
 	}
-	if (in->zero >= 3) {
+	if (in->zero >= 2) {
 		bool pd = mixed && in->fsdp_mp == GM_FSDP_MP_PARAM_DTYPE;
+		bool keep = in->zero == 2; /* reshard_after_forward=False */
 		double uw = pd ? 2 : w; /* unsharded element bytes */
 
 		out->weights = w * P / d;
@@ -95,6 +103,9 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 		 * the unit's unsharded gradients and the reduce-scatter
 		 * input in reduce_dtype (fp32) */
 		out->gathered = 2 * uw * U + uw * U + 4 * U;
+		/* kept: every unit unsharded at the end of the forward */
+		if (keep)
+			out->gathered = uw * P + uw * U + 4 * U;
 		if (pd)
 			out->cache = 0;
 		/* a whole-model build, then each fully_shard allocates its
@@ -102,9 +113,10 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 		 * "FSDP2"); built sharded (meta device): the shards */
 		out->init_peak = in->built_whole ? w * B + w * U / d
 						 : w * P / d;
-		snprintf(out->name, sizeof(out->name), "pytorch-fsdp2-%s%s",
-			 prec, mixed ? pd ? "-param-dtype" : "-autocast" : "");
-		out->wrap = GM_WRAP_FSDP2;
+		snprintf(out->name, sizeof(out->name), "pytorch-fsdp2-%s%s%s",
+			 keep ? "shard-grad-op-" : "", prec,
+			 mixed ? pd ? "-param-dtype" : "-autocast" : "");
+		out->wrap = keep ? GM_WRAP_FSDP2_KEEP : GM_WRAP_FSDP2;
 		return 0;
 	}
 	/* DDP's buckets: a flat copy of the gradients, built with DDP */
@@ -113,12 +125,8 @@ int gm_recipe_pytorch(const struct gm_recipe_in *in,
 						      : w * B;
 	if (in->zero >= 1)
 		out->optimizer /= d;
-	if (in->zero >= 2)
-		out->gradients /= d;
 	snprintf(out->name, sizeof(out->name), "pytorch-ddp%s-%s",
-		 in->zero == 1 ? "-zero-redundancy-optimizer"
-		 : in->zero == 2 ? "-zero2" : "", prec);
-	out->wrap = in->zero == 1 ? GM_WRAP_DDP_ZERO1 :
-		    in->zero == 2 ? GM_WRAP_DDP_ZERO2 : GM_WRAP_DDP;
+		 in->zero == 1 ? "-zero-redundancy-optimizer" : "", prec);
+	out->wrap = in->zero == 1 ? GM_WRAP_DDP_ZERO1 : GM_WRAP_DDP;
 	return 0;
 }

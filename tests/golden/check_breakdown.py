@@ -40,13 +40,23 @@ def main():
         if "at_peak" not in g:
             errs.append(f"{f}: no per_gpu.at_peak")
             continue
+        # one definition per row: no row at the peak exceeds the same
+        # row at its own largest (per_gpu.largest; the closed forms of
+        # per_gpu where a plan has none)
+        top = g.get("largest", g)
+        for t in TERMS:
+            if g["at_peak"][t + "_bytes"] > top[t + "_bytes"] + 16:
+                errs.append(f"{os.path.basename(f)}: {t} at the peak "
+                            f"{g['at_peak'][t + '_bytes']} exceeds its "
+                            f"own largest {top[t + '_bytes']}")
         s = sum(g["at_peak"][t + "_bytes"] for t in TERMS)
         if abs(s - g["peak_allocated_bytes"]) > 16:
             errs.append(f"{os.path.basename(f)}: at_peak sums to {s}, "
                         f"peak allocated {g['peak_allocated_bytes']}")
     r, _ = plan(gpumem, custom, fmt="table")
     if "per gpu at the peak:" not in r.stdout or \
-            "(closed form, not at the peak):" not in r.stdout:
+            "each term at its own largest over the step (not at the peak):" \
+            not in r.stdout:
         errs.append("table: the breakdowns' headings do not say what "
                     "they are:\n" + r.stdout)
     # activation_bytes_per_token counts, linearly

@@ -35,11 +35,12 @@ CASES = [
                          "training.micro_batch_size=2"], "NVIDIA L4",
      ["training.activation_checkpointing=selective"],
      [["training.micro_batch_size=1", "training.global_batch_size=2"]]),
-    # ZeRO-3: stage 2 still holds every parameter on each rank
+    # PyTorch's ZeRO-2 (FSDP2, reshard_after_forward=False) shards the
+    # parameters too: over 4 data-parallel ranks of TP 8 x PP 8 stage 2
+    # fits where full checkpointing alone does not
     ("gpt3-175b-finetune.yaml", [], "NVIDIA A100-SXM4-40GB",
-     ["parallelism.zero_stage=3"],
-     [["parallelism.zero_stage=2"],
-      ["training.activation_checkpointing=full"]]),
+     ["parallelism.zero_stage=2"],
+     [["training.activation_checkpointing=full"]]),
     # Megatron-LM: zero_stage is refused there, its distributed
     # optimizer shards the fp32 master weights and Adam's states
     ("llama-2-7b.yaml", ["training.framework=megatron",
@@ -60,6 +61,15 @@ CASES = [
      "Tesla T4", ["parallelism.offload_optimizer=cpu",
                   "parallelism.offload_parameters=cpu"],
      [["parallelism.offload_optimizer=cpu"]]),
+    # DeepSpeed ZeRO-2 with the optimizer on the host, one GPU: stage 3
+    # on the same GPU (no flat 16-bit copy of the parameters at set-up)
+    # fits before a second GPU is asked for
+    ("llama-2-7b.yaml", ["training.framework=deepspeed",
+                         "parallelism.data_parallel=1",
+                         "parallelism.zero_stage=2",
+                         "parallelism.offload_optimizer=cpu"],
+     "NVIDIA GeForce RTX 4090", ["parallelism.zero_stage=3"],
+     [["parallelism.zero_stage=2", "parallelism.data_parallel=2"]]),
     # a DeepSpeed JSON's gradient_accumulation_steps: the global batch
     # it gives (4 x 4 x 8 = 128) is written, or the JSON would shrink it
     # with the micro-batch
@@ -94,6 +104,10 @@ CASES = [
                          "inference.generate_length=512"],
      "NVIDIA L4", ["inference.batch_size=5"],
      [["inference.batch_size=6"]]),
+    # a custom model of a parameter count: no tensor parallel (no shape
+    # to split), and at 1 layer nothing else fits 8 H100s
+    ("../tests/data/plan/custom-7b-fsdp.yaml", [], "NVIDIA H100 80GB HBM3",
+     "none", []),
     # nothing fits: Llama-3-70B on 7.5 GiB, even over 64 ranks with
     # tensor parallel 8 (the global batch 64 bounds data parallel)
     ("llama-3-70b.yaml", [], "Tesla P4", "none", []),

@@ -12,7 +12,8 @@ out=$root/tests/golden
 cd /tmp
 for s in gpt2-a100 llama-2-7b-h200 llama-2-13b-v100-pp llama-3-8b-infer \
 	bert-large-cls llama-2-7b-megatron llama-2-7b-deepspeed \
-	mixtral-8x7b-megatron deepseek-v3-style-infer llama-2-7b-ds-zero2-offload; do
+	mixtral-8x7b-megatron deepseek-v3-style-infer llama-2-7b-ds-zero2-offload \
+	mistral-7b-infer-window; do
 	"$gpumem" plan "$data/$s.yaml" > "$out/plan-$s.txt" || true
 	"$gpumem" plan "$data/$s.yaml" --format json > "$out/plan-$s.json" ||
 		true

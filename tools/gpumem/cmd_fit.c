@@ -9,6 +9,7 @@
 #include "cmd.h"
 
 #include "cap.h"
+#include "custom_layers.h"
 #include "emit.h"
 #include "error.h"
 #include "fit.h"
@@ -338,6 +339,8 @@ int gm_cmd_fit(int argc, char **argv)
 		rc = gm_spec_check_modelled(spec, &diag);
 	if (!rc)
 		gm_plan_spec_warn("fit", spec);
+	if (!rc)
+		gm_custom_layers_warn(spec);
 	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
 	/* the DeepSpeed JSON, where its message points */
 	paths[3] = spec->deepspeed.path[0] ? spec->deepspeed.path : NULL;

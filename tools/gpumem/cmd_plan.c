@@ -12,6 +12,7 @@
 #include "sim.h"
 #include "error.h"
 #include "cap.h"
+#include "custom_layers.h"
 #include "gpu.h"
 #include "log.h"
 #include "megatron_moe.h"
@@ -47,8 +48,8 @@ static void help(void)
 	       "and\nwhether it fits, and where a run that does not fit "
 	       "stops (out of memory:\nthe first request the caching "
 	       "allocator refuses after freeing its cache and\nretrying). "
-	       "The table's rows are what is live at the peak; each term's "
-	       "closed\nform at its own largest follows. Tables print GiB "
+	       "The table's rows are what is live at the peak; each row at "
+	       "its own\nlargest over the step follows. Tables print GiB "
 	       "(2^30 bytes); other\nformats print bytes. SPEC.yaml \"-\" "
 	       "reads standard input (messages say\n<stdin>:line:column). "
 	       "Each option but --set is given at most once; --gpu\nand "
@@ -471,6 +472,8 @@ int gm_cmd_plan(int argc, char **argv)
 		rc = gm_spec_check_modelled(spec, &diag);
 	if (!rc)
 		gm_plan_spec_warn("plan", spec);
+	if (!rc)
+		gm_custom_layers_warn(spec);
 	if (!rc)
 		rc = gm_plan_gpu_resolve(&g, spec, paths[1] ? &catalog : NULL,
 					 gpu, "--gpu", &diag);
