@@ -12,7 +12,9 @@
  *    comes with the first matmul, in the first forward (first_matmul());
  *  - forward of each block: the autocast copies of its matmul weights
  *    (torch.autocast's cache, cache_enabled; shared by the micro-batches
- *    in flight: one autocast region per step), then its program
+ *    in flight: one autocast region per step; under full checkpointing
+ *    freed at the forward's end and cast again by the recompute,
+ *    ckpt_drops_cache()), then its program
  *    (gm_step.blk, planner/block.c: every op's output with its exact
  *    size, freed where Python drops it unless autograd saved it; full
  *    checkpointing frees the saved ones too and keeps the block input;
@@ -399,7 +401,7 @@ static void fsdp_forward(struct gm_em *e, uint64_t u)
 static void fsdp_pre_backward(struct gm_em *e, uint64_t l)
 {
 	if (e->st->ds.on) {
-		gm_ds_fetch(e, l);
+		gm_ds_fetch_bwd(e, l);
 		return;
 	}
 	fsdp_unshard(e, l);
@@ -567,9 +569,36 @@ static void loop_release(struct gm_em *e, uint32_t *set, size_t *n)
 /* The model's forward has returned: the outputs of the one before go
  * (keep_outputs), else this one's (only the loss is kept); then
  * Lightning's zero_grad frees the last step's gradients. */
+/* Whether the blocks' autocast copies live only inside their forward
+ * and their recompute: full checkpointing with a block program. Under
+ * torch.utils.checkpoint the forward saves none of a block's casts, so
+ * the cache alone holds them, and torch.autocast's __exit__ drops the
+ * cache (torch.clear_autocast_cache()) when the outermost region ends
+ * (torch 2.11 torch/amp/autocast_mode.py): at the forward's end, the
+ * loss included (every loop of tools/measure/measure_loops.py enters
+ * autocast around model(**batch) only, accelerate's prepared forward
+ * the same). The recompute enters autocast again (torch 2.11
+ * torch/utils/checkpoint.py, its recompute_fn under the forward's
+ * saved autocast state) and casts the block's weights anew; the
+ * recomputed graph saves those copies to the block's backward's end.
+ * The H200 trace of trainer-llama-1.1b-bf16mixed-fullckpt
+ * (tests/data/calibration/traces/pending-loops/) shows both: no 22 MiB
+ * MLP weight copy live when the backward begins (the head's 125 MiB
+ * one is, saved by its linear), and twice the forward's 22 MiB
+ * allocations in each backward (132 against 66: the recompute's casts
+ * and the copies' gradients). lm_head is not checkpointed: its copy is
+ * saved by the graph and kept as before. */
+static bool ckpt_drops_cache(const struct gm_em *e)
+{
+	return e->st->blk.n > 0 && e->st->blk.ckpt == GM_STEP_CKPT_FULL;
+}
+
 static void loop_forward_end(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
+
+	for (uint64_t l = 0; ckpt_drops_cache(e) && l < e->L; l++)
+		cache_unref(e, l);
 
 	if (e->st->keep_outputs) {
 		uint32_t *t = e->kprev;
@@ -1062,6 +1091,8 @@ static void backward(struct gm_em *e, uint64_t slot)
 				if (st->head.n > 0)
 					head_backward(e, slot);
 			}
+			if (ckpt_drops_cache(e))
+				cache_ref(e, l, false); /* the recompute's */
 			blk_backward(e, slot, l);
 			loop_kv_analytic(e, false);
 			cache_unref(e, l);

@@ -95,10 +95,17 @@
  * partitions are on the host too; every fetch allocates the full
  * parameters on the GPU.
  *
- * Simplifications: parameters in one group in module order; stage 3's
- * prefetch (stage3_prefetch_bucket_size) and max_live_parameters'
- * back-pressure are not emitted (release is decided at unit
- * granularity); without contiguous_gradients the gradients are still
+ * Once the trace is complete stage 3 also prefetches (prefetch(): the
+ * fetch queue runs ahead to stage3_max_live_parameters, and a block
+ * whose backward use it passes while gathered stays gathered to it).
+ *
+ * Simplifications: parameters in one group in module order; gathering,
+ * prefetch and release are decided at unit granularity (a block or the
+ * root), the root kept gathered for the whole step; the
+ * prefetch runs until max_live_parameters, not bucket by bucket; the
+ * reduce stream's allocations (partition_grads: the reduced gradients'
+ * norms and host copies under offload) are not
+ * modelled; without contiguous_gradients the gradients are still
  * freed as they are reduced; the optimizer is torch.optim's (the
  * harness's client optimizer), not DeepSpeed's FusedAdam.
  */
@@ -133,6 +140,15 @@ struct gm_ds_em {
 				 * np */
 	double *sg;             /* stage 3: elements of each sub-group */
 	int n_sg;
+	/* stage 3's prefetcher once the trace is complete (steps > 0): the
+	 * uses of the blocks in order, block u's forward at u, its
+	 * backward at 2 L - 1 - u; pf: the next use the fetch queue holds;
+	 * avail: elements gathered (__n_available_params); mark[u]: the
+	 * last use of block u the queue gave up while u was gathered
+	 * (__most_recent_step_id_param_fetched_for), -1: none */
+	uint64_t pf;
+	double avail;
+	int64_t *mark;
 };
 
 static struct gm_ds_em *ds_of(struct gm_em *e)
@@ -437,7 +453,9 @@ void gm_ds_setup(struct gm_em *e)
 	s->state = malloc(2 * s->n_master * sizeof(*s->state));
 	s->gath = malloc((n ? n : 1) * sizeof(*s->gath));
 	s->sg = calloc(n + 1, sizeof(*s->sg));
-	if (!s->master || !s->state || !s->gath || !s->sg) {
+	s->mark = malloc((st->layers + 1) * sizeof(*s->mark));
+	if (!s->master || !s->state || !s->gath || !s->sg || !s->mark) {
+		free(s->mark);
 		gm_em_fail(e, GM_ENOMEM);
 		free(s->master);
 		free(s->state);
@@ -468,6 +486,92 @@ static bool gathers(struct gm_em *e)
 	return c->stage == 3 && (c->d > 1 || c->off_param);
 }
 
+/* Elements of unit u's parameters that are partitioned (not
+ * persistent): what __n_available_params counts. */
+static double unit_gathered_elems(struct gm_em *e, uint64_t u)
+{
+	const struct gm_step *st = gm_em_step(e);
+	double n = 0;
+
+	for (int i = 0; i < st->n_param; i++)
+		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
+			n += elems(e, i);
+	return n;
+}
+
+/* Whether unit u's partitioned parameters are gathered. */
+static bool gathered(struct gm_em *e, uint64_t u)
+{
+	const struct gm_step *st = gm_em_step(e);
+	struct gm_ds_em *s = ds_of(e);
+
+	for (int i = 0; i < st->n_param; i++)
+		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
+			return s->gath[slot(e, u, i)] != NONE;
+	return false;
+}
+
+/* Unit u's parameters gathered where they are not; whether any was
+ * (its partitioned ones then count in avail). */
+static bool gather(struct gm_em *e, uint64_t u)
+{
+	const struct gm_step *st = gm_em_step(e);
+	struct gm_ds_em *s = ds_of(e);
+	bool any = false, was = gathered(e, u);
+
+	for (int i = 0; i < st->n_param; i++) {
+		uint32_t *g = &s->gath[slot(e, u, i)];
+		if (in_row(e, u, i) && *g == NONE) {
+			*g = gm_em_alloc(e, st->p[i].weight, GM_SK_GATHER);
+			any = true;
+		}
+	}
+	if (any && !was)
+		s->avail += unit_gathered_elems(e, u);
+	return any;
+}
+
+/*
+ * The prefetch after the fetch of use q (DeepSpeed
+ * deepspeed/runtime/zero/partitioned_param_coordinator.py
+ * fetch_sub_module once is_complete_trace(), read at the snapshot
+ * edaa722, version.txt 0.19.6, the nearest to the measured 0.19.8 in
+ * the store): the fetch queue gives up the uses after q in trace
+ * order; a parameter not available is all-gathered and counts, one
+ * available is skipped and marked with that use's step, which
+ * __params_to_release honours (no release before it). Each submodule's
+ * fetch takes up to stage3_prefetch_bucket_size more elements, bounded
+ * by stage3_max_live_parameters - __n_available_params; a block is a
+ * dozen submodule fetches (its linears, norms, attention, MLP, the
+ * block itself) and about one bucket of elements (1.1B Llama: 44M per
+ * block, 5e7 a bucket), so the queue runs ahead until
+ * max_live_parameters stops it: the loop here goes while avail <
+ * max_live. The H200 trace of ds-zero3-offload-all-llama-1.1b-bf16
+ * (tests/data/calibration/traces/pending-loops/) shows it: in the
+ * second step the blocks' weights are gathered together (coalesced
+ * handles, partition_parameters.py NoGatherCoalescedHandle) at the
+ * forward's start and kept to their backward, about 1e9 elements live
+ * at the peak.
+ */
+static void prefetch(struct gm_em *e, uint64_t q)
+{
+	const struct gm_step *st = gm_em_step(e);
+	struct gm_ds_em *s = ds_of(e);
+	uint64_t L = st->layers;
+
+	if (s->steps == 0 || !(cfg(e)->prefetch > 0))
+		return;
+	if (s->pf <= q)
+		s->pf = q + 1;
+	while (s->pf < 2 * L &&
+	       s->avail < cfg(e)->max_live) {
+		uint64_t use = s->pf++;
+		uint64_t u = use < L ? use : 2 * L - 1 - use;
+		if (!gather(e, u) && (int64_t)use > s->mark[u])
+			s->mark[u] = (int64_t)use;
+	}
+}
+
 void gm_ds_fetch(struct gm_em *e, uint64_t u)
 {
 	const struct gm_step *st = gm_em_step(e);
@@ -475,11 +579,25 @@ void gm_ds_fetch(struct gm_em *e, uint64_t u)
 
 	if (!s || !gathers(e))
 		return;
-	for (int i = 0; i < st->n_param; i++) {
-		uint32_t *g = &s->gath[slot(e, u, i)];
-		if (in_row(e, u, i) && *g == NONE)
-			*g = gm_em_alloc(e, st->p[i].weight, GM_SK_GATHER);
+	if (u == st->layers) { /* the step's first fetch: reset_step */
+		s->pf = 0;
+		s->avail = 0;
+		for (uint64_t v = 0; v <= st->layers; v++)
+			s->mark[v] = -1;
 	}
+	gather(e, u);
+	if (u < st->layers)
+		prefetch(e, u);
+}
+
+void gm_ds_fetch_bwd(struct gm_em *e, uint64_t u)
+{
+	struct gm_ds_em *s = ds_of(e);
+
+	if (!s || !gathers(e))
+		return;
+	gather(e, u);
+	prefetch(e, 2 * gm_em_step(e)->layers - 1 - u);
 }
 
 /* Unit u's parameters freed, but the persistent ones. */
@@ -488,6 +606,8 @@ static void release(struct gm_em *e, uint64_t u)
 	const struct gm_step *st = gm_em_step(e);
 	struct gm_ds_em *s = ds_of(e);
 
+	if (gathered(e, u))
+		s->avail -= unit_gathered_elems(e, u);
 	for (int i = 0; i < st->n_param; i++)
 		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
 			gm_em_free(e, &s->gath[slot(e, u, i)]);
@@ -512,6 +632,9 @@ void gm_ds_release_fwd(struct gm_em *e, uint64_t u)
 	double between = 0;
 
 	if (!s || !gathers(e))
+		return;
+	/* its backward's use given up by the prefetcher while gathered */
+	if (u < st->layers && s->steps > 0 && s->mark[u] > (int64_t)u)
 		return;
 	if (u < st->layers && s->steps > 0) {
 		/* the modules until block u's backward: the later blocks'
@@ -786,6 +909,7 @@ void gm_ds_free(struct gm_em *e)
 	free(s->state);
 	free(s->gath);
 	free(s->sg);
+	free(s->mark);
 	free(s);
 	*gm_em_ds(e) = NULL;
 }

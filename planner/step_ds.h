@@ -33,6 +33,8 @@ struct gm_step_ds {
 	bool overlap;           /* overlap_comm */
 	double sub_group;       /* sub_group_size, elements (stage 3) */
 	double max_live;        /* stage3_max_live_parameters, elements */
+	double prefetch;        /* stage3_prefetch_bucket_size, elements
+				 * (0: no prefetch) */
 	double max_reuse;       /* stage3_max_reuse_distance, elements */
 	double persist;         /* stage3_param_persistence_threshold */
 	bool off_opt, off_param; /* offload_optimizer / offload_param cpu */
@@ -46,8 +48,10 @@ struct gm_em;
 /* deepspeed.initialize() after the model was built: the optimizer's
  * set-up for the stage. */
 void gm_ds_setup(struct gm_em *e);
-/* Stage 3: unit u's parameters fetched (forward, or pre-backward). */
+/* Stage 3: unit u's parameters fetched in the forward (the root, u =
+ * layers, first: the step begins), or block u's in the pre-backward. */
 void gm_ds_fetch(struct gm_em *e, uint64_t u);
+void gm_ds_fetch_bwd(struct gm_em *e, uint64_t u);
 /* Stage 3: unit u's forward ended (its parameters may be released). */
 void gm_ds_release_fwd(struct gm_em *e, uint64_t u);
 /* Unit u's gradients are ready (u == layers: the root's, the last):

@@ -846,6 +846,94 @@ static void head_forward_order(void **state)
 	free(r);
 }
 
+/* Autocast copies under full checkpointing: what is live when step 1's
+ * backward begins (bytes of kind GM_SK_CACHE) and how many copies the
+ * backward allocates. */
+struct crec {
+	uint64_t addr[8192], bytes[8192];
+	int n;
+	uint64_t live_at_bwd;
+	int bwd_copies;
+	bool seen_bwd;
+};
+
+static int crec_begin(void *ctx, const struct gm_sim_options *so,
+		      const struct gm_pool_options *po)
+{
+	(void)so;
+	(void)po;
+	memset(ctx, 0, sizeof(struct crec));
+	return 0;
+}
+
+static int crec_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		      const struct gm_step_event *info)
+{
+	struct crec *r = ctx;
+
+	if (info->step == 1 && info->phase == GM_SP_BACKWARD &&
+	    !r->seen_bwd) {
+		r->seen_bwd = true;
+		for (int i = 0; i < r->n; i++)
+			r->live_at_bwd += r->bytes[i];
+	}
+	if (info->kind != GM_SK_CACHE || info->step != 1)
+		return 0;
+	if (alloc && info->phase == GM_SP_BACKWARD)
+		r->bwd_copies++;
+	if (alloc && r->n < 8192) {
+		r->addr[r->n] = addr;
+		r->bytes[r->n++] = bytes;
+		return 0;
+	}
+	for (int i = 0; i < r->n; i++)
+		if (r->addr[i] == addr) {
+			r->addr[i] = r->addr[--r->n];
+			r->bytes[i] = r->bytes[r->n];
+			break;
+		}
+	return 0;
+}
+
+/*
+ * Full checkpointing under autocast (step.c ckpt_drops_cache): the
+ * blocks' copies go when the forward's autocast region ends, so only
+ * lm_head's (256 x 1000 bf16 = 512000 bytes, saved by its linear) is
+ * live when the backward begins; each block's recompute casts its 7
+ * matmul weights again (2 blocks: 14 copies), as the H200 trace of
+ * trainer-llama-1.1b-bf16mixed-fullckpt shows. Without checkpointing
+ * the graph keeps every copy and the backward makes none.
+ */
+static void ckpt_drops_autocast_copies(void **state)
+{
+	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
+	struct gm_model_opts o = simulated();
+	struct crec *r = calloc(1, sizeof(*r));
+	struct gm_step_observer obs = {r, crec_begin, crec_event};
+	struct gm_plan p;
+	struct gm_diag d;
+	/* per block: q, o 256 x 256; k, v 256 x 256 (kv_heads = heads);
+	 * gate, up, down 256 x 688; bf16 */
+	const uint64_t blk = (4 * 256 * 256 + 3 * 256 * 688) * 2;
+
+	(void)state;
+	assert_non_null(r);
+	s.training.micro_batch_size = 8;
+	s.training.sequence_length = 64;
+	s.training.activation_checkpointing = GM_CKPT_FULL;
+	o.trace = &obs;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_true(r->seen_bwd);
+	assert_int_equal(r->live_at_bwd, 512000);
+	assert_int_equal(r->bwd_copies, 14);
+
+	s.training.activation_checkpointing = GM_CKPT_NONE;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_int_equal(r->live_at_bwd, 512000 + 2 * blk);
+	assert_int_equal(r->bwd_copies, 0);
+	free(r);
+}
+
 /*
  * The head's backward under autocast, as the H200 traces show it
  * (llama-134m-eager-seq1024, llama-0.5b-v152k-zero1-dp2-fullckpt): the
@@ -979,6 +1067,7 @@ int main(void)
 		cmocka_unit_test(ddp_buckets_exact),
 		cmocka_unit_test(head_weight_gradient_order),
 		cmocka_unit_test(head_forward_order),
+		cmocka_unit_test(ckpt_drops_autocast_copies),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
 	};

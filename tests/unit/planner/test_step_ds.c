@@ -303,6 +303,42 @@ static void zero3_gathers_and_reuse(void **state)
 	assert_int_equal(r.allocs[GM_SK_GATHER], 0);
 }
 
+/*
+ * Stage 3's prefetch once the trace is complete (step_ds.c prefetch(),
+ * partitioned_param_coordinator.py fetch_sub_module): the fetch queue
+ * runs ahead while fewer than stage3_max_live_parameters elements are
+ * gathered; a block whose backward use it passes while the block is
+ * still gathered is not released after its forward
+ * (__most_recent_step_id_param_fetched_for), whatever the reuse
+ * distance: with max_reuse_distance 0 every block is still gathered
+ * when step 2's backward begins. With max_live_parameters already
+ * reached by the root (8 Mi elements) nothing is prefetched, as
+ * without a prefetch bucket.
+ */
+static void zero3_prefetch_keeps_blocks(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 3, 2);
+	st.ds.max_reuse = 0;
+	st.ds.prefetch = 5e7;
+	emit(&st, &r);
+	assert_true(r.at[1][GM_SP_BACKWARD][GM_SK_GATHER] == EMB + HEAD);
+	assert_true(r.at[2][GM_SP_BACKWARD][GM_SK_GATHER] == P_BYTES);
+	st.ds.max_live = 8 * MiB / 2;
+	emit(&st, &r);
+	assert_true(r.at[2][GM_SP_BACKWARD][GM_SK_GATHER] == EMB + HEAD);
+	/* offload_param at one rank gathers as at two */
+	describe(&st, 3, 1);
+	st.ds.off_param = true;
+	st.ds.max_reuse = 0;
+	st.ds.prefetch = 5e7;
+	emit(&st, &r);
+	assert_true(r.at[2][GM_SP_BACKWARD][GM_SK_GATHER] == P_BYTES);
+}
+
 /* Stage 0's all-reduce (engine.py allreduce_no_retain): a bucket closes
  * once its elements exceed reduce_bucket_size; here 5 Mi elements: the
  * embedding (4 Mi) with block 0's 8 Mi, then ..., each flattened copy a
@@ -354,6 +390,7 @@ int main(void)
 		cmocka_unit_test(offload_keeps_nothing_of_the_optimizer),
 		cmocka_unit_test(sub_groups),
 		cmocka_unit_test(zero3_gathers_and_reuse),
+		cmocka_unit_test(zero3_prefetch_keeps_blocks),
 		cmocka_unit_test(zero0_allreduce_buckets),
 		cmocka_unit_test(zero2_bucket_buffers),
 	};
