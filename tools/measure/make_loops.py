@@ -109,7 +109,8 @@ DS = {
 }
 
 # name: runner, model (a SHAPES key or an HF key with layers), training
-# keys, extra parallelism keys
+# keys, extra parallelism keys, extra manifest keys (optim: the
+# TrainingArguments.optim the trainer runner passes)
 L = [
     # the Hugging Face Trainer (use_cache left out: false, the planner's
     # default, is what Trainer.__init__ writes into model.config from
@@ -135,6 +136,17 @@ L = [
      dict(precision="bf16-mixed", micro_batch_size=2, sequence_length=1024)),
     ("trainer-qwen3moe-2l-bf16mixed", "trainer", ("qwen3-30b-a3b", 2),
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=1024)),
+    # the same runs with optim="adamw_torch" (torch.optim.AdamW without
+    # fused=True, so foreach) instead of the Trainer's default
+    # adamw_torch_fused
+    ("trainer-llama-1.1b-bf16mixed-fullckpt-adamw-torch", "trainer",
+     "llama-1.1b",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
+          activation_checkpointing="full"), {}, dict(optim="adamw_torch")),
+    ("trainer-mixtral-2l-bf16mixed-adamw-torch", "trainer",
+     ("mixtral-8x7b", 2),
+     dict(precision="bf16-mixed", micro_batch_size=2, sequence_length=1024),
+     {}, dict(optim="adamw_torch")),
     # the transformers docs' native loop (use_cache: what the harness
     # passed; auto: nothing, so the model config's use_cache=True)
     ("native-keep-llama-134m-bf16mixed", "native", "llama-134m",
@@ -430,9 +442,11 @@ def files():
     for row in L:
         name, runner, model, t = row[:4]
         par = row[4] if len(row) > 4 else {}
+        extra = row[5] if len(row) > 5 else {}
         out[f"loops/specs/{name}.yaml"] = train_spec(name, model, t, par)
-        man.append({"name": name, "spec": f"specs/{name}.yaml", "set": [],
-                    "runner": runner, "heldout": heldout(name)})
+        man.append(dict({"name": name, "spec": f"specs/{name}.yaml",
+                         "set": [], "runner": runner}, **extra,
+                        heldout=heldout(name)))
     out["loops/manifest.json"] = js({
         "format": "gpumem-calibration-manifest-1",
         "harness": "tools/measure/measure_loops.py",

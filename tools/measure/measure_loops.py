@@ -13,7 +13,9 @@ not a re-creation:
 
   trainer     transformers.Trainer(...).train() with TrainingArguments
               (bf16 / fp16 from training.precision, gradient_checkpointing,
-              optim left at the Trainer's default and recorded)
+              optim left at the Trainer's default and recorded, or
+              the manifest entry's "optim", a TrainingArguments.optim
+              name, for an adamw spec)
   native      the transformers docs' loop: outputs = model(**batch);
               loss = outputs.loss; loss.backward(); optimizer.step();
               optimizer.zero_grad(). training.loop keep-outputs keeps
@@ -59,7 +61,8 @@ LR = measure.LR
 
 
 def load_manifest(path):
-    """measure.load_manifest plus each entry's runner (required)."""
+    """measure.load_manifest plus each entry's runner (required) and
+    optim (optional, runner trainer only)."""
     with open(path) as f:
         man = json.load(f)
     out = measure.load_manifest(path)
@@ -69,6 +72,12 @@ def load_manifest(path):
             raise SystemExit(f"{path}: {c['name']}: runner {r!r} is not "
                              f"one of {', '.join(RUNNERS)}")
         c["runner"] = r
+        if "optim" in raw:
+            if r != "trainer" or not isinstance(raw["optim"], str):
+                raise SystemExit(f"{path}: {c['name']}: optim is a "
+                                 "TrainingArguments.optim name, for "
+                                 "runner trainer only")
+            c["optim"] = raw["optim"]
     return out
 
 
@@ -278,9 +287,15 @@ def run_native(torch, spec, model, stats, steps, rec):
     del outputs
 
 
-def run_trainer(torch, spec, model, stats, steps, rec):
+def run_trainer(torch, spec, model, stats, steps, rec, optim=None):
     import transformers
     t = spec["training"]
+    if optim and t["optimizer"] != "adamw":
+        raise Unsupported(f"optim {optim}: the manifest picks an AdamW "
+                          "implementation; the spec's optimizer is "
+                          f"{t['optimizer']}")
+    if t["optimizer"] == "sgd":
+        optim = "sgd"
     dt = mixed_dtype(torch, spec)
     args = transformers.TrainingArguments(
         output_dir=os.environ.get("MEASURE_TMP", "/tmp/measure-trainer"),
@@ -292,8 +307,7 @@ def run_trainer(torch, spec, model, stats, steps, rec):
         gradient_checkpointing_kwargs={"use_reentrant": False},
         dataloader_num_workers=0, dataloader_pin_memory=False,
         remove_unused_columns=False, seed=0,
-        **({"optim": {"sgd": "sgd", "adam": "adamw_torch"}[t["optimizer"]]}
-           if t["optimizer"] in ("sgd",) else {}))
+        **({"optim": optim} if optim else {}))
     rec["trainer_optim"] = str(args.optim)
     mark = {"t0": None}
 
@@ -480,7 +494,9 @@ def measure_one(torch, cfg, args):
         if args.trace_dir:
             import tracefile
             state["trace"] = tracefile.start(mem)
-        RUN[cfg["runner"]](torch, spec, model, stats, args.steps, rec)
+        RUN[cfg["runner"]](torch, spec, model, stats, args.steps, rec,
+                           **({"optim": cfg["optim"]} if "optim" in cfg
+                              else {}))
         del model
         rec.update(measure.ran_record(mem, stats, measure.nvml_process_used))
     except Unsupported as e:

@@ -8,7 +8,10 @@ cannot be run is refused; the Megatron runner, driven through stub torch
 and megatron.core modules, builds one chunk per virtual stage with the
 right pipeline ends and runs the schedule with the micro-batch count,
 and the DeepSpeed runner, through stub modules, builds ZeRO-3 under
-zero.Init (unless built whole) and steps the engine from the JSON; the
+zero.Init (unless built whole) and steps the engine from the JSON;
+measure_loops.py's trainer runner, through a stub transformers, passes
+TrainingArguments the manifest's optim (none where the entry has none,
+"sgd" for an sgd spec) and its manifest refuses optim off the trainer; the
 records the harnesses share (measure.py ran_record, oom_record,
 rank_summary) have their keys, order and values.
 
@@ -396,6 +399,84 @@ def test_deepspeed_runner():
         sys.modules.update(saved)
 
 
+def test_trainer_optim():
+    import json
+    import tempfile
+    import measure_loops as ml
+    loops = os.path.join(PENDING, "loops", "manifest.json")
+    cfgs = {c["name"]: c for c in ml.load_manifest(loops)}
+
+    class Args:
+        def __init__(self, **kw):
+            log.append(kw)
+            self.optim = kw.get("optim", "default")
+
+    class Trainer:
+        def __init__(self, **kw):
+            pass
+
+        def train(self):
+            pass
+
+    class Set:
+        def __init__(self, *a):
+            pass
+
+    saved = dict(sys.modules)
+    patched = {k: getattr(ml, k) for k in ("RandomSet", "mixed_dtype")}
+    log = []
+    try:
+        sys.modules["transformers"] = types.SimpleNamespace(
+            TrainingArguments=Args, Trainer=Trainer, TrainerCallback=object)
+        ml.RandomSet = Set
+        ml.mixed_dtype = lambda torch, spec: None
+        torch = types.SimpleNamespace(bfloat16="bf16", float16="fp16")
+
+        def run(name):
+            c, rec = cfgs[name], {}
+            log.clear()
+            ml.run_trainer(torch, spec_of(c), None, None, 1, rec,
+                           **({"optim": c["optim"]} if "optim" in c
+                              else {}))
+            return log[0].get("optim"), rec["trainer_optim"]
+
+        got = run("trainer-mixtral-2l-bf16mixed-adamw-torch")
+        expect(got == ("adamw_torch", "adamw_torch"),
+               f"the manifest's optim reaches TrainingArguments: {got}")
+        got = run("trainer-mixtral-2l-bf16mixed")
+        expect(got == (None, "default"),
+               f"no optim: the Trainer's default: {got}")
+        got = run("trainer-llama-1.1b-bf16true-sgd")
+        expect(got == ("sgd", "sgd"), f"an sgd spec: optim sgd: {got}")
+        try:
+            ml.run_trainer(torch, spec_of(cfgs["trainer-llama-1.1b-"
+                                               "bf16true-sgd"]),
+                           None, None, 1, {}, optim="adamw_torch")
+            expect(False, "optim on an sgd spec is refused")
+        except Unsupported:
+            pass
+    finally:
+        for k, v in patched.items():
+            setattr(ml, k, v)
+        sys.modules.clear()
+        sys.modules.update(saved)
+    with open(loops) as f:
+        man = json.load(f)
+    for c in man["configs"]:
+        c["spec"] = os.path.join(os.path.dirname(loops), c["spec"])
+        if c["runner"] == "native":
+            c["optim"] = "adamw_torch"
+            break
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(man, f)
+        f.flush()
+        try:
+            ml.load_manifest(f.name)
+            expect(False, "optim on a native entry is refused")
+        except SystemExit as e:
+            expect("runner trainer only" in str(e), f"its message: {e}")
+
+
 def test_records():
     GiB = 2**30
     mem = types.SimpleNamespace(
@@ -489,6 +570,7 @@ def main():
     test_megatron_args()
     test_megatron_runner()
     test_deepspeed_runner()
+    test_trainer_optim()
     test_records()
     test_cli()
     print("FAILED: %d" % len(FAIL) if FAIL else "all passed")
