@@ -710,6 +710,17 @@ static void step_frame(const struct ctx *c, struct gm_step *st)
 	st->steps = 2;
 }
 
+/* After a replay: the peak of allocated bytes is the blocks' (PyTorch's
+ * allocated_bytes counts each block's size, a request's rounding and a
+ * large block's unsplit remainder included; CUDACachingAllocator.cpp,
+ * PyTorch 2.11.0), at least the peak of the requests. */
+static void replay_allocated(struct gm_terms *T)
+{
+	T->peak_requested = T->peak_allocated;
+	if (T->sim.peak_allocated > T->peak_allocated)
+		T->peak_allocated = T->sim.peak_allocated;
+}
+
 /* Replay st (step.h) into T: peak_reserved from the allocator core. */
 static void step_replay(const struct ctx *c, struct gm_step *st,
 			struct gm_terms *T)
@@ -732,6 +743,7 @@ static void step_replay(const struct ctx *c, struct gm_step *st,
 		return;
 	}
 	T->peak_reserved = T->sim.peak_reserved;
+	replay_allocated(T);
 }
 
 /* A sequence's rows at their own largest (gm_step_peak row_max) into
@@ -816,6 +828,7 @@ static void sequence_peak_replay(const struct ctx *c, struct gm_step *st,
 		T->peak_reserved = T->sim.peak_reserved;
 	if (!prc)
 		peak_terms(&pk, T);
+	replay_allocated(T);
 }
 
 /* The terms of one training stage, as train_stage() computes them in
@@ -1852,6 +1865,8 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 			train_stage(&c, T);
 		else
 			infer_stage(&c, T);
+		if (!T->peak_requested) /* no replay */
+			T->peak_requested = T->peak_allocated;
 		T->nccl = comms * (double)opts->nccl_comm_bytes;
 		T->cuda_context = (double)gpu->context_bytes + T->nccl;
 		T->device_used = T->peak_reserved + T->cuda_context;

@@ -125,8 +125,12 @@ struct gm_terms {
 	 * (has_largest); else the closed forms above stand for it. */
 	struct gm_parts largest;
 	bool has_largest;
-	double peak_allocated, peak_reserved, cuda_context, nccl,
-	       device_used;
+	/* peak_allocated: the live blocks' sizes at their peak (PyTorch's
+	 * allocated_bytes, what torch.cuda.max_memory_allocated() reports;
+	 * the replay's, where one ran); peak_requested: the live bytes as
+	 * requested at theirs (requested_bytes; what at_peak adds up to) */
+	double peak_allocated, peak_requested, peak_reserved, cuda_context,
+	       nccl, device_used;
 	uint64_t layers;           /* blocks on this stage */
 	uint64_t parameters;       /* parameters on this rank */
 	uint64_t in_flight;        /* micro-batches in flight (1F1B) */

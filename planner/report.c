@@ -45,10 +45,14 @@ static struct gm_parts largest(const struct gm_terms *t)
 		t->workspace};
 }
 
-/* The peak and what the card shows (every breakdown ends so). */
+/* The peak and what the card shows (every breakdown ends so): the
+ * requests live at the peak (what the rows at the peak add up to, PyTorch's
+ * requested_bytes), the blocks they hold (allocated_bytes: rounded to
+ * 512 B, a large block's unsplit remainder included), reserved. */
 static void peak_set(struct gm_val *o, const struct gm_terms *t)
 {
 	gm_obj_set_str(o, "peak_phase", gm_phase_name(t->peak_phase));
+	gm_obj_set_uint(o, "peak_requested_bytes", u(t->peak_requested));
 	gm_obj_set_uint(o, "peak_allocated_bytes", u(t->peak_allocated));
 	gm_obj_set_uint(o, "peak_reserved_bytes", u(t->peak_reserved));
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));
@@ -69,7 +73,7 @@ static void peak_set(struct gm_val *o, const struct gm_terms *t)
 /* JSON and the stages' rows: each term's closed form at its own largest
  * over the step (the documented keys; not what is live at the
  * peak), then at_peak: what each holds at the peak (they sum to
- * peak_allocated); rows of a stage table leave it out. */
+ * peak_requested); rows of a stage table leave it out. */
 static struct gm_val *terms_obj(const struct gm_terms *t, bool stage,
 				bool with_peak)
 {
@@ -180,7 +184,7 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 		gm_run_set(o, &p->run);
 	if (table) {
 		/* a person reads the rows at the peak, which add up to
-		 * peak allocated, then each row at its own largest over the
+		 * peak requested, then each row at its own largest over the
 		 * step: the same rows of the same sequence (model.h
 		 * gm_terms.largest), so none at the peak exceeds its own
 		 * largest; the closed forms where no sequence was counted */
@@ -327,6 +331,7 @@ static struct gm_val *plan_csv_row(const struct gm_plan *p, bool most,
 	gm_obj_set_uint(o, "micro_batches_in_flight", t->in_flight);
 	parts_set(o, &l);
 	gm_obj_set_str(o, "peak_phase", gm_phase_name(t->peak_phase));
+	gm_obj_set_uint(o, "peak_requested_bytes", u(t->peak_requested));
 	gm_obj_set_uint(o, "peak_allocated_bytes", u(t->peak_allocated));
 	gm_obj_set_uint(o, "peak_reserved_bytes", u(t->peak_reserved));
 	gm_obj_set_uint(o, "cuda_context_bytes", u(t->cuda_context));

@@ -2307,7 +2307,7 @@ struct lz {
 struct rp {
 	struct gm_pool *pool;
 	uint64_t *addr, *req;
-	uint64_t *rnd;      /* per id: the pool's rounding of req */
+	uint64_t *rnd;      /* per id: its block's size (allocated_bytes) */
 	unsigned char *kind;
 	bool *small;        /* per id: a small request lz follows */
 	uint32_t cap;
@@ -2915,6 +2915,10 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		if (rc)
 			return rc;
 		if (p->lz.on && (rc = lz_checkpoint(p, rel)))
+			return rc;
+		/* the block's size, as PyTorch's allocated_bytes counts it:
+		 * a large block keeps a remainder it does not split off */
+		if ((rc = gm_pool_lookup(p->pool, a, NULL, &rnd)))
 			return rc;
 	}
 got:

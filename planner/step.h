@@ -449,7 +449,11 @@ struct gm_step_result {
 	unsigned peak_reserved_step; /* step (pass) in which it was reached,
 				      * 0 = before the first step */
 	double peak_requested;  /* live bytes as requested, peak */
-	double peak_allocated;  /* live bytes rounded by the pool, peak */
+	double peak_allocated;  /* live blocks' sizes, peak: PyTorch's
+				 * allocated_bytes (the block a request got,
+				 * remainders it did not split off included;
+				 * c10/cuda/CUDACachingAllocator.cpp, 2.11.0),
+				 * what max_memory_allocated() reports */
 	uint64_t live_at_peak;  /* live allocations at peak_requested */
 	uint64_t allocations;   /* allocate calls */
 	/* A request failed on the card even after the pool freed its cache

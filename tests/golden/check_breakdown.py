@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Breakdown rows say what they are: per_gpu.at_peak holds what each
-term holds at the peak (they add up to peak_allocated), and the table
+term holds at the peak (they add up to peak_requested, the requests
+live then; peak_allocated counts the blocks they hold, at least that), and the table
 prints those rows under a heading that says so, the closed-form terms
 under one that says they are not the peak's. A custom model's activation_bytes_per_token counts:
 the saved activations are bytes per token x tokens of the micro-batch
@@ -50,9 +51,13 @@ def main():
                             f"{g['at_peak'][t + '_bytes']} exceeds its "
                             f"own largest {top[t + '_bytes']}")
         s = sum(g["at_peak"][t + "_bytes"] for t in TERMS)
-        if abs(s - g["peak_allocated_bytes"]) > 16:
+        if abs(s - g["peak_requested_bytes"]) > 16:
             errs.append(f"{os.path.basename(f)}: at_peak sums to {s}, "
-                        f"peak allocated {g['peak_allocated_bytes']}")
+                        f"peak requested {g['peak_requested_bytes']}")
+        if g["peak_allocated_bytes"] < g["peak_requested_bytes"]:
+            errs.append(f"{os.path.basename(f)}: peak allocated "
+                        f"{g['peak_allocated_bytes']} below peak "
+                        f"requested {g['peak_requested_bytes']}")
     r, _ = plan(gpumem, custom, fmt="table")
     if "per gpu at the peak:" not in r.stdout or \
             "each term at its own largest over the step (not at the peak):" \

@@ -194,12 +194,12 @@ static void keep_outputs_peak(void **state)
 	double base, logits, cache, trainer_cache;
 
 	(void)state;
-	base = plan_of(&s).per_gpu.peak_allocated;
+	base = plan_of(&s).per_gpu.peak_requested;
 	s.training.use_cache = GM_CACHE_AUTO;
-	trainer_cache = plan_of(&s).per_gpu.peak_allocated;
+	trainer_cache = plan_of(&s).per_gpu.peak_requested;
 	assert_true(plan_of(&s).per_gpu.kv_cache == 4 * 2 * tok * kv * 4);
 	s.training.loop = GM_LOOP_KEEP_OUTPUTS;
-	cache = plan_of(&s).per_gpu.peak_allocated;
+	cache = plan_of(&s).per_gpu.peak_requested;
 	assert_true(plan_of(&s).per_gpu.at_peak.kv_cache ==
 		    4 * 2 * tok * kv * 4);
 	/* the closed-form term: the last forward's cache and this one's
@@ -207,16 +207,16 @@ static void keep_outputs_peak(void **state)
 	assert_true(plan_of(&s).per_gpu.kv_cache == 2 * 4 * 2 * tok * kv * 4);
 	assert_true(plan_of(&s).per_gpu.logits == tok * 32000 * (12 + 2));
 	s.training.use_cache = GM_CACHE_FALSE;
-	logits = plan_of(&s).per_gpu.peak_allocated;
+	logits = plan_of(&s).per_gpu.peak_requested;
 	assert_true(fabs(trainer_cache - base) < 1);
 	assert_true(fabs(logits - base - tok * 32000 * 2) < 1);
 	assert_true(fabs(cache - logits - 4 * 2 * tok * kv * 4) < 1);
 	/* checkpointing turns the cache off: only the logits stay */
 	s.training.use_cache = GM_CACHE_TRUE;
 	s.training.activation_checkpointing = GM_CKPT_FULL;
-	logits = plan_of(&s).per_gpu.peak_allocated;
+	logits = plan_of(&s).per_gpu.peak_requested;
 	s.training.loop = GM_LOOP_TRAINER;
-	base = plan_of(&s).per_gpu.peak_allocated;
+	base = plan_of(&s).per_gpu.peak_requested;
 	assert_true(fabs(logits - base - tok * 32000 * 2) < 1);
 }
 
@@ -240,11 +240,11 @@ static void keep_outputs_true16(void **state)
 	keep_cache = plan_of(&s).per_gpu;
 	s.training.use_cache = GM_CACHE_FALSE;
 	keep = plan_of(&s).per_gpu;
-	assert_true(fabs(cache.peak_allocated - base.peak_allocated) < 1);
+	assert_true(fabs(cache.peak_requested - base.peak_requested) < 1);
 	assert_true(fabs(cache.phase_allocated[1] -
 			 base.phase_allocated[1]) < 1);
-	assert_true(fabs(keep_cache.peak_allocated -
-			 keep.peak_allocated) < 1);
+	assert_true(fabs(keep_cache.peak_requested -
+			 keep.peak_requested) < 1);
 	assert_true(fabs(keep_cache.phase_allocated[1] -
 			 keep.phase_allocated[1] - 4 * 2 * tok * kv * 2) < 1);
 	assert_true(fabs(keep.phase_allocated[1] - base.phase_allocated[1] -
@@ -265,9 +265,9 @@ static void keep_outputs_analytic(void **state)
 	s.model.experts_per_token = 2;
 	s.model.moe_ffn_hidden_size = 1408;
 	s.training.loop = GM_LOOP_KEEP_OUTPUTS;
-	keep = plan_of(&s).per_gpu.peak_allocated;
+	keep = plan_of(&s).per_gpu.peak_requested;
 	s.training.use_cache = GM_CACHE_AUTO;
-	keep_cache = plan_of(&s).per_gpu.peak_allocated;
+	keep_cache = plan_of(&s).per_gpu.peak_requested;
 	assert_true(fabs(keep_cache - keep - 4 * 2 * tok * kv * 4) < 1);
 }
 
