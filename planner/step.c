@@ -3065,8 +3065,10 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
-	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
-	struct gm_pool_options po = {.no_cross_stream = true};
+	/* PyTorch: FSDP's streams keep their cached blocks (step.h); the
+	 * replay makes its calls from this thread alone */
+	struct gm_pool_options po = {.no_cross_stream = true,
+				     .single_thread = true};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
 		       .lz = {.on = lazy}, .pk = pk};
