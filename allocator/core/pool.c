@@ -849,7 +849,8 @@ static void hint_free(struct gm_pool *p)
 		if (!l1)
 			continue;
 		for (size_t k = 0; k < (1u << HINT_L1); k++)
-			free(atomic_load(&l1[k]));
+			if (atomic_load_explicit(&l1[k], memory_order_relaxed))
+				free(atomic_load(&l1[k]));
 		free(l1);
 	}
 }
@@ -1280,8 +1281,9 @@ static bool carve(struct gm_pool *p, struct arena *a, struct blk *b,
 
 /* Best fit in arena a (PyTorch get_free_block); caller holds a->lock.
  * *at: the tree link to the block, for carve_at. */
-static struct blk *best_fit_at(struct gm_pool *p, struct arena *a, int pool,
-			       uint64_t rounded, struct gm_tnode ***at)
+static inline __attribute__((always_inline)) struct blk *
+best_fit_at(struct gm_pool *p, struct arena *a, int pool, uint64_t rounded,
+	    struct gm_tnode ***at)
 {
 	struct gm_tnode *n = gm_tree_lower_bound_at(&a->free_tree[pool],
 						    rounded, at);
@@ -2655,6 +2657,16 @@ bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size)
 	return size && size <= MAX_REQUEST && !pool->opt.no_cache &&
 	       !pool->opt.virtual_segments &&
 	       pool_of(round_size(pool, size)) == POOL_SMALL;
+}
+
+/* round_size() keeps sizes of 1 .. SMALL_SIZE at most SMALL_SIZE (a
+ * multiple of 512; divisions apply above it only) and rounds larger
+ * ones up, so the small sizes are exactly 1 .. SMALL_SIZE. */
+uint64_t gm_pool_small_max(const struct gm_pool *pool)
+{
+	if (pool->opt.no_cache || pool->opt.virtual_segments)
+		return 0;
+	return SMALL_SIZE;
 }
 
 size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,

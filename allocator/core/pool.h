@@ -286,6 +286,9 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);
  * segment.
  */
 bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size);
+/* The largest size gm_pool_is_small() accepts (it accepts every size
+ * from 1 up to it); 0 when it accepts none. */
+uint64_t gm_pool_small_max(const struct gm_pool *pool);
 size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
 			   uint64_t *buf, size_t cap);
 uint64_t gm_pool_device_calls(const struct gm_pool *pool);

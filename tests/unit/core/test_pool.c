@@ -825,6 +825,40 @@ static void single_thread_same(void **state)
 	st_run(&virt, true, 777);
 }
 
+/* gm_pool_small_max() bounds exactly the sizes gm_pool_is_small()
+ * accepts, under each rounding rule and pool kind. */
+static void small_max_bounds_is_small(void **state)
+{
+	struct gm_pool_options opts[] = {
+		{0},
+		{.roundup_power2_divisions = 4},
+		{.roundup_power2_divisions = 8, .max_split_bytes = 4 * GM_MiB},
+		{.no_cache = true},
+		{.virtual_segments = true},
+	};
+	uint64_t s = 99;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+		struct fx f;
+		uint64_t m;
+
+		make(&f, 8 * GM_GiB, opts[k].virtual_segments, &opts[k]);
+		m = gm_pool_small_max(f.pool);
+		assert_int_equal(m, opts[k].no_cache ||
+				 opts[k].virtual_segments ? 0 : GM_MiB);
+		for (int i = 0; i < 20000; i++) {
+			uint64_t size = i < 8 ? (uint64_t[]){0, 1, 511, 512,
+				GM_MiB - 1, GM_MiB, GM_MiB + 1,
+				2 * GM_MiB}[i] : st_xs(&s) % (4 * GM_MiB);
+
+			assert_int_equal(gm_pool_is_small(f.pool, size),
+					 size >= 1 && size <= m);
+		}
+		done(&f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -846,6 +880,7 @@ int main(void)
 		cmocka_unit_test(peaks_across_threads),
 		cmocka_unit_test(try_alloc_and_small_state),
 		cmocka_unit_test(single_thread_same),
+		cmocka_unit_test(small_max_bounds_is_small),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
