@@ -197,12 +197,12 @@ static uint32_t ealloc(struct gm_em *e, double bytes, enum gm_step_kind k)
 	return id;
 }
 
-static void efree(struct gm_em *e, uint32_t *id)
+/* efree() of a live id. */
+static __attribute__((noinline)) void efree_live(struct gm_em *e,
+						 uint32_t *id)
 {
 	int rc;
 
-	if (*id == NONE)
-		return;
 	if (!e->err) {
 		rc = e->sk->free(e->sk->ctx, *id);
 		if (rc)
@@ -221,6 +221,14 @@ static void efree(struct gm_em *e, uint32_t *id)
 	}
 	e->freelist[e->nfree++] = *id;
 	*id = NONE;
+}
+
+/* Free *id (nothing for NONE) and set it to NONE. Inline: most calls
+ * find NONE (a program's ids that were never made or already freed). */
+static inline void efree(struct gm_em *e, uint32_t *id)
+{
+	if (*id != NONE)
+		efree_live(e, id);
 }
 
 /* Index of parameter i in block l (non-layer tensors: row L). */
@@ -1973,29 +1981,36 @@ struct pk {
 
 #define PK_STOP 1 /* not an error: the second run reached the peak */
 
+/* Room for id in p's tables. */
+static __attribute__((noinline)) int pk_grow(struct pk *p, uint32_t id)
+{
+	uint32_t n = p->cap ? 2 * p->cap : 1024;
+	double *x;
+	unsigned char *y;
+
+	while (n <= id)
+		n *= 2;
+	x = realloc(p->bytes, n * sizeof(*x));
+	if (!x)
+		return GM_ENOMEM;
+	for (uint32_t i = p->cap; i < n; i++)
+		x[i] = -1;
+	p->bytes = x;
+	y = realloc(p->kind, n);
+	if (!y)
+		return GM_ENOMEM;
+	p->kind = y;
+	p->cap = n;
+	return 0;
+}
+
 static int pk_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct pk *p = ctx;
 
-	if (id >= p->cap) {
-		uint32_t n = p->cap ? 2 * p->cap : 1024;
-		double *x;
-		unsigned char *y;
-		while (n <= id)
-			n *= 2;
-		x = realloc(p->bytes, n * sizeof(*x));
-		if (!x)
-			return GM_ENOMEM;
-		for (uint32_t i = p->cap; i < n; i++)
-			x[i] = -1;
-		p->bytes = x;
-		y = realloc(p->kind, n);
-		if (!y)
-			return GM_ENOMEM;
-		p->kind = y;
-		p->cap = n;
-	}
+	if (id >= p->cap && pk_grow(p, id))
+		return GM_ENOMEM;
 	p->bytes[id] = (double)bytes;
 	p->kind[id] = (unsigned char)kind;
 	if (p->mask >> kind & 1)
@@ -2303,14 +2318,22 @@ struct lz {
 	uint64_t served;        /* requests answered from a cycle */
 };
 
+/* What the replay keeps of a live id (one line of a cache per id). */
+struct rp_id {
+	uint64_t addr;      /* the block's address */
+	uint64_t req;       /* bytes asked */
+	double reqd, rndd;  /* req and its block's size (PyTorch's
+			     * allocated_bytes), as the live sums add them */
+	unsigned char kind;
+	bool small;         /* a small request lz follows */
+};
+
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
 struct rp {
 	struct gm_pool *pool;
-	uint64_t *addr, *req;
-	uint64_t *rnd;      /* per id: its block's size (allocated_bytes) */
-	unsigned char *kind;
-	bool *small;        /* per id: a small request lz follows */
+	struct rp_id *id;
 	uint32_t cap;
+	uint64_t small_max; /* larger requests are not small (lz) */
 	unsigned step;
 	enum gm_step_phase phase;
 	double live, live_alloc;
@@ -2326,6 +2349,22 @@ struct rp {
 	uint64_t res_seen;  /* reserved after the last allocation */
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
 };
+
+/* Room for id in p's table. */
+static __attribute__((noinline)) int rp_grow(struct rp *p, uint32_t id)
+{
+	uint32_t n = p->cap ? 2 * p->cap : 1024;
+	struct rp_id *x;
+
+	while (n <= id)
+		n *= 2;
+	x = realloc(p->id, n * sizeof(*x));
+	if (!x)
+		return GM_ENOMEM;
+	p->id = x;
+	p->cap = n;
+	return 0;
+}
 
 /*
  * A request the pool refused after freeing its cache and retrying (as
@@ -2842,43 +2881,19 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
 	struct rp *p = ctx;
+	struct rp_id *d;
 	uint64_t a, res, rnd;
 	uintptr_t stream;
 	bool small;
 	int rc = 0;
 
-	if (id >= p->cap) {
-		uint32_t n = p->cap ? 2 * p->cap : 1024;
-		uint64_t *x, *y, *r;
-		unsigned char *z;
-		bool *sm;
-		while (n <= id)
-			n *= 2;
-		x = realloc(p->addr, n * sizeof(*x));
-		if (!x)
-			return GM_ENOMEM;
-		p->addr = x;
-		y = realloc(p->req, n * sizeof(*y));
-		if (!y)
-			return GM_ENOMEM;
-		p->req = y;
-		r = realloc(p->rnd, n * sizeof(*r));
-		if (!r)
-			return GM_ENOMEM;
-		p->rnd = r;
-		z = realloc(p->kind, n);
-		if (!z)
-			return GM_ENOMEM;
-		p->kind = z;
-		sm = realloc(p->small, n * sizeof(*sm));
-		if (!sm)
-			return GM_ENOMEM;
-		p->small = sm;
-		p->cap = n;
-	}
+	if (id >= p->cap && (rc = rp_grow(p, id)))
+		return rc;
 	/* FSDP's collectives allocate on their own streams (step.h) */
 	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
-	small = p->lz.on && !stream && gm_pool_is_small(p->pool, bytes);
+	/* gm_pool_is_small(): 1 <= bytes <= gm_pool_small_max() (0 with lz
+	 * off: none) */
+	small = !stream && bytes - 1 < p->small_max;
 	rnd = gm_pool_round_size(p->pool, bytes);
 	if (small) {
 		uint64_t x = rnd, dc;
@@ -2922,7 +2937,6 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 			return rc;
 	}
 got:
-	p->kind[id] = (unsigned char)kind;
 	if (p->obs) {
 		struct gm_step_event ev = {kind, p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
@@ -2930,12 +2944,15 @@ got:
 		if (rc)
 			return rc;
 	}
-	p->addr[id] = a;
-	p->req[id] = bytes;
-	p->rnd[id] = rnd;
-	p->small[id] = small;
-	p->live += (double)bytes;
-	p->live_alloc += (double)rnd;
+	d = &p->id[id];
+	d->addr = a;
+	d->req = bytes;
+	d->reqd = (double)bytes;
+	d->rndd = (double)rnd;
+	d->kind = (unsigned char)kind;
+	d->small = small;
+	p->live += d->reqd;
+	p->live_alloc += d->rndd;
 	p->nlive++;
 	p->r->allocations++;
 	if (p->live > p->r->peak_requested) {
@@ -2945,16 +2962,18 @@ got:
 	if (p->live_alloc > p->r->peak_allocated)
 		p->r->peak_allocated = p->live_alloc;
 	res = gm_pool_reserved(p->pool);
+	/* unchanged since the last allocation (frees release no segment):
+	 * not above the peak that allocation saw */
 	if (res != p->res_seen) { /* a segment was made (or freed) */
 		uint64_t u = gm_sim_used(p->be);
 
 		p->res_seen = res;
 		if (u > p->used_max)
 			p->used_max = u;
-	}
-	if ((double)res > p->r->peak_reserved) {
-		p->r->peak_reserved = (double)res;
-		p->r->peak_reserved_step = p->step;
+		if ((double)res > p->r->peak_reserved) {
+			p->r->peak_reserved = (double)res;
+			p->r->peak_reserved_step = p->step;
+		}
 	}
 	if (p->pk && !p->pk->pk_rc)
 		p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
@@ -2964,38 +2983,38 @@ got:
 static int rp_free(void *ctx, uint32_t id)
 {
 	struct rp *p = ctx;
+	const struct rp_id *d = &p->id[id];
 	int rc = 0;
 
-	p->live -= (double)p->req[id];
-	p->live_alloc -= (double)p->rnd[id];
+	p->live -= d->reqd;
+	p->live_alloc -= d->rndd;
 	p->nlive--;
-	if (p->small[id]) { /* lz on, stream 0, the small pool */
+	if (d->small) { /* lz on, stream 0, the small pool */
 		uint64_t dc;
 
 		if (p->lz.armed &&
-		    lz_serve(p, false, p->addr[id], 0, NULL, &rc)) {
-			lz_fp_put(&p->lz, false, p->addr[id]);
+		    lz_serve(p, false, d->addr, 0, NULL, &rc)) {
+			lz_fp_put(&p->lz, false, d->addr);
 			goto done;
 		}
 		if (rc)
 			return rc;
 		dc = gm_pool_device_calls(p->pool);
-		rc = gm_pool_free(p->pool, p->addr[id]);
+		rc = gm_pool_free(p->pool, d->addr);
 		if (!rc) {
-			lz_fp_put(&p->lz, false, p->addr[id]);
-			rc = lz_made(p, dc, false, p->addr[id], 0);
+			lz_fp_put(&p->lz, false, d->addr);
+			rc = lz_made(p, dc, false, d->addr, 0);
 		}
 	} else {
-		rc = gm_pool_free(p->pool, p->addr[id]);
+		rc = gm_pool_free(p->pool, d->addr);
 	}
 done:
 	if (!rc && p->pk && !p->pk->pk_rc)
 		p->pk->pk_rc = pk_free(p->pk, id);
 	if (!rc && p->obs) {
-		struct gm_step_event ev = {p->kind[id], p->phase, p->step,
+		struct gm_step_event ev = {d->kind, p->phase, p->step,
 					   gm_pool_reserved(p->pool)};
-		rc = p->obs->event(p->obs->ctx, false, p->addr[id],
-				   p->req[id], &ev);
+		rc = p->obs->event(p->obs->ctx, false, d->addr, d->req, &ev);
 	}
 	return rc;
 }
@@ -3069,8 +3088,10 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
-	/* PyTorch: FSDP's streams keep their cached blocks (step.h) */
-	struct gm_pool_options po = {.no_cross_stream = true};
+	/* PyTorch: FSDP's streams keep their cached blocks (step.h); the
+	 * replay makes its calls from this thread alone */
+	struct gm_pool_options po = {.no_cross_stream = true,
+				     .single_thread = true};
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
 		       .lz = {.on = lazy}, .pk = pk};
@@ -3095,6 +3116,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	rc = gm_pool_create(&p.pool, be, &po, NULL);
 	if (rc)
 		goto out;
+	p.small_max = lazy ? gm_pool_small_max(p.pool) : 0;
 	rc = gm_step_emit(st, &sk);
 	out->card_needed = (double)be->total_bytes;
 	out->served = p.lz.served;
@@ -3105,11 +3127,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 out:
 	be->ops->destroy(be);
 	lz_free_all(&p.lz);
-	free(p.addr);
-	free(p.req);
-	free(p.rnd);
-	free(p.kind);
-	free(p.small);
+	free(p.id);
 	return rc;
 }
 

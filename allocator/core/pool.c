@@ -396,13 +396,38 @@ static __attribute__((noinline)) bool allocated_direct(struct gm_pool *p,
 	return true;
 }
 
+/*
+ * allocated_up() of a single_thread pool: direct mode for good (set by
+ * go_multi; nothing leaves it), each update with plain loads and
+ * stores, so granted stays the exact allocated bytes and the peaks
+ * move as allocated_direct() moves them.
+ */
+static inline void allocated_plain(struct gm_pool *p, uint64_t n)
+{
+	uint64_t v = atomic_load_explicit(&p->granted,
+					  memory_order_relaxed) + n;
+
+	atomic_store_explicit(&p->granted, v, memory_order_relaxed);
+	if (v > atomic_load_explicit(&p->peak_alloc, memory_order_relaxed))
+		atomic_store_explicit(&p->peak_alloc, v, memory_order_relaxed);
+	v += atomic_load_explicit(&p->pending, memory_order_relaxed);
+	if (v > atomic_load_explicit(&p->peak_active, memory_order_relaxed))
+		atomic_store_explicit(&p->peak_active, v,
+				      memory_order_relaxed);
+}
+
 /* Count n allocated bytes of arena a against the pool; false when a
- * window must (nothing counted then). Caller holds a->lock. */
-static inline bool allocated_up(struct gm_pool *p, struct arena *a,
-				uint64_t n)
+ * window must (nothing counted then). Caller holds a->lock, or st: the
+ * pool is single_thread (then always true). */
+static inline __attribute__((always_inline)) bool
+allocated_up(struct gm_pool *p, struct arena *a, uint64_t n, bool st)
 {
 	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
 		return true;
+	if (st) {
+		allocated_plain(p, n);
+		return true;
+	}
 	if (n <= a->credit) {
 		a->credit -= n;
 		return true;
@@ -413,12 +438,19 @@ static inline bool allocated_up(struct gm_pool *p, struct arena *a,
 	return grant(p, a, n - a->credit);
 }
 
-/* n allocated bytes of arena a were freed. Caller holds a->lock. */
-static inline void allocated_down(struct gm_pool *p, struct arena *a,
-				  uint64_t n)
+/* n allocated bytes of arena a were freed. Caller holds a->lock (st:
+ * as allocated_up). */
+static inline __attribute__((always_inline)) void
+allocated_down(struct gm_pool *p, struct arena *a, uint64_t n, bool st)
 {
 	if (!atomic_load_explicit(&p->multi, memory_order_relaxed))
 		return;
+	if (st) {
+		atomic_store_explicit(&p->granted, atomic_load_explicit(
+				&p->granted, memory_order_relaxed) - n,
+				memory_order_relaxed);
+		return;
+	}
 	if (__builtin_expect(atomic_load_explicit(&p->direct,
 			memory_order_relaxed), 0)) {
 		atomic_fetch_sub_explicit(&p->granted, n,
@@ -817,18 +849,25 @@ static void hint_free(struct gm_pool *p)
 		if (!l1)
 			continue;
 		for (size_t k = 0; k < (1u << HINT_L1); k++)
-			free(atomic_load(&l1[k]));
+			if (atomic_load_explicit(&l1[k], memory_order_relaxed))
+				free(atomic_load(&l1[k]));
 		free(l1);
 	}
 }
 
 /* ==== Arenas ==== */
 
+/* The first slot arena_find() looks at for stream (Fibonacci hashing,
+ * as amap_home; 10 bits: ARENA_SLOTS). */
+static inline unsigned arena_home(uintptr_t stream)
+{
+	return (unsigned)(((uint64_t)stream * 0x9e3779b97f4a7c15ULL) >> 54);
+}
+
 static struct arena *arena_find(struct gm_pool *p, uintptr_t stream,
 				unsigned *slot)
 {
-	unsigned h = (unsigned)(((uint64_t)stream * 0x9e3779b97f4a7c15ULL)
-				>> 54);
+	unsigned h = arena_home(stream);
 
 	for (unsigned i = 0; i < ARENA_SLOTS; i++) {
 		unsigned k = (h + i) % ARENA_SLOTS;
@@ -857,6 +896,8 @@ static void go_multi(struct gm_pool *p)
 	struct arena *a = p->list[0];
 
 	if (!a) {
+		if (p->opt.single_thread)
+			atomic_store(&p->direct, true);
 		atomic_store(&p->multi, true);
 		return;
 	}
@@ -865,13 +906,16 @@ static void go_multi(struct gm_pool *p)
 	atomic_store(&p->granted, a->st[S_ALLOC_B].cur);
 	atomic_store(&p->peak_alloc, a->st[S_ALLOC_B].peak);
 	atomic_store(&p->peak_active, a->st[S_ACTIVE_B].peak);
+	if (p->opt.single_thread) /* counted exactly: allocated_plain */
+		atomic_store(&p->direct, true);
 	atomic_store(&p->multi, true);
 	ulk(&a->lock);
 }
 
-/* The arena of stream, created on first use. NULL: out of host memory or
- * more than ARENA_SLOTS streams. */
-static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
+/* arena_get() past its first probe: the search, and the arena made
+ * when the stream has none. */
+static __attribute__((noinline)) struct arena *arena_make(struct gm_pool *p,
+							 uintptr_t stream)
 {
 	struct arena *a;
 	unsigned slot;
@@ -898,6 +942,20 @@ static struct arena *arena_get(struct gm_pool *p, uintptr_t stream)
 	}
 	pthread_mutex_unlock(&p->slow_lock);
 	return a;
+}
+
+/* The arena of stream, created on first use. NULL: out of host memory or
+ * more than ARENA_SLOTS streams. Inline: its first probe finds the
+ * stream's arena on every call but the first (arena_find's order). */
+static inline __attribute__((always_inline)) struct arena *
+arena_get(struct gm_pool *p, uintptr_t stream)
+{
+	struct arena *a = atomic_load_explicit(&p->arenas[arena_home(stream)],
+					       memory_order_acquire);
+
+	if (__builtin_expect(a && a->stream == stream, 1))
+		return a;
+	return arena_make(p, stream);
 }
 
 static struct arena *arena_at(struct gm_pool *p, unsigned i)
@@ -1137,11 +1195,12 @@ static inline void count_alloc(struct arena *a, struct blk *b)
  * Returns true; false when the pool-wide count needs a window
  * (allocated_up): b is then carved (owned by the caller, in no tree
  * and no map) but not yet counted as allocated, and the caller counts
- * it with count_alloc() in alloc_window().
+ * it with count_alloc() in alloc_window(). st: the pool is single_thread
+ * and the caller holds no lock (the fast path).
  */
-static bool carve_at(struct gm_pool *p, struct arena *a, struct blk *b,
-		     struct gm_tnode **at, uint64_t rounded,
-		     uint64_t requested)
+static void carve_cut(struct gm_pool *p, struct arena *a, struct blk *b,
+		      struct gm_tnode **at, uint64_t rounded,
+		      uint64_t requested)
 {
 	struct seg *s = b->seg;
 	struct blk *r = NULL;
@@ -1178,7 +1237,14 @@ static bool carve_at(struct gm_pool *p, struct arena *a, struct blk *b,
 	s->used += b->node.size;
 	if (s->nused++ == 0)
 		empty_take(a, s);
-	if (!allocated_up(p, a, b->node.size))
+}
+
+static inline __attribute__((always_inline)) bool
+carve_at(struct gm_pool *p, struct arena *a, struct blk *b,
+	 struct gm_tnode **at, uint64_t rounded, uint64_t requested, bool st)
+{
+	carve_cut(p, a, b, at, rounded, requested);
+	if (!allocated_up(p, a, b->node.size, st))
 		return false;
 	count_alloc(a, b);
 	return true;
@@ -1210,13 +1276,14 @@ static void lk_arena(struct arena *a)
 static bool carve(struct gm_pool *p, struct arena *a, struct blk *b,
 		  uint64_t rounded, uint64_t requested)
 {
-	return carve_at(p, a, b, NULL, rounded, requested);
+	return carve_at(p, a, b, NULL, rounded, requested, false);
 }
 
 /* Best fit in arena a (PyTorch get_free_block); caller holds a->lock.
  * *at: the tree link to the block, for carve_at. */
-static struct blk *best_fit_at(struct gm_pool *p, struct arena *a, int pool,
-			       uint64_t rounded, struct gm_tnode ***at)
+static inline __attribute__((always_inline)) struct blk *
+best_fit_at(struct gm_pool *p, struct arena *a, int pool, uint64_t rounded,
+	    struct gm_tnode ***at)
 {
 	struct gm_tnode *n = gm_tree_lower_bound_at(&a->free_tree[pool],
 						    rounded, at);
@@ -1995,19 +2062,39 @@ static void release_block(struct gm_pool *p, struct arena *a, struct blk *b)
 	free_block(p, a, b);
 }
 
-int gm_pool_free(struct gm_pool *pool, uint64_t addr)
+/* The arena locks of the fast paths: none in a single_thread pool. */
+static inline __attribute__((always_inline)) void lk_if(bool st,
+							 atomic_int *l)
+{
+	if (!st)
+		lk(l);
+}
+
+static inline __attribute__((always_inline)) void ulk_if(bool st,
+							  atomic_int *l)
+{
+	if (!st)
+		ulk(l);
+}
+
+/* gm_pool_free(); st: the pool is single_thread. */
+static inline __attribute__((always_inline)) int
+pool_free(struct gm_pool *pool, uint64_t addr, bool st)
 {
 	struct arena *a = hint_get(pool, addr);
 	struct blk *b = NULL;
 
 	if (a) {
-		lk(&a->lock);
+		lk_if(st, &a->lock);
 		b = amap_take(&a->map, addr);
 		if (!b)
+			ulk_if(st, &a->lock);
+	}
+	if (!b) {
+		b = find_live(pool, addr, true, &a);
+		if (b && st) /* find_live locks; the fast path does not */
 			ulk(&a->lock);
 	}
-	if (!b)
-		b = find_live(pool, addr, true, &a);
 	if (!b)
 		return GM_ENOTFOUND;
 	astat_sub(a, S_ALLOC_B, b->node.size);
@@ -2031,14 +2118,21 @@ int gm_pool_free(struct gm_pool *pool, uint64_t addr)
 			b->state = B_PENDING;
 			b->link = a->pending;
 			a->pending = b;
-			ulk(&a->lock);
+			ulk_if(st, &a->lock);
 			return 0;
 		}
 	}
-	allocated_down(pool, a, b->node.size);
+	allocated_down(pool, a, b->node.size, st);
 	release_block(pool, a, b);
-	ulk(&a->lock);
+	ulk_if(st, &a->lock);
 	return 0;
+}
+
+int gm_pool_free(struct gm_pool *pool, uint64_t addr)
+{
+	if (pool->opt.single_thread)
+		return pool_free(pool, addr, true);
+	return pool_free(pool, addr, false);
 }
 
 int gm_pool_record_stream(struct gm_pool *pool, uint64_t addr,
@@ -2178,7 +2272,7 @@ static __attribute__((noinline, cold)) void alloc_undo(struct gm_pool *p,
 	astat_sub(a, S_REQ_B, b->requested);
 	astat_sub(a, S_ALLOCS, 1);
 	a->hist[hist_bucket(b->node.size)]--;
-	allocated_down(p, a, b->node.size);
+	allocated_down(p, a, b->node.size, false);
 	release_block(p, a, b);
 }
 
@@ -2219,9 +2313,11 @@ static int alloc_window(struct gm_pool *p, struct arena *a, struct blk *b,
 	return err;
 }
 
+/* gm_pool_alloc() (gm_pool_alloc_try() where try_only); st: the pool
+ * is single_thread. */
 static inline __attribute__((always_inline)) int
 pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
-	   uint64_t *addr, bool try_only)
+	   uint64_t *addr, bool try_only, bool st)
 {
 	struct gm_tnode **at;
 	struct arena *a;
@@ -2238,13 +2334,13 @@ pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 	a = arena_get(pool, stream);
 	if (!a)
 		return GM_ENOMEM;
-	lk(&a->lock);
+	lk_if(st, &a->lock);
 	tree_settle(a);
 	if (a->pending)
 		process_events(pool, a, false);
 	b = pool->opt.no_cache ? NULL : best_fit_at(pool, a, pl, rounded, &at);
 	if (!b) {
-		ulk(&a->lock);
+		ulk_if(st, &a->lock);
 		b = alloc_slow(pool, a, pl, size, rounded, &err, &counted,
 			       try_only);
 		if (!b) {
@@ -2255,14 +2351,15 @@ pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		}
 		if (!counted)
 			return alloc_window(pool, a, b, addr);
-		lk(&a->lock);
-	} else if (!carve_at(pool, a, b, at, rounded, size)) {
-		ulk(&a->lock);
+		lk_if(st, &a->lock);
+	} else if (!carve_at(pool, a, b, at, rounded, size, st)) {
+		ulk_if(st, &a->lock);
 		return alloc_window(pool, a, b, addr);
 	}
 	err = map_in(pool, a, b);
-	calm = a->want_credit;
-	ulk(&a->lock);
+	/* a single_thread pool stays in direct mode (allocated_plain) */
+	calm = !st && a->want_credit;
+	ulk_if(st, &a->lock);
 	if (__builtin_expect(calm, 0))
 		credit_mode(pool);
 	if (!err)
@@ -2273,13 +2370,17 @@ pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 int gm_pool_alloc(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		  uint64_t *addr)
 {
-	return pool_alloc(pool, size, stream, addr, false);
+	if (pool->opt.single_thread)
+		return pool_alloc(pool, size, stream, addr, false, true);
+	return pool_alloc(pool, size, stream, addr, false, false);
 }
 
 int gm_pool_alloc_try(struct gm_pool *pool, uint64_t size, uintptr_t stream,
 		      uint64_t *addr)
 {
-	return pool_alloc(pool, size, stream, addr, true);
+	if (pool->opt.single_thread)
+		return pool_alloc(pool, size, stream, addr, true, true);
+	return pool_alloc(pool, size, stream, addr, true, false);
 }
 
 /* ==== Release ==== */
@@ -2556,6 +2657,16 @@ bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size)
 	return size && size <= MAX_REQUEST && !pool->opt.no_cache &&
 	       !pool->opt.virtual_segments &&
 	       pool_of(round_size(pool, size)) == POOL_SMALL;
+}
+
+/* round_size() keeps sizes of 1 .. SMALL_SIZE at most SMALL_SIZE (a
+ * multiple of 512; divisions apply above it only) and rounds larger
+ * ones up, so the small sizes are exactly 1 .. SMALL_SIZE. */
+uint64_t gm_pool_small_max(const struct gm_pool *pool)
+{
+	if (pool->opt.no_cache || pool->opt.virtual_segments)
+		return 0;
+	return SMALL_SIZE;
 }
 
 size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,

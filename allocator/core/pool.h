@@ -31,7 +31,7 @@
  *  GM_EINVAL    bad arguments; GM_ENOMEM host memory; GM_EDEVICE driver.
  *
  * Thread safety: all functions except gm_pool_create/gm_pool_destroy may
- * be called from many threads at once. The fast path takes one lock,
+ * be called from many threads at once (unless options.single_thread). The fast path takes one lock,
  * the stream's arena's (which also guards the arena's map of live
  * blocks); there is no pool-wide lock on it, and with several streams
  * the pool-wide count of allocated bytes is written only now and then
@@ -79,6 +79,12 @@ struct gm_pool_options {
 	 * a stream's cached blocks serve only that stream until they are
 	 * released, c10/cuda/CUDACachingAllocator.cpp); for replays of PyTorch. */
 	bool no_cross_stream;
+
+	/* The caller never calls the pool from two threads at once (the
+	 * planner's replay): allocate and free take no lock and count the
+	 * pool-wide allocated bytes with plain loads and stores. The same
+	 * blocks, statistics and peaks as without. */
+	bool single_thread;
 };
 
 /* One statistic, as PyTorch's memory_stats: current, peak, and the
@@ -280,6 +286,9 @@ uint64_t gm_pool_round_size(const struct gm_pool *pool, uint64_t size);
  * segment.
  */
 bool gm_pool_is_small(const struct gm_pool *pool, uint64_t size);
+/* The largest size gm_pool_is_small() accepts (it accepts every size
+ * from 1 up to it); 0 when it accepts none. */
+uint64_t gm_pool_small_max(const struct gm_pool *pool);
 size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
 			   uint64_t *buf, size_t cap);
 uint64_t gm_pool_device_calls(const struct gm_pool *pool);

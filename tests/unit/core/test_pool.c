@@ -718,6 +718,147 @@ static void try_alloc_and_small_state(void **state)
 	done(&f);
 }
 
+/*
+ * A single_thread pool (the planner's replay) makes the same decisions
+ * and keeps the same statistics as a thread-safe one: one random
+ * sequence of allocations (also gm_pool_alloc_try), frees,
+ * record_stream() uses, releases and peak resets on three streams, under
+ * a cap (so allocations fail, release the cache and retry) and with a
+ * second stream appearing mid-way, on both pools; every answer and the
+ * whole statistics after every call must be equal.
+ */
+static uint64_t st_xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void st_same_stats(struct fx *a, struct fx *b)
+{
+	struct gm_pool_stats x = stats(a), y = stats(b);
+
+	assert_memory_equal(&x, &y, sizeof(x));
+	assert_int_equal(gm_pool_reserved(a->pool), gm_pool_reserved(b->pool));
+}
+
+static void st_run(const struct gm_pool_options *base, bool va,
+		   uint64_t seed)
+{
+	struct gm_pool_options o1 = *base, o2 = *base;
+	struct fx f[2];
+	uint64_t live[2][64] = {{0}}, s = seed;
+	int n = 0;
+
+	o2.single_thread = true;
+	make(&f[0], 2 * GM_GiB, va, &o1);
+	make(&f[1], 2 * GM_GiB, va, &o2);
+	for (int step = 0; step < 4000; step++) {
+		unsigned r = (unsigned)(st_xs(&s) % 100);
+		/* stream 0 alone for the first 500 calls: the pool-wide
+		 * count starts when stream 1 and 2 appear */
+		uintptr_t stream = step < 500 ? 0 : (uintptr_t)(st_xs(&s) % 3);
+
+		if (n && (r < 45 || n == 64)) {
+			int i = (int)(st_xs(&s) % (uint64_t)n);
+
+			assert_int_equal(gm_pool_free(f[0].pool, live[0][i]),
+					 gm_pool_free(f[1].pool, live[1][i]));
+			n--;
+			live[0][i] = live[0][n];
+			live[1][i] = live[1][n];
+		} else if (r < 90) {
+			unsigned bits = 9 + (unsigned)(st_xs(&s) % 18);
+			uint64_t size = ((uint64_t)1 << bits) +
+					st_xs(&s) % ((uint64_t)1 << bits);
+			int (*fn)(struct gm_pool *, uint64_t, uintptr_t,
+				  uint64_t *) = r < 85 ? gm_pool_alloc :
+							 gm_pool_alloc_try;
+			int e0 = fn(f[0].pool, size, stream, &live[0][n]);
+			int e1 = fn(f[1].pool, size, stream, &live[1][n]);
+
+			assert_int_equal(e0, e1);
+			assert_int_equal(live[0][n], live[1][n]);
+			if (!e0)
+				n++;
+		} else if (r < 94 && n) {
+			int i = (int)(st_xs(&s) % (uint64_t)n);
+			uintptr_t other = (stream + 1) % 3;
+
+			assert_int_equal(
+				gm_pool_record_stream(f[0].pool, live[0][i],
+						      other),
+				gm_pool_record_stream(f[1].pool, live[1][i],
+						      other));
+		} else if (r < 97) {
+			assert_int_equal(gm_pool_release_cached(f[0].pool),
+					 gm_pool_release_cached(f[1].pool));
+		} else if (r < 98) {
+			gm_pool_reset_peaks(f[0].pool);
+			gm_pool_reset_peaks(f[1].pool);
+		}
+		st_same_stats(&f[0], &f[1]);
+	}
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(gm_pool_free(f[0].pool, live[0][i]), 0);
+		assert_int_equal(gm_pool_free(f[1].pool, live[1][i]), 0);
+	}
+	st_same_stats(&f[0], &f[1]);
+	done(&f[0]);
+	done(&f[1]);
+}
+
+static void single_thread_same(void **state)
+{
+	struct gm_pool_options capped = {.cap_bytes = 600 * GM_MiB};
+	struct gm_pool_options rules = {.cap_bytes = 900 * GM_MiB,
+					.max_split_bytes = 40 * GM_MiB,
+					.roundup_power2_divisions = 4,
+					.no_cross_stream = true};
+	struct gm_pool_options virt = {.cap_bytes = 600 * GM_MiB,
+				       .virtual_segments = true};
+
+	(void)state;
+	st_run(&capped, false, 0x9e3779b97f4a7c15ULL);
+	st_run(&rules, false, 12345);
+	st_run(&virt, true, 777);
+}
+
+/* gm_pool_small_max() bounds exactly the sizes gm_pool_is_small()
+ * accepts, under each rounding rule and pool kind. */
+static void small_max_bounds_is_small(void **state)
+{
+	struct gm_pool_options opts[] = {
+		{0},
+		{.roundup_power2_divisions = 4},
+		{.roundup_power2_divisions = 8, .max_split_bytes = 4 * GM_MiB},
+		{.no_cache = true},
+		{.virtual_segments = true},
+	};
+	uint64_t s = 99;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+		struct fx f;
+		uint64_t m;
+
+		make(&f, 8 * GM_GiB, opts[k].virtual_segments, &opts[k]);
+		m = gm_pool_small_max(f.pool);
+		assert_int_equal(m, opts[k].no_cache ||
+				 opts[k].virtual_segments ? 0 : GM_MiB);
+		for (int i = 0; i < 20000; i++) {
+			uint64_t size = i < 8 ? (uint64_t[]){0, 1, 511, 512,
+				GM_MiB - 1, GM_MiB, GM_MiB + 1,
+				2 * GM_MiB}[i] : st_xs(&s) % (4 * GM_MiB);
+
+			assert_int_equal(gm_pool_is_small(f.pool, size),
+					 size >= 1 && size <= m);
+		}
+		done(&f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -738,6 +879,8 @@ int main(void)
 		cmocka_unit_test(lookup_and_snapshot),
 		cmocka_unit_test(peaks_across_threads),
 		cmocka_unit_test(try_alloc_and_small_state),
+		cmocka_unit_test(single_thread_same),
+		cmocka_unit_test(small_max_bounds_is_small),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
