@@ -71,24 +71,26 @@ static void use_cache_rules(void **state)
 }
 
 /* The loop table: a row per training.loop value, each with its source;
- * Lightning's row is not spelled as a value. */
+ * Lightning's zero_grad after the next training_step is `lightning`. */
 static void loop_table(void **state)
 {
 	const struct gm_loop_rule *t = gm_loop_rule(GM_LOOP_TRAINER);
 	const struct gm_loop_rule *k = gm_loop_rule(GM_LOOP_KEEP_OUTPUTS);
+	const struct gm_loop_rule *l = gm_loop_rule(GM_LOOP_LIGHTNING);
 
 	(void)state;
 	assert_string_equal(t->name, gm_loop_name(GM_LOOP_TRAINER));
 	assert_string_equal(k->name, gm_loop_name(GM_LOOP_KEEP_OUTPUTS));
+	assert_string_equal(l->name, gm_loop_name(GM_LOOP_LIGHTNING));
+	assert_string_equal(l->name, "lightning");
 	assert_false(t->keep_outputs);
 	assert_true(k->keep_outputs);
 	assert_false(t->grads_to_next_forward || k->grads_to_next_forward);
-	assert_null(gm_loop_lightning.name);
-	assert_true(gm_loop_lightning.grads_to_next_forward);
-	assert_false(gm_loop_lightning.keep_outputs);
+	assert_true(l->grads_to_next_forward);
+	assert_false(l->keep_outputs);
 	assert_non_null(t->source);
 	assert_non_null(k->source);
-	assert_non_null(gm_loop_lightning.source);
+	assert_non_null(l->source);
 }
 
 /* The ALLOC bytes of the ids the program HOLDs, in order; their count. */
