@@ -88,6 +88,8 @@ struct cnt {
 	double live, peak, bytes[4096];
 	unsigned char tmp[4096];
 	unsigned allocs;
+	double size;        /* count the temporaries of this size too */
+	unsigned of_size;
 	int bad;
 };
 
@@ -105,6 +107,7 @@ static int c_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	if (k == GM_SK_OPT_TMP) {
 		c->live += (double)bytes;
 		c->allocs++;
+		c->of_size += (double)bytes == c->size;
 		if (c->live > c->peak)
 			c->peak = c->live;
 	}
@@ -240,6 +243,102 @@ static void plan_terms(void **state)
 	assert_true(fl.peak_allocated > fu.peak_allocated);
 }
 
+/* DeepSpeed ZeRO-2 on one GPU with torch.optim AdamW as the client
+ * optimizer (step_ds.c): the client steps over the fp32 flat partition,
+ * foreach's temporary is one fp32 copy of it (4 B x every element at
+ * d = 1), fused has none. Two blocks of a 4 MiB and a 1 MiB bf16 tensor,
+ * a 2 MiB embedding and head. */
+static struct gm_step ds_step(enum gm_opt_impl im)
+{
+	static const double mib = 1024.0 * 1024;
+	struct gm_step st;
+	static const struct {
+		enum gm_step_where w;
+		double bytes;
+	} t[] = {{GM_STEP_EMBED, 2 * mib}, {GM_STEP_LAYER, 4 * mib},
+		 {GM_STEP_LAYER, 1 * mib}, {GM_STEP_HEAD, 2 * mib}};
+
+	memset(&st, 0, sizeof(st));
+	st.training = true;
+	st.steps = 2;
+	st.layers = 2;
+	st.ga = st.in_flight = st.micro_max = 1;
+	st.n_param = 4;
+	st.opt_impl = im;
+	for (int i = 0; i < 4; i++) {
+		st.p[i].where = t[i].w;
+		st.p[i].weight = st.p[i].grad = t[i].bytes;
+		st.p[i].grad_at_loss = t[i].w == GM_STEP_HEAD;
+	}
+	st.n_act = 1;
+	st.act[0] = mib;
+	st.ds = (struct gm_step_ds){
+		.on = true, .stage = 2, .d = 1, .b = 2, .master = true,
+		.states = 2, .adam_tmp = true, .bucket = 5 * mib,
+		.contiguous = true, .sub_group = 1e9, .max_live = 1e9,
+		.max_reuse = 1e9, .persist = 1e5};
+	return st;
+}
+
+static unsigned of_size(const struct gm_step *st, double size)
+{
+	static struct cnt c;
+	struct gm_step_sink sk = {.ctx = &c, .alloc = c_alloc,
+				  .free = c_free, .phase = c_phase,
+				  .step = c_step};
+
+	memset(&c, 0, sizeof(c));
+	c.size = size;
+	assert_int_equal(gm_step_emit(st, &sk), 0);
+	assert_int_equal(c.bad, 0);
+	assert_true(c.live == 0);
+	return c.of_size;
+}
+
+/* Per step, foreach makes one more fp32 tensor of the partition's size
+ * (4 B x every element at d = 1) than fused does (the fp32 gradient
+ * partition is both's); the optimizer's other transients are the
+ * engine's own, the same in both. */
+static void deepspeed_client(void **state)
+{
+	struct gm_step fe = ds_step(GM_OPT_IMPL_FOREACH);
+	struct gm_step fu = ds_step(GM_OPT_IMPL_FUSED);
+	/* elements: (2 + 2 x (4 + 1) + 2) MiB of bf16 / 2 B */
+	double part = 4 * (2.0 + 2 * 5 + 2) * 1024 * 1024 / 2;
+
+	(void)state;
+	assert_int_equal(of_size(&fe, part) - of_size(&fu, part), fe.steps);
+	assert_true(of_size(&fu, part) > 0);
+	assert_true(tmp_peak(&fu) < tmp_peak(&fe));
+}
+
+/* SGD (with or without momentum) has no temporary in any
+ * implementation: the plans are the same. */
+static void sgd_same(void **state)
+{
+	static const enum gm_optimizer o[] = {GM_OPT_SGD,
+					      GM_OPT_SGD_MOMENTUM};
+	struct gm_spec s = spec_llama(4, 512, 1408, 8, 4, 32000);
+
+	(void)state;
+	s.training.use_cache = GM_CACHE_FALSE;
+	for (int i = 0; i < 2; i++) {
+		struct gm_terms a, b, c;
+		s.training.optimizer = o[i];
+		s.training.optimizer_implementation = GM_OPT_IMPL_FOREACH;
+		a = plan_of(&s).per_gpu;
+		s.training.optimizer_implementation = GM_OPT_IMPL_FUSED;
+		b = plan_of(&s).per_gpu;
+		s.training.optimizer_implementation = GM_OPT_IMPL_FOR_LOOP;
+		c = plan_of(&s).per_gpu;
+		assert_true(a.peak_allocated == b.peak_allocated);
+		assert_true(a.peak_allocated == c.peak_allocated);
+		assert_true(a.peak_reserved == b.peak_reserved);
+		assert_true(a.peak_reserved == c.peak_reserved);
+		assert_true(a.temporary == c.temporary);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +346,8 @@ int main(void)
 		cmocka_unit_test(walk),
 		cmocka_unit_test(emitter),
 		cmocka_unit_test(plan_terms),
+		cmocka_unit_test(deepspeed_client),
+		cmocka_unit_test(sgd_same),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
