@@ -1,5 +1,5 @@
 /*
- * loop.c - the loop table (loop.h).
+ * loop.c - the loop table (loop.h), one row per training.loop value.
  *
  *  - trainer: only the loss leaves the forward call. transformers 5.17
  *    Trainer.compute_loss returns `loss` and its `outputs` go out of
@@ -15,11 +15,15 @@
  *    through the whole next forward (the loss included: the model
  *    computes it when given labels). The backward frees what autograd
  *    saved, not what `outputs` names.
- *  - Lightning 2.6.6 (lightning/pytorch/loops/optimization/automatic.py,
- *    Closure.closure): training_step runs, then zero_grad_fn, then
- *    backward_fn; the optimizer step calls the closure, so the last
- *    step's gradients (zero_grad(set_to_none=True), core/module.py
+ *  - lightning: Lightning 2.6.6's automatic optimization
+ *    (lightning/pytorch/loops/optimization/automatic.py, Closure.closure):
+ *    training_step runs, then zero_grad_fn, then backward_fn; the
+ *    optimizer step calls the closure, so the last step's gradients
+ *    (optimizer.zero_grad(), set_to_none=True by default: core/module.py
  *    optimizer_zero_grad) live through the next training_step's forward.
+ *    With gradient accumulation zero_grad_fn exists only for the first
+ *    batch of each accumulation window (_make_zero_grad_fn), which is
+ *    the forward after which step.c frees them.
  *    training_step returns the loss, so the outputs go as with trainer.
  *    Its precision plugin (plugins/precision/amp.py,
  *    autocast_context_manager) runs torch.autocast with
@@ -40,16 +44,15 @@ static const struct gm_loop_rule rules[] = {
 		.name = "keep-outputs", .keep_outputs = true,
 		.source = "the transformers documentation's training loop "
 			  "(outputs = model(**batch))"},
+	[GM_LOOP_LIGHTNING] = {
+		.name = "lightning", .grads_to_next_forward = true,
+		.source = "lightning 2.6.6 loops/optimization/automatic.py "
+			  "Closure.closure"},
 };
-
-const struct gm_loop_rule gm_loop_lightning = {
-	.name = NULL, .grads_to_next_forward = true,
-	.source = "lightning 2.6.6 loops/optimization/automatic.py "
-		  "Closure.closure"};
 
 const struct gm_loop_rule *gm_loop_rule(enum gm_loop l)
 {
-	if ((unsigned)l < sizeof(rules) / sizeof(rules[0]) && rules[l].name)
+	if ((unsigned)l < sizeof(rules) / sizeof(rules[0]))
 		return &rules[l];
 	return &rules[GM_LOOP_TRAINER];
 }

@@ -16,8 +16,7 @@ struct gm_step;
 
 /* One way of writing the training loop. */
 struct gm_loop_rule {
-	const char *name;        /* training.loop's value; NULL: no spec
-				  * value names it yet */
+	const char *name;        /* training.loop's value */
 	bool keep_outputs;       /* the forward's outputs (logits,
 				  * past_key_values) live until the next
 				  * forward returns */
@@ -28,13 +27,6 @@ struct gm_loop_rule {
 
 /* The row of training.loop l (every enum gm_loop has one). */
 const struct gm_loop_rule *gm_loop_rule(enum gm_loop l);
-
-/*
- * Lightning 2.6.6's automatic optimization, a row no training.loop value
- * spells yet (the spec keys list Lightning under `trainer`): the step
- * emitter models it when a caller sets it (tests/unit/planner).
- */
-extern const struct gm_loop_rule gm_loop_lightning;
 
 /*
  * Whether the forward of a training run builds past_key_values (a

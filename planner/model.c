@@ -445,8 +445,8 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 }
 
 /* What the PyTorch loop keeps, where it is not the default, appended to
- * the recipe's name: "-keep-outputs" (training.loop), "-kv-cache"
- * (past_key_values built in training, planner/loop.c). */
+ * the recipe's name: "-keep-outputs" or "-lightning" (training.loop),
+ * "-kv-cache" (past_key_values built in training, planner/loop.c). */
 static void recipe_loop(const struct gm_spec *sp, char *buf, size_t len)
 {
 	size_t n = strlen(buf);
@@ -454,8 +454,9 @@ static void recipe_loop(const struct gm_spec *sp, char *buf, size_t len)
 	if (sp->task != GM_TASK_TRAIN ||
 	    sp->training.framework != GM_FW_PYTORCH)
 		return;
-	if (sp->training.loop == GM_LOOP_KEEP_OUTPUTS && n < len)
-		n += (size_t)snprintf(buf + n, len - n, "-keep-outputs");
+	if (sp->training.loop != GM_LOOP_TRAINER && n < len)
+		n += (size_t)snprintf(buf + n, len - n, "-%s",
+				      gm_loop_name(sp->training.loop));
 	if (gm_loop_kv_cache(sp) && n < len)
 		snprintf(buf + n, len - n, "-kv-cache");
 }
@@ -849,6 +850,7 @@ struct train {
 	double comm;                /* data-parallel buffers */
 	double ws;                  /* cuBLAS workspaces */
 	double opt_tmp;             /* the optimizer step's temporaries */
+	struct gm_optstep_walk opt_loop; /* for-loop: its walk (optstep.h) */
 	double grads_fb;            /* gradients live in the backward */
 	double tail, tail_grads, tail_tmp; /* the end of the backward */
 	struct gm_blocks fb, op;    /* the analytic reserve's blocks */
@@ -985,20 +987,78 @@ static void train_comm(const struct ctx *c, struct gm_terms *T,
 	T->workspace = x->ws;
 }
 
-/* Optimizer temporaries: foreach Adam(W) builds sqrt(exp_avg_sq) as a
- * new tensor list, one state-sized copy (_multi_tensor_adamw;
- * torch/optim/optimizer.py _foreach_doc); SGD and 8-bit Adam work in
- * place; Adafactor's loop holds about 3 fp32 copies of the largest
- * tensor (update, grad^2, approximated moment). */
+/* Bytes of layout tensor pt's for-loop temporary on this rank, in block
+ * blk (UINT64_MAX: pt as a tensor of the model's own): its elements
+ * there (tensor parallel /t; FSDP2 /d, each parameter a DTensor shard;
+ * ZeRO-1's optimizer steps whole parameters) x tb. 0: none there. */
+static double loop_tensor(const struct ctx *c, const struct gm_ptensor *pt,
+			  uint64_t blk, double tb)
+{
+	unsigned zero = c->spec->parallelism.zero_stage;
+	double cnt, n;
+
+	if (pt->flags & GM_PT_LAYER) {
+		if (blk == UINT64_MAX || !gm_ptensor_blocks(pt, blk, 1))
+			return 0;
+		n = (double)pt->rows * (double)pt->cols / tdiv(c, pt);
+	} else {
+		if (blk != UINT64_MAX)
+			return 0;
+		n = stage_elems(c, pt, &cnt);
+	}
+	return n * tb / (zero >= 2 ? c->d : 1);
+}
+
+/* The for-loop's walk (optstep.h) over the rank's tensors in
+ * named_parameters() order: the model's own before the first block
+ * tensor (the embeddings), each block's, the rest (final norm, head). */
+static struct gm_optstep_walk for_loop_walk(const struct ctx *c, double tb)
+{
+	struct gm_optstep_walk w = {0, 0, 0};
+	int n = c->pl->n, first = n;
+	uint64_t b0 = stage_first(c);
+
+	for (int i = 0; i < n; i++)
+		if (c->pl->t[i].flags & GM_PT_LAYER) {
+			first = i;
+			break;
+		}
+	for (int i = 0; i < first; i++)
+		gm_optstep_walk_add(&w, loop_tensor(c, &c->pl->t[i],
+						    UINT64_MAX, tb));
+	for (uint64_t l = 0; l < c->layers; l++)
+		for (int i = first; i < n; i++)
+			gm_optstep_walk_add(&w, loop_tensor(c, &c->pl->t[i],
+							    b0 + l, tb));
+	for (int i = first; i < n; i++)
+		gm_optstep_walk_add(&w, loop_tensor(c, &c->pl->t[i],
+						    UINT64_MAX, tb));
+	return w;
+}
+
+/* Optimizer temporaries of torch.optim's Adam(W) by implementation
+ * (optstep.h): foreach builds sqrt(exp_avg_sq) as a new tensor list, one
+ * state-sized copy; the for-loop two of one tensor while the last one's
+ * quotient lives; fused none. SGD and 8-bit Adam work in place;
+ * Adafactor's loop holds about 3 fp32 copies of the largest tensor
+ * (update, grad^2, approximated moment). */
 static void train_opt_tmp(const struct ctx *c, struct train *x)
 {
 	const struct gm_spec *sp = c->spec;
 	unsigned zero = sp->parallelism.zero_stage;
+	enum gm_opt_impl im = sp->training.optimizer_implementation;
 	double cnt;
 
-	if (sp->training.optimizer == GM_OPT_ADAM ||
-	    sp->training.optimizer == GM_OPT_ADAMW)
-		x->opt_tmp = x->P * c->full.weights / (zero >= 1 ? c->d : 1);
+	if ((sp->training.optimizer == GM_OPT_ADAM ||
+	     sp->training.optimizer == GM_OPT_ADAMW) &&
+	    im == GM_OPT_IMPL_FOR_LOOP) {
+		x->opt_loop = for_loop_walk(c, c->full.weights);
+		x->opt_tmp = x->opt_loop.peak;
+	} else if (sp->training.optimizer == GM_OPT_ADAM ||
+		   sp->training.optimizer == GM_OPT_ADAMW)
+		x->opt_tmp = im == GM_OPT_IMPL_FOREACH ?
+			     x->P * c->full.weights / (zero >= 1 ? c->d : 1) :
+			     gm_optstep_rule(im)->peak(NULL, 0);
 	else if (sp->training.optimizer == GM_OPT_ADAFACTOR) {
 		double big = 0;
 		for (int i = 0; i < c->pl->n; i++) {
@@ -1038,7 +1098,15 @@ static void train_adapter(const struct ctx *c, struct gm_terms *T,
 		      (double)c->layers;
 	T->gradients = A * ab.gradients;
 	T->optimizer_states = A * ab.optimizer;
-	x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;
+	if (x->opt_tmp > 0 && c->spec->training.optimizer_implementation ==
+	    GM_OPT_IMPL_FOR_LOOP) {
+		x->opt_loop = gm_adapter_for_loop_walk(c->pl,
+						       &c->spec->training,
+						       c->layers, ab.weights);
+		x->opt_tmp = x->opt_loop.peak;
+	} else {
+		x->opt_tmp = x->opt_tmp > 0 ? A * ab.weights : 0;
+	}
 	x->cache = c->full.autocast ? A * c->full.compute : 0;
 }
 
@@ -1133,9 +1201,14 @@ static void train_blocks(const struct ctx *c, struct gm_terms *T,
 	else
 		gm_blocks_add(&x->fb, x->trans + x->held, 1, true);
 	add_param_blocks(c, &x->op, c->sb.gradients, 1, false, false);
-	if (x->opt_tmp > 0)
+	if (x->opt_tmp > 0 && x->opt_loop.at > 0) { /* for-loop */
+		gm_blocks_add(&x->op, x->opt_loop.at, 2, true);
+		gm_blocks_add(&x->op, x->opt_tmp - 2 * x->opt_loop.at, 1,
+			      true);
+	} else if (x->opt_tmp > 0) {
 		gm_blocks_add(&x->op, x->opt_tmp / (double)(c->layers + 1),
 			      (double)c->layers + 1, true);
+	}
 }
 
 /* The closed-form peak of each phase and the terms at the larger one.
@@ -1313,7 +1386,7 @@ static void ds_describe(const struct ctx *c, struct gm_terms *T,
 		 * the JSON's optimizer is DeepSpeed's FusedAdam or
 		 * DeepSpeedCPUAdam (engine.py _configure_basic_optimizer),
 		 * which step in place */
-		.foreach_tmp = (o == GM_OPT_ADAM || o == GM_OPT_ADAMW) &&
+		.adam_tmp = (o == GM_OPT_ADAM || o == GM_OPT_ADAMW) &&
 			       gm_spec_origin_of(sp, "training.optimizer") !=
 				       GM_SPEC_DEEPSPEED,
 		.bucket = (double)ds->reduce_bucket_size,
@@ -1363,7 +1436,8 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 		.trans = x->trans, .logits_held = x->held,
 		.logits_piece = (x->lg - x->held) / 3,
 		.opt_tmp_per_tensor = sp->training.optimizer ==
-				      GM_OPT_ADAFACTOR};
+				      GM_OPT_ADAFACTOR,
+		.opt_impl = sp->training.optimizer_implementation};
 	/* sequence parallelism (Megatron's; no Hugging Face counterpart to
 	 * read the op order from) keeps the aggregated block */
 	uint64_t dense = dense_blocks(c);

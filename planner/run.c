@@ -82,6 +82,7 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->checkpointing = t->activation_checkpointing;
 	r->attention = t->attention;
 	r->loop = t->loop;
+	r->optimizer_implementation = t->optimizer_implementation;
 	r->kv_cache_in_training = gm_loop_kv_cache(s);
 	if (t->adapter == GM_ADAPTER_NONE)
 		return;
@@ -356,6 +357,29 @@ static void precision_li(FILE *out, const struct gm_run *r)
 		   "%s.", pn, gm_optimizer_name(r->optimizer), d);
 }
 
+/* The training loop in words, by training.loop (planner/loop.c). */
+static const char *const loop_words[] = {
+	[GM_LOOP_TRAINER] = "only the loss leaves the forward call (Hugging "
+			    "Face Trainer, accelerate)",
+	[GM_LOOP_KEEP_OUTPUTS] = "the model's outputs kept until the next "
+				 "step's forward returns (outputs = "
+				 "model(**batch), as the transformers docs' "
+				 "native loop)",
+	[GM_LOOP_LIGHTNING] = "Lightning's automatic optimization: only the "
+			      "loss leaves training_step, and zero_grad runs "
+			      "after the next training_step, so the "
+			      "gradients live through the next forward",
+};
+
+/* What each implementation's step adds to the states (optstep.h). */
+static const char *const opt_impl_words[] = {
+	[GM_OPT_IMPL_FOREACH] = "one temporary the size of the states, "
+				"PyTorch's default on CUDA",
+	[GM_OPT_IMPL_FUSED] = "fused=True: no temporary the size of a tensor",
+	[GM_OPT_IMPL_FOR_LOOP] = "foreach=False: two temporaries of one "
+				 "tensor at a time",
+};
+
 void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		 bool fit)
 {
@@ -364,13 +388,15 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 	li(out, "Recipe %s: %s.", recipe, framework_words(r));
 	precision_li(out, r);
 	if (r->train && r->framework == GM_FW_PYTORCH)
-		li(out, "Training loop: %s%s.", r->loop == GM_LOOP_KEEP_OUTPUTS ?
-		   "the model's outputs kept until the next step's forward "
-		   "returns (outputs = model(**batch), as the transformers "
-		   "docs' native loop)" : "only the loss leaves the forward "
-		   "call (Hugging Face Trainer, accelerate, Lightning)",
+		li(out, "Training loop: %s%s.", loop_words[r->loop],
 		   r->kv_cache_in_training ? "; the model builds "
 		   "past_key_values in training (use_cache)" : "");
+	/* named where the spec chose it (the key is refused where the
+	 * step is not torch.optim's) */
+	if (r->train && r->optimizer_implementation != GM_OPT_IMPL_FOREACH)
+		li(out, "Optimizer step: torch.optim's %s implementation "
+		   "(%s).", gm_opt_impl_name(r->optimizer_implementation),
+		   opt_impl_words[r->optimizer_implementation]);
 	li(out, "GPUs: %s; %s.", gm_run_gpus_text(r, buf, sizeof(buf)),
 	   gm_run_sharding_text(r, buf + 256, sizeof(buf) - 256));
 	if (r->offload_optimizer != GM_OFFLOAD_NONE ||

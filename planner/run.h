@@ -57,6 +57,7 @@ struct gm_run {
 	enum gm_ckpt checkpointing;
 	enum gm_attn attention;
 	enum gm_loop loop;
+	enum gm_opt_impl optimizer_implementation;
 	bool kv_cache_in_training;        /* past_key_values (loop.h) */
 	enum gm_kv_dtype kv_cache_dtype;
 	uint64_t lora_rank;

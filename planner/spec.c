@@ -52,7 +52,9 @@ static const char *const tpv_names[] = {"sharded", "replicated"};
 static const char *const kv_names[] = {"fp32", "fp16", "bf16", "fp8",
 				       "int8"};
 static const char *const fw_names[] = {"pytorch", "deepspeed", "megatron"};
-static const char *const loop_names[] = {"trainer", "keep-outputs"};
+static const char *const loop_names[] = {"trainer", "keep-outputs",
+					 "lightning"};
+static const char *const opt_impl_names[] = {"foreach", "fused", "for-loop"};
 static const char *const cache_names[] = {"auto", "true", "false"};
 static const char *const adapter_names[] = {"none", "lora", "qlora"};
 static const char *const fsdp_mp_names[] = {"param-dtype", "autocast"};
@@ -106,6 +108,10 @@ const char *gm_framework_name(enum gm_framework f)
 const char *gm_loop_name(enum gm_loop l)
 {
 	return enum_name(loop_names, GM_N(loop_names), l);
+}
+const char *gm_opt_impl_name(enum gm_opt_impl i)
+{
+	return enum_name(opt_impl_names, GM_N(opt_impl_names), i);
 }
 const char *gm_use_cache_name(enum gm_use_cache u)
 {
@@ -234,6 +240,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	     prec_names),
 	ENUM(GM_K_OPTIMIZER, "optimizer", GM_K_TRAINING, training.optimizer,
 	     opt_names),
+	ENUM(GM_K_OPT_IMPL, "optimizer_implementation", GM_K_TRAINING,
+	     training.optimizer_implementation, opt_impl_names),
 	ENUM(GM_K_CKPT, "activation_checkpointing", GM_K_TRAINING,
 	     training.activation_checkpointing, ckpt_names),
 	ENUM(GM_K_ATTENTION, "attention", GM_K_TRAINING, training.attention,

@@ -61,6 +61,18 @@ enum gm_loop {
 	GM_LOOP_TRAINER,      /* only the loss leaves the forward call */
 	GM_LOOP_KEEP_OUTPUTS, /* `outputs = model(**batch)` lives until the
 			       * next step's forward returns */
+	GM_LOOP_LIGHTNING,    /* Lightning's automatic optimization:
+			       * zero_grad after the next training_step */
+};
+
+/* training.optimizer_implementation: which of torch.optim's
+ * implementations of adam, adamw, sgd, sgd-momentum steps (PyTorch's
+ * own words, torch/optim/optimizer.py _foreach_doc / _fused_doc). The
+ * temporaries each allocates: planner/optstep.h. */
+enum gm_opt_impl {
+	GM_OPT_IMPL_FOREACH,  /* PyTorch's default on CUDA tensors */
+	GM_OPT_IMPL_FUSED,    /* fused=True: one kernel per tensor list */
+	GM_OPT_IMPL_FOR_LOOP, /* foreach=False: one tensor at a time */
 };
 
 enum gm_use_cache { GM_CACHE_AUTO, GM_CACHE_TRUE, GM_CACHE_FALSE };
@@ -131,6 +143,7 @@ struct gm_spec_training {
 	uint64_t sequence_length;
 	enum gm_precision precision;
 	enum gm_optimizer optimizer;
+	enum gm_opt_impl optimizer_implementation;
 	enum gm_ckpt activation_checkpointing;
 	enum gm_attn attention;
 	enum gm_framework framework;
@@ -386,6 +399,7 @@ const char *gm_head_name(enum gm_head h);
 const char *gm_kv_dtype_name(enum gm_kv_dtype k);
 const char *gm_framework_name(enum gm_framework f);
 const char *gm_loop_name(enum gm_loop l);
+const char *gm_opt_impl_name(enum gm_opt_impl i);
 const char *gm_use_cache_name(enum gm_use_cache u);
 const char *gm_adapter_name(enum gm_adapter a);
 const char *gm_fsdp_mp_name(enum gm_fsdp_mp m);

@@ -652,6 +652,59 @@ static int check_loop(struct gm__spec_ctx *c)
 				      "outputs to keep",
 				      (unsigned long long)
 				      s->parallelism.pipeline_parallel);
+	if (t->loop == GM_LOOP_LIGHTNING &&
+	    s->parallelism.pipeline_parallel > 1)
+		return gm__spec_blame(c, GM_K_LOOP, "'lightning' with "
+				      "pipeline_parallel %llu: Lightning "
+				      "has no pipeline-parallel strategy "
+				      "(lightning 2.6.6 pytorch/strategies: "
+				      "ddp, fsdp, model_parallel, deepspeed, "
+				      "xla, single device)",
+				      (unsigned long long)
+				      s->parallelism.pipeline_parallel);
+	return 0;
+}
+
+/*
+ * training.optimizer_implementation names one of torch.optim's
+ * implementations (torch/optim/optimizer.py, PyTorch 2.11.0: "for-loop",
+ * "foreach", "fused"); adam, adamw (torch/optim/adam.py) and sgd
+ * (torch/optim/sgd.py) have all three. Where the step is not
+ * torch.optim's the key is refused: bitsandbytes' AdamW8bit,
+ * transformers' Adafactor, the DeepSpeed JSON's optimizer (DeepSpeed's
+ * FusedAdam or DeepSpeedCPUAdam, engine.py _configure_basic_optimizer)
+ * and Megatron-LM's (Transformer Engine's or Apex's FusedAdam,
+ * megatron/core/optimizer/__init__.py at d98e8a6).
+ */
+static int check_opt_impl(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_training *t = &s->training;
+
+	if (!given(s, GM_K_OPT_IMPL) || s->task != GM_TASK_TRAIN)
+		return 0;
+	if (t->framework == GM_FW_MEGATRON)
+		return gm__spec_blame(c, GM_K_OPT_IMPL, "applies to "
+				      "torch.optim; Megatron-LM steps its own "
+				      "optimizer (Transformer Engine's or "
+				      "Apex's FusedAdam): leave it out");
+	if (t->optimizer == GM_OPT_ADAMW_8BIT ||
+	    t->optimizer == GM_OPT_ADAFACTOR)
+		return gm__spec_blame(c, GM_K_OPT_IMPL, "applies to "
+				      "torch.optim's adam, adamw, sgd and "
+				      "sgd-momentum, not to '%s' (%s)",
+				      gm_optimizer_name(t->optimizer),
+				      t->optimizer == GM_OPT_ADAFACTOR ?
+				      "transformers' Adafactor" :
+				      "bitsandbytes' AdamW8bit");
+	if (t->framework == GM_FW_DEEPSPEED &&
+	    s->where[GM_K_OPTIMIZER].origin == GM_SPEC_DEEPSPEED)
+		return gm__spec_blame(c, GM_K_OPT_IMPL, "applies to a "
+				      "torch.optim client optimizer; the "
+				      "DeepSpeed JSON's optimizer is "
+				      "DeepSpeed's own (FusedAdam, or "
+				      "DeepSpeedCPUAdam with offload): leave "
+				      "it out");
 	return 0;
 }
 
@@ -815,6 +868,11 @@ static int check_ds_modelled(struct gm__spec_ctx *c, const char *tail)
 							       : GM_K_PP,
 				      "above 1 under DeepSpeed (its pipeline "
 				      "and tensor-parallel engines) %s", tail);
+	/* the client optimizer one tensor at a time over DeepSpeed's flat
+	 * partitions: not emitted (step_ds.c emits foreach and fused) */
+	if (s->training.optimizer_implementation == GM_OPT_IMPL_FOR_LOOP)
+		return gm__spec_blame(c, GM_K_OPT_IMPL, "'for-loop' under "
+				      "deepspeed %s", tail);
 	return 0;
 }
 
@@ -835,9 +893,10 @@ static int check_modelled(struct gm__spec_ctx *c)
 			return rc;
 		/* the loop and adapter rules are the PyTorch loop's; with
 		 * DeepSpeed's engine they are not checked yet */
-		if (t->loop == GM_LOOP_KEEP_OUTPUTS)
-			return gm__spec_blame(c, GM_K_LOOP, "'keep-outputs' "
-					      "under deepspeed %s", tail);
+		if (t->loop != GM_LOOP_TRAINER)
+			return gm__spec_blame(c, GM_K_LOOP, "'%s' under "
+					      "deepspeed %s",
+					      gm_loop_name(t->loop), tail);
 		if (t->use_cache != GM_CACHE_FALSE && s->model.head ==
 		    GM_HEAD_CAUSAL_LM && t->activation_checkpointing ==
 		    GM_CKPT_NONE)
@@ -944,7 +1003,8 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 	int (*const rules[])(struct gm__spec_ctx *) = {
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
-		check_adapter,  check_loop, check_expert_parallel,
+		check_adapter,  check_loop, check_opt_impl,
+		check_expert_parallel,
 		check_moe_dispatcher,
 	};
 	int rc;

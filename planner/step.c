@@ -82,6 +82,7 @@
 #include "step_ds.h"
 #include "step_megatron.h"
 #include "error.h"
+#include "optstep.h"
 #include "pool.h"
 #include "sim.h"
 #include "units.h"
@@ -1199,11 +1200,60 @@ static double zero1_f(const struct gm_em *e, size_t j)
 	return e->own[j] ? (double)e->st->zero1_d : 0;
 }
 
+/* Slot j's optimizer temporary (0: none on this rank). */
+static double opt_tmp_of(const struct gm_em *e, size_t j)
+{
+	const struct gm_step_param *p = &e->st->p[j % e->np];
+
+	if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
+		return 0;
+	return p->opt_tmp * zero1_f(e, j);
+}
+
+/*
+ * torch.optim's temporaries (optstep.h) over the rank's tensors: the
+ * foreach list in slot order (the blocks', then the model's own), the
+ * for-loop in named_parameters() order (the model's own tensors before
+ * the first block tensor, each block's, the rest).
+ */
+static void opt_temporaries(struct gm_em *e)
+{
+	const struct gm_step *st = e->st;
+	size_t n = (size_t)(e->L + 1) * (size_t)e->np, k = 0;
+	double *b = calloc(n ? n : 1, sizeof(*b));
+	int first = e->np;
+
+	if (!b) {
+		e->err = GM_ENOMEM;
+		return;
+	}
+	if (st->opt_impl != GM_OPT_IMPL_FOR_LOOP) {
+		for (size_t j = 0; j < n; j++)
+			b[k++] = opt_tmp_of(e, j);
+	} else {
+		size_t top = (size_t)e->L * (size_t)e->np;
+		for (int i = 0; i < e->np; i++)
+			if (st->p[i].where == GM_STEP_LAYER) {
+				first = i;
+				break;
+			}
+		for (int i = 0; i < first; i++)
+			b[k++] = opt_tmp_of(e, top + (size_t)i);
+		for (uint64_t l = 0; l < e->L; l++)
+			for (int i = 0; i < e->np; i++)
+				b[k++] = opt_tmp_of(e, (size_t)l *
+						    (size_t)e->np + (size_t)i);
+		for (int i = first; i < e->np; i++)
+			b[k++] = opt_tmp_of(e, top + (size_t)i);
+	}
+	gm_optstep_rule(st->opt_impl)->emit(e, b, k);
+	free(b);
+}
+
 static void optimizer(struct gm_em *e)
 {
 	const struct gm_step *st = e->st;
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
-	uint32_t *tmp;
 
 	phase(e->sk, GM_SP_OPTIMIZER);
 	if (st->ds.on) {
@@ -1222,30 +1272,20 @@ static void optimizer(struct gm_em *e)
 		}
 		e->have_states = true;
 	}
-	tmp = calloc(n, sizeof(*tmp));
-	if (!tmp) {
-		e->err = GM_ENOMEM;
-		return;
-	}
-	for (size_t j = 0; j < n; j++) {
-		const struct gm_step_param *p = &st->p[j % e->np];
-		tmp[j] = NONE;
-		if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
-			continue;
-		if (st->opt_tmp_per_tensor) {
+	if (st->opt_tmp_per_tensor) {
+		for (size_t j = 0; j < n; j++) {
+			const struct gm_step_param *p = &st->p[j % e->np];
 			uint32_t t3[3];
+			if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
+				continue;
 			for (int k = 0; k < 3; k++)
 				t3[k] = ealloc(e, p->opt_tmp, GM_SK_OPT_TMP);
 			for (int k = 0; k < 3; k++)
 				efree(e, &t3[k]);
-		} else {
-			tmp[j] = ealloc(e, p->opt_tmp * zero1_f(e, j),
-					GM_SK_OPT_TMP);
 		}
+	} else {
+		opt_temporaries(e);
 	}
-	for (size_t j = 0; j < n; j++)
-		efree(e, &tmp[j]);
-	free(tmp);
 	for (size_t j = 0; j < n; j++) { /* zero_grad(set_to_none=True) */
 		if (e->gdef) { /* after the next forward */
 			e->gdef[j] = e->g[j];

@@ -334,8 +334,12 @@ struct gm_step {
 	bool keep_outputs, kv_cache, kv_copies, grads_to_next_forward;
 	double kv_block;
 	bool opt_tmp_per_tensor; /* Adafactor: 3 temporaries per tensor,
-				  * freed before the next; else one foreach
-				  * list over all tensors */
+				  * freed before the next; else opt_impl's */
+	enum gm_opt_impl opt_impl; /* torch.optim's implementation: p[].opt_tmp
+				    * as one foreach list over all tensors
+				    * (slot order), one tensor at a time in
+				    * named_parameters() order (for-loop), or
+				    * none (fused); planner/optstep.h */
 	int n_comm;
 	struct {
 		double bytes;

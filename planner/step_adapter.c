@@ -72,6 +72,31 @@ double gm_adapter_layer_params(const struct gm_param_layout *l,
 	return n;
 }
 
+struct gm_optstep_walk gm_adapter_for_loop_walk(
+	const struct gm_param_layout *l, const struct gm_spec_training *t,
+	uint64_t layers, double tb)
+{
+	struct gm_optstep_walk w = {0, 0, 0};
+	double r = t ? (double)t->lora_rank : 0;
+	char name[64];
+
+	if (!t || t->adapter == GM_ADAPTER_NONE)
+		return w;
+	for (uint64_t b = 0; b < layers; b++)
+		for (int i = 0; i < l->n; i++) {
+			const struct gm_ptensor *pt = &l->t[i];
+			if (!(pt->flags & GM_PT_LAYER) ||
+			    !(pt->flags & GM_PT_MATMUL) || pt->groups)
+				continue;
+			module_name(pt->name, name, sizeof(name));
+			if (!gm_adapter_targets(t, name))
+				continue;
+			gm_optstep_walk_add(&w, r * (double)pt->cols * tb);
+			gm_optstep_walk_add(&w, r * (double)pt->rows * tb);
+		}
+	return w;
+}
+
 /* Append one adapter tensor of n elements. */
 static int add(struct gm_step *st, double n, double opt, int k, double tmp,
 	       double cache)

@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 
+#include "optstep.h"
 #include "params.h"
 #include "spec.h"
 #include "states.h"
@@ -53,6 +54,14 @@ void gm_adapter_base_bytes(const struct gm_spec_training *t,
  * tensor named "...q_proj" or "...c_attn.weight"). */
 double gm_adapter_layer_params(const struct gm_param_layout *l,
 			       const struct gm_spec_training *t);
+
+/* The for-loop's walk (optstep.h) over the adapters' tensors of `layers`
+ * blocks of layout l, tb bytes per element: block by block, each target
+ * linear's lora_A (r x in) then lora_B (out x r) in the layout's order,
+ * as named_parameters() visits a PEFT model's trainable tensors. */
+struct gm_optstep_walk gm_adapter_for_loop_walk(
+	const struct gm_param_layout *l, const struct gm_spec_training *t,
+	uint64_t layers, double tb);
 
 /*
  * Make st's parameters those of an adapter run: the base tensors frozen

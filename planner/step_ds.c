@@ -111,6 +111,8 @@
  */
 #include "step_ds.h"
 
+#include "optstep.h"
+
 #include "step.h"
 #include "step_emit.h"
 #include "error.h"
@@ -254,15 +256,15 @@ static void states_of(struct gm_em *e, size_t j, double n)
 }
 
 /* One optimizer step over masters whose elements are n[0 .. m): the
- * states at the first step, then foreach's temporaries (all at once),
- * freed. */
+ * states at the first step, then the implementation's temporaries
+ * (optstep.h; foreach: all at once, freed). */
 static void opt_step(struct gm_em *e, size_t first, const double *n,
 		     size_t m)
 {
 	struct gm_ds_em *s = ds_of(e);
-	uint32_t *t = malloc((m ? m : 1) * sizeof(*t));
+	double *b = calloc(m ? m : 1, sizeof(*b));
 
-	if (!t) {
+	if (!b) {
 		gm_em_fail(e, GM_ENOMEM);
 		return;
 	}
@@ -270,12 +272,9 @@ static void opt_step(struct gm_em *e, size_t first, const double *n,
 		if (!s->have_states)
 			states_of(e, first + j, n[j]);
 	for (size_t j = 0; j < m; j++)
-		t[j] = cfg(e)->foreach_tmp ? gm_em_alloc(e, 4 * n[j],
-							 GM_SK_OPT_TMP)
-					   : NONE;
-	for (size_t j = 0; j < m; j++)
-		gm_em_free(e, &t[j]);
-	free(t);
+		b[j] = cfg(e)->adam_tmp ? 4 * n[j] : 0;
+	gm_optstep_rule(gm_em_step(e)->opt_impl)->emit(e, b, m);
+	free(b);
 }
 
 /* Elements of every parameter slot, in slot order (0 where none). */

@@ -26,8 +26,10 @@ struct gm_step_ds {
 	bool master;            /* fp32 master weights (a 16-bit model) */
 	double states;          /* optimizer states per element (Adam 2,
 				 * momentum SGD 1, SGD 0), fp32 each */
-	bool foreach_tmp;       /* torch.optim Adam(W) foreach: one fp32
-				 * temporary per element at its step */
+	bool adam_tmp;          /* torch.optim Adam(W) as the client
+				 * optimizer: fp32 temporaries at its step
+				 * as gm_step.opt_impl says (foreach: one
+				 * per element; fused: none) */
 	double bucket;          /* reduce_bucket_size, elements */
 	bool contiguous;        /* contiguous_gradients */
 	bool overlap;           /* overlap_comm */

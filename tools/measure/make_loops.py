@@ -114,28 +114,38 @@ DS = {
 L = [
     # the Hugging Face Trainer (use_cache left out: false, the planner's
     # default, is what Trainer.__init__ writes into model.config from
-    # TrainingArguments.use_cache)
+    # TrainingArguments.use_cache; AdamW fused: the Trainer's default
+    # optim, adamw_torch_fused, transformers 5.17 training_args.py, which
+    # each run recorded)
     ("trainer-llama-134m-bf16mixed", "trainer", "llama-134m",
-     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024)),
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=8, sequence_length=1024)),
     ("trainer-llama-1.1b-bf16mixed", "trainer", "llama-1.1b",
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048)),
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=4, sequence_length=2048)),
     ("trainer-llama-1.1b-bf16mixed-fullckpt", "trainer", "llama-1.1b",
-     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
           activation_checkpointing="full")),
     ("trainer-gpt2-124m-fp16mixed", "trainer", "gpt2-124m",
-     dict(precision="fp16-mixed", micro_batch_size=16,
+     dict(optimizer_implementation="fused",
+          precision="fp16-mixed", micro_batch_size=16,
           sequence_length=1024)),
     ("trainer-gpt2-124m-fp32", "trainer", "gpt2-124m",
-     dict(precision="fp32", micro_batch_size=8, sequence_length=1024)),
+     dict(optimizer_implementation="fused",
+          precision="fp32", micro_batch_size=8, sequence_length=1024)),
     ("trainer-qwen3-0.6b-bf16mixed", "trainer", ("qwen3-0.6b", None),
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048)),
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=4, sequence_length=2048)),
     ("trainer-llama-1.1b-bf16true-sgd", "trainer", "llama-1.1b",
      dict(precision="bf16-true", optimizer="sgd", micro_batch_size=4,
           sequence_length=2048)),
     ("trainer-mixtral-2l-bf16mixed", "trainer", ("mixtral-8x7b", 2),
-     dict(precision="bf16-mixed", micro_batch_size=2, sequence_length=1024)),
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=2, sequence_length=1024)),
     ("trainer-qwen3moe-2l-bf16mixed", "trainer", ("qwen3-30b-a3b", 2),
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=1024)),
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=4, sequence_length=1024)),
     # the same runs with optim="adamw_torch" (torch.optim.AdamW without
     # fused=True, so foreach) instead of the Trainer's default
     # adamw_torch_fused
@@ -186,18 +196,19 @@ L = [
     ("native-qwen3moe-2l-bf16true-adamw", "native", ("qwen3-30b-a3b", 2),
      dict(precision="bf16-true", micro_batch_size=4, sequence_length=2048,
           use_cache="auto")),
-    # Lightning
+    # Lightning (automatic optimization: zero_grad after the next
+    # training_step, training.loop lightning)
     ("lightning-llama-1.1b-bf16mixed", "lightning", "llama-1.1b",
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+     dict(loop="lightning", precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           use_cache="auto")),
     ("lightning-gpt2-124m-16mixed", "lightning", "gpt2-124m",
-     dict(precision="fp16-mixed", micro_batch_size=16,
+     dict(loop="lightning", precision="fp16-mixed", micro_batch_size=16,
           sequence_length=1024, use_cache="auto")),
     ("lightning-qwen3-0.6b-bf16mixed", "lightning", ("qwen3-0.6b", None),
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+     dict(loop="lightning", precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           use_cache="auto")),
     ("lightning-llama-134m-16mixed-fullckpt", "lightning", "llama-134m",
-     dict(precision="fp16-mixed", micro_batch_size=16, sequence_length=2048,
+     dict(loop="lightning", precision="fp16-mixed", micro_batch_size=16, sequence_length=2048,
           activation_checkpointing="full", use_cache="auto")),
     # accelerate (use_cache auto: the model is called as it is, with the
     # config's use_cache=True)
@@ -228,7 +239,8 @@ L = [
      dict(precision="bf16-mixed", micro_batch_size=1, sequence_length=2048,
           adapter="lora", lora_rank=16, lora_targets=["all-linear"])),
     ("lora-trainer-llama-1.1b-r16", "trainer", "llama-1.1b",
-     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+     dict(optimizer_implementation="fused",
+          precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           adapter="lora", lora_rank=16)),
     ("qlora-llama-1.1b-r16-alllinear-fullckpt", "native", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,

@@ -139,17 +139,21 @@ def torch_dtype(torch, name):
     return getattr(torch, hfbuild.TORCH_DTYPE[name])
 
 
-def make_optimizer(torch, name, params):
-    """The spec's optimizer with torch.optim defaults (foreach on CUDA);
+def make_optimizer(torch, name, params, impl="foreach"):
+    """The spec's optimizer with torch.optim defaults, in the
+    implementation training.optimizer_implementation names (foreach:
+    torch.optim's default on CUDA; fused=True; for-loop: foreach=False);
     lr does not change memory."""
+    kw = {"foreach": {}, "fused": {"fused": True},
+          "for-loop": {"foreach": False}}[impl]
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=LR)
+        return torch.optim.AdamW(params, lr=LR, **kw)
     if name == "adam":
-        return torch.optim.Adam(params, lr=LR)
+        return torch.optim.Adam(params, lr=LR, **kw)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=LR)
+        return torch.optim.SGD(params, lr=LR, **kw)
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=LR, momentum=0.9)
+        return torch.optim.SGD(params, lr=LR, momentum=0.9, **kw)
     raise Unsupported(f"training.optimizer: {name}")
 
 

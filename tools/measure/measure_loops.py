@@ -13,9 +13,10 @@ not a re-creation:
 
   trainer     transformers.Trainer(...).train() with TrainingArguments
               (bf16 / fp16 from training.precision, gradient_checkpointing,
-              optim left at the Trainer's default and recorded, or
-              the manifest entry's "optim", a TrainingArguments.optim
-              name, for an adamw spec)
+              optim from training.optimizer_implementation: fused is
+              adamw_torch_fused, the Trainer's default; foreach adamw_torch;
+              recorded. A manifest entry's "optim" (a TrainingArguments.optim
+              name) must name the same)
   native      the transformers docs' loop: outputs = model(**batch);
               loss = outputs.loss; loss.backward(); optimizer.step();
               optimizer.zero_grad(). training.loop keep-outputs keeps
@@ -240,9 +241,10 @@ class RandomSet:
                 "attention_mask": x.new_ones(x.shape)}
 
 
-def make_optimizer(torch, name, params):
+def make_optimizer(torch, name, params, impl="foreach"):
     return measure.make_optimizer(torch, name,
-                                  [p for p in params if p.requires_grad])
+                                  [p for p in params if p.requires_grad],
+                                  impl)
 
 
 def mixed_dtype(torch, spec):
@@ -258,7 +260,8 @@ def run_native(torch, spec, model, stats, steps, rec):
     if t["activation_checkpointing"] == "full" and t["adapter"] != "qlora":
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False})
-    opt = make_optimizer(torch, t["optimizer"], model.parameters())
+    opt = make_optimizer(torch, t["optimizer"], model.parameters(),
+                         t["optimizer_implementation"])
     dt = mixed_dtype(torch, spec)
     ac = (lambda: torch.autocast("cuda", dtype=dt)) if dt else \
         contextlib.nullcontext
@@ -287,6 +290,21 @@ def run_native(torch, spec, model, stats, steps, rec):
     del outputs
 
 
+def trainer_optim(t):
+    """TrainingArguments.optim for the spec's optimizer (transformers 5.17
+    training_args.py OptimizerNames; trainer_optimizer.py passes
+    fused=True for adamw_torch_fused, nothing for adamw_torch: torch's
+    foreach)."""
+    if t["optimizer"] == "sgd":
+        return "sgd"
+    if t["optimizer"] == "adamw" and t["optimizer_implementation"] in (
+            "fused", "foreach"):
+        return {"fused": "adamw_torch_fused",
+                "foreach": "adamw_torch"}[t["optimizer_implementation"]]
+    raise Unsupported(f"training.optimizer {t['optimizer']} "
+                      f"({t['optimizer_implementation']}) under the Trainer")
+
+
 def run_trainer(torch, spec, model, stats, steps, rec, optim=None):
     import transformers
     t = spec["training"]
@@ -294,8 +312,11 @@ def run_trainer(torch, spec, model, stats, steps, rec, optim=None):
         raise Unsupported(f"optim {optim}: the manifest picks an AdamW "
                           "implementation; the spec's optimizer is "
                           f"{t['optimizer']}")
-    if t["optimizer"] == "sgd":
-        optim = "sgd"
+    if optim and optim != trainer_optim(t):
+        raise Unsupported(f"optim {optim}: the spec's "
+                          f"optimizer_implementation "
+                          f"{t['optimizer_implementation']} runs "
+                          f"{trainer_optim(t)}")
     dt = mixed_dtype(torch, spec)
     args = transformers.TrainingArguments(
         output_dir=os.environ.get("MEASURE_TMP", "/tmp/measure-trainer"),
@@ -307,7 +328,7 @@ def run_trainer(torch, spec, model, stats, steps, rec, optim=None):
         gradient_checkpointing_kwargs={"use_reentrant": False},
         dataloader_num_workers=0, dataloader_pin_memory=False,
         remove_unused_columns=False, seed=0,
-        **({"optim": optim} if optim else {}))
+        optim=trainer_optim(t))
     rec["trainer_optim"] = str(args.optim)
     mark = {"t0": None}
 
@@ -355,7 +376,8 @@ def run_lightning(torch, spec, model, stats, steps, rec):
 
         def configure_optimizers(self):
             return make_optimizer(torch, t["optimizer"],
-                                  self.model.parameters())
+                                  self.model.parameters(),
+                                  t["optimizer_implementation"])
 
     dl = torch.utils.data.DataLoader(
         RandomSet(torch, spec, steps * t["micro_batch_size"]),
@@ -376,7 +398,8 @@ def run_accelerate(torch, spec, model, stats, steps, rec):
     if t["activation_checkpointing"] == "full":
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False})
-    opt = make_optimizer(torch, t["optimizer"], model.parameters())
+    opt = make_optimizer(torch, t["optimizer"], model.parameters(),
+                         t["optimizer_implementation"])
     dl = torch.utils.data.DataLoader(
         RandomSet(torch, spec, steps * t["micro_batch_size"]),
         batch_size=t["micro_batch_size"])
@@ -414,7 +437,8 @@ def run_deepspeed(torch, spec, model, stats, steps, rec):
     if t["activation_checkpointing"] == "full":
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False})
-    opt = make_optimizer(torch, t["optimizer"], model.parameters())
+    opt = make_optimizer(torch, t["optimizer"], model.parameters(),
+                         t["optimizer_implementation"])
     engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt,
                                              config=cfg)
     engine_steps(torch, engine, batch_of(torch, spec, use_cache_of(spec)),

@@ -444,8 +444,17 @@ def test_trainer_optim():
         expect(got == ("adamw_torch", "adamw_torch"),
                f"the manifest's optim reaches TrainingArguments: {got}")
         got = run("trainer-mixtral-2l-bf16mixed")
-        expect(got == (None, "default"),
-               f"no optim: the Trainer's default: {got}")
+        expect(got == ("adamw_torch_fused", "adamw_torch_fused"),
+               f"no optim, optimizer_implementation fused: the Trainer's "
+               f"default adamw_torch_fused: {got}")
+        try:
+            ml.run_trainer(torch, spec_of(cfgs["trainer-mixtral-2l-"
+                                               "bf16mixed"]),
+                           None, None, 1, {}, optim="adamw_torch")
+            expect(False, "an optim the spec's implementation contradicts "
+                   "is refused")
+        except Unsupported:
+            pass
         got = run("trainer-llama-1.1b-bf16true-sgd")
         expect(got == ("sgd", "sgd"), f"an sgd spec: optim sgd: {got}")
         try:

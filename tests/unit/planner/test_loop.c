@@ -71,24 +71,26 @@ static void use_cache_rules(void **state)
 }
 
 /* The loop table: a row per training.loop value, each with its source;
- * Lightning's row is not spelled as a value. */
+ * Lightning's zero_grad after the next training_step is `lightning`. */
 static void loop_table(void **state)
 {
 	const struct gm_loop_rule *t = gm_loop_rule(GM_LOOP_TRAINER);
 	const struct gm_loop_rule *k = gm_loop_rule(GM_LOOP_KEEP_OUTPUTS);
+	const struct gm_loop_rule *l = gm_loop_rule(GM_LOOP_LIGHTNING);
 
 	(void)state;
 	assert_string_equal(t->name, gm_loop_name(GM_LOOP_TRAINER));
 	assert_string_equal(k->name, gm_loop_name(GM_LOOP_KEEP_OUTPUTS));
+	assert_string_equal(l->name, gm_loop_name(GM_LOOP_LIGHTNING));
+	assert_string_equal(l->name, "lightning");
 	assert_false(t->keep_outputs);
 	assert_true(k->keep_outputs);
 	assert_false(t->grads_to_next_forward || k->grads_to_next_forward);
-	assert_null(gm_loop_lightning.name);
-	assert_true(gm_loop_lightning.grads_to_next_forward);
-	assert_false(gm_loop_lightning.keep_outputs);
+	assert_true(l->grads_to_next_forward);
+	assert_false(l->keep_outputs);
 	assert_non_null(t->source);
 	assert_non_null(k->source);
-	assert_non_null(gm_loop_lightning.source);
+	assert_non_null(l->source);
 }
 
 /* The ALLOC bytes of the ids the program HOLDs, in order; their count. */
@@ -381,6 +383,33 @@ static void step_lightning_and_analytic(void **state)
 	assert_true(fwd_peak(&st) == base + 3 * 2 * 64);
 }
 
+/* training.loop lightning through the plan, TinyLlama-1.1B at 4 x 2048
+ * tokens (lightning-llama-1.1b-bf16mixed's shape): the step's fp32
+ * gradients (4 B per parameter) live through the next forward and are
+ * all live at the peak, which the trainer loop's plan has without them;
+ * the recipe names the loop. */
+static void lightning_plan(void **state)
+{
+	struct gm_spec s = spec_llama(22, 2048, 5632, 32, 4, 32000);
+	struct gm_plan p;
+	double base;
+
+	(void)state;
+	s.training.micro_batch_size = 4;
+	s.training.sequence_length = 2048;
+	s.training.use_cache = GM_CACHE_FALSE;
+	p = plan_of(&s);
+	base = p.per_gpu.peak_allocated;
+	assert_true(p.per_gpu.at_peak.gradients == 0);
+	s.training.loop = GM_LOOP_LIGHTNING;
+	p = plan_of(&s);
+	assert_true(p.per_gpu.gradients == 4.0 * 1100048384);
+	assert_true(p.per_gpu.at_peak.gradients == p.per_gpu.gradients);
+	assert_true(p.per_gpu.peak_allocated > base);
+	assert_true(p.per_gpu.peak_allocated <= base + p.per_gpu.gradients);
+	assert_non_null(strstr(p.recipe, "-lightning"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +420,7 @@ int main(void)
 		cmocka_unit_test(keep_outputs_true16),
 		cmocka_unit_test(keep_outputs_analytic),
 		cmocka_unit_test(step_lightning_and_analytic),
+		cmocka_unit_test(lightning_plan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

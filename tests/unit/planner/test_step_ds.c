@@ -118,7 +118,7 @@ static void describe(struct gm_step *st, unsigned stage, double d)
 	st->act[0] = 1 * MiB;
 	st->ds = (struct gm_step_ds){
 		.on = true, .stage = stage, .d = d, .b = 2, .master = true,
-		.states = 2, .foreach_tmp = true,
+		.states = 2, .adam_tmp = true,
 		.bucket = 5 * MiB,        /* elements: 10 MiB of bf16 */
 		.contiguous = true, .overlap = stage == 3,
 		.sub_group = 1e9, .max_live = 1e9, .max_reuse = 1e9,
