@@ -75,12 +75,16 @@ static int probe_at(struct probe *p, uint64_t t, bool guess, bool *ok,
 	s.parallelism.data_parallel = p->by_dp ? x : p->dp;
 	s.training.global_batch_size = p->gb;
 	/* a data-parallel degree that Megatron-Core's expert grid refuses
-	 * (expert_parallel must divide data x tensor parallel: spec_rules.c
-	 * check_expert_parallel) is not a run: it does not fit */
-	if (s.parallelism.expert_parallel > 1 &&
+	 * (expert tensor x expert parallel must divide data x tensor
+	 * parallel: spec_rules.c check_expert_grid) is not a run: it does
+	 * not fit */
+	if (s.task == GM_TASK_TRAIN &&
+	    s.training.framework == GM_FW_MEGATRON && s.model.experts &&
 	    s.parallelism.data_parallel * (s.parallelism.tensor_parallel ?
 					   s.parallelism.tensor_parallel : 1) %
-	    s.parallelism.expert_parallel) {
+	    (gm_spec_expert_tensor_parallel(&s) *
+	     (s.parallelism.expert_parallel ? s.parallelism.expert_parallel
+					    : 1))) {
 		*ok = false;
 		return 0;
 	}

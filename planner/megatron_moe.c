@@ -31,21 +31,53 @@ bool gm_mg_moe_planned(const struct gm_spec *spec)
 	       spec->model.experts > 0;
 }
 
+/* A linear layer's bias in the gpt2 layout (GPT2Attention c_attn and
+ * c_proj, GPT2MLP c_fc and c_proj: Conv1D), not a LayerNorm's. */
+static bool linear_bias(const struct gm_ptensor *pt)
+{
+	static const char *const lin[] = {
+		".attn.c_attn.bias", ".attn.c_proj.bias", ".mlp.c_fc.bias",
+		".mlp.c_proj.bias"};
+
+	for (size_t i = 0; i < sizeof(lin) / sizeof(lin[0]); i++)
+		if (strstr(pt->name, lin[i]))
+			return true;
+	return false;
+}
+
+/* --disable-bias-linear (transformer_config.py add_bias_linear False):
+ * Megatron's GPT layer without its linear biases. */
+static bool no_bias(const struct gm_spec *spec)
+{
+	return spec->model.architecture == GM_ARCH_GPT2 &&
+	       !spec->model.add_bias_linear && spec->task == GM_TASK_TRAIN &&
+	       spec->training.framework == GM_FW_MEGATRON;
+}
+
+bool gm_mg_layout_differs(const struct gm_spec *spec)
+{
+	return gm_mg_moe_planned(spec) || no_bias(spec);
+}
+
 void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l)
 {
 	const struct gm_spec_model *m = &spec->model;
 	uint64_t E = m->experts, F = m->moe_ffn_hidden_size, h = m->hidden_size;
 	bool gpt2 = m->architecture == GM_ARCH_GPT2;
+	bool moe = gm_mg_moe_planned(spec), nobias = no_bias(spec);
 	uint64_t gF = (gpt2 ? 1 : 2) * F;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL;
 	int k = 0;
 
-	if (!gm_mg_moe_planned(spec))
+	if (!moe && !nobias)
 		return;
 	for (int i = 0; i < l->n; i++)
-		if (!mlp_tensor(&l->t[i]))
+		if (!(moe && mlp_tensor(&l->t[i])) &&
+		    !(nobias && linear_bias(&l->t[i])))
 			l->t[k++] = l->t[i];
 	l->n = k;
+	if (!moe)
+		goto recount;
 	/* TopKRouter.weight: (experts, hidden), the same on every rank */
 	gm_params_add(l, "decoder.layers.*.mlp.router.weight", E, h, lin);
 	/* TEGroupedMLP: linear_fc1 (gated: gate and up, 2 x ffn) and
@@ -54,12 +86,13 @@ void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l)
 		       gF, h, lin);
 	gm_params_add3(l, "decoder.layers.*.mlp.experts.linear_fc2.weight", E,
 		       h, F, lin);
-	if (gpt2) {
+	if (gpt2 && !nobias) {
 		gm_params_add3(l, "decoder.layers.*.mlp.experts.linear_fc1.bias",
 			       E, gF, 1, GM_PT_LAYER);
 		gm_params_add3(l, "decoder.layers.*.mlp.experts.linear_fc2.bias",
 			       E, h, 1, GM_PT_LAYER);
 	}
+recount:
 	l->total = l->per_layer = 0;
 	for (int i = 0; i < l->n; i++) {
 		const struct gm_ptensor *pt = &l->t[i];
@@ -105,44 +138,59 @@ bool gm_mg_moe_expert(const struct gm_ptensor *pt)
 	return pt->groups > 0 && strstr(pt->name, ".mlp.experts.");
 }
 
-/* Rows the rank's experts compute, balanced: every rank of the
- * expert-parallel group routes tok x top-k rows, spread evenly over the
- * experts, of which this rank holds experts / ep. */
+/* The expert tensor-parallel degree (spec.h). */
+static double etp(const struct gm_mg_moe_in *in)
+{
+	return (double)gm_spec_expert_tensor_parallel(in->spec);
+}
+
+static double ep_of(const struct gm_mg_moe_in *in)
+{
+	uint64_t ep = in->spec->parallelism.expert_parallel;
+
+	return (double)(ep > 1 ? ep : 1);
+}
+
+/* Rows the rank's experts compute, balanced: every rank of the expert
+ * tensor x expert-parallel group routes tok x top-k rows, spread evenly
+ * over the experts, of which this rank holds experts / ep, and every
+ * rank of an expert tensor-parallel group computes all of its experts'
+ * rows (on its share of their width): tok x top-k x etp. The alltoall
+ * dispatcher all-gathers its all-to-all's rows over the expert tensor
+ * group (dispatch_postprocess), allgather gathers over both. */
 static double rows(const struct gm_mg_moe_in *in)
 {
-	return in->tok * (double)in->spec->model.experts_per_token;
+	return in->tok * (double)in->spec->model.experts_per_token * etp(in);
 }
 
 /* What one routed row keeps in the experts (fc1's input, fc1's output,
- * GeLU's output where unfused, fc2's input, its fp32 probability). */
+ * GeLU's output where unfused, fc2's input: the ffn width on this
+ * rank's share, ffn / etp; its fp32 probability). */
 static double row_bytes(const struct gm_mg_moe_in *in)
 {
 	const struct gm_spec_model *m = &in->spec->model;
-	double h = (double)m->hidden_size, F = (double)m->moe_ffn_hidden_size;
+	double h = (double)m->hidden_size;
+	double F = (double)m->moe_ffn_hidden_size / etp(in);
 
 	return in->c * (h + (in->gated ? 2 : 1) * F + (in->gated ? 0 : F) + F) +
 	       4;
 }
 
 /* Whether the allgather dispatcher gathers: its group is expert tensor
- * x expert parallel (token_dispatcher.py token_dispatch: tp_ep_group;
- * expert tensor parallel 1 as planned), and it skips the collectives
- * on one rank. */
+ * x expert parallel (token_dispatcher.py token_dispatch: tp_ep_group),
+ * and it skips the collectives when both are 1. */
 static bool gathers(const struct gm_mg_moe_in *in)
 {
 	return in->spec->parallelism.moe_token_dispatcher_type ==
-	       GM_MOE_DISPATCH_ALLGATHER &&
-	       in->spec->parallelism.expert_parallel > 1;
+	       GM_MOE_DISPATCH_ALLGATHER && etp(in) * ep_of(in) > 1;
 }
 
-/* Rows the allgather dispatcher works on: every token of the
- * expert-parallel group (the rank's tok x ep), the rank's own without
- * expert parallelism. */
+/* Rows the allgather dispatcher works on: every token of the expert
+ * tensor x expert-parallel group (the rank's tok x etp x ep), the
+ * rank's own without either. */
 static double gathered(const struct gm_mg_moe_in *in)
 {
-	uint64_t ep = in->spec->parallelism.expert_parallel;
-
-	return in->tok * (double)(ep > 1 ? ep : 1);
+	return in->tok * etp(in) * ep_of(in);
 }
 
 double gm_mg_moe_buffer(const struct gm_mg_moe_in *in)
@@ -169,9 +217,8 @@ double gm_mg_moe_buffer(const struct gm_mg_moe_in *in)
 static int ag_saved(const struct gm_mg_moe_in *in, double *add, int a)
 {
 	const struct gm_spec_model *m = &in->spec->model;
-	uint64_t ep = in->spec->parallelism.expert_parallel;
 	double G = gathered(in), pb = in->c;
-	double El = (double)m->experts / (double)(ep > 1 ? ep : 1);
+	double El = (double)m->experts / ep_of(in);
 
 	add[a++] = G * El * (1 + 1 + pb);
 	return a;
@@ -209,7 +256,8 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 {
 	const struct gm_spec_model *m = &in->spec->model;
 	double T = in->tok, c = in->c, N = rows(in);
-	double h = (double)m->hidden_size, F = (double)m->moe_ffn_hidden_size;
+	double h = (double)m->hidden_size;
+	double F = (double)m->moe_ffn_hidden_size / etp(in); /* this rank's */
 	double E = (double)m->experts, k = (double)m->experts_per_token;
 	double gF = (in->gated ? 2 : 1) * F;
 	bool ag = in->spec->parallelism.moe_token_dispatcher_type ==
@@ -229,15 +277,20 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 	add[a++] = T * h * c;
 	add[a++] = T * E * (c + 4 + 4 + 1);
 	/* permute (moe_utils.py, unfused): the sorted token indices
-	 * (int64) for unpermute; the permuted probabilities (fp32) that
-	 * the experts' weighted activation saves */
-	add[a++] = T * k * 8;
+	 * (int64) for unpermute, of the rows it permutes (alltoall: the
+	 * rank's tok x top-k before the all-to-all; allgather: the
+	 * gathered rows of the local experts); the permuted probabilities
+	 * (fp32) that the experts' weighted activation saves */
+	add[a++] = (ag ? N : T * k) * 8;
 	add[a++] = N * 4;
 	/* TEGroupedMLP over the rows the dispatcher delivered (sorted by
 	 * local expert): linear_fc1's input, its output (the activation's
 	 * input), for GeLU the activation's output that the product with
 	 * the probabilities saves (SwiGLU: weighted_bias_swiglu_impl
-	 * saves only its input), linear_fc2's input */
+	 * saves only its input), linear_fc2's input; fc1 column-parallel
+	 * and fc2 row-parallel over expert tensor parallel
+	 * (TEColumnParallelGroupedLinear, TERowParallelGroupedLinear):
+	 * the ffn width is this rank's share */
 	add[a++] = N * h * c;
 	add[a++] = N * gF * c;
 	if (!in->gated)
@@ -262,7 +315,11 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 	}
 	/* alltoall: the all-to-all's send buffer (the permuted tokens,
 	 * tok x top-k rows) and receive buffer at once, and again at
-	 * combine (fc2's output unsorted, sent back); in backward the
+	 * combine (fc2's output unsorted, sent back); with expert tensor
+	 * parallel the received rows and their all-gather over the expert
+	 * tensor group (N rows), then the gathered and the chunk-sorted
+	 * ones, and at combine fc2's partial sums (N rows of hidden) and
+	 * their unsorted copy before the reduce-scatter; in backward the
 	 * combine all-to-all's receive buffer beside the experts'
 	 * gradients */
 	*fwd = T * k * h * c + N * h * c;
@@ -277,10 +334,10 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 double gm_mg_moe_skew(const struct gm_mg_moe_in *in)
 {
 	const struct gm_spec_model *m = &in->spec->model;
-	double ep = (double)in->spec->parallelism.expert_parallel;
 	double k = (double)m->experts_per_token;
-	double local = (double)m->experts / (ep > 1 ? ep : 1);
-	double worst = in->tok * (ep > 1 ? ep : 1) * (k < local ? k : local);
+	double local = (double)m->experts / ep_of(in);
+	/* every token of the expert tensor x expert-parallel group */
+	double worst = gathered(in) * (k < local ? k : local);
 	double extra = worst - rows(in);
 
 	return extra > 0 ? extra * row_bytes(in) : 0;

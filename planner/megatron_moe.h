@@ -7,10 +7,11 @@
  * moe_token_dispatcher_type: allgather, Megatron's default, or alltoall)
  * and balanced routing.
  *
- * Expert tensor parallelism is 1 (--expert-tensor-parallel-size 1): an
- * expert's weights are whole on the rank that holds it; tensor
- * parallelism splits the attention only. Megatron-LM defaults it to
- * the tensor-parallel size; the plan is for runs that set it to 1.
+ * Expert tensor parallelism (parallelism.expert_tensor_parallel, etp:
+ * --expert-tensor-parallel-size, default the tensor-parallel size;
+ * gm_spec_expert_tensor_parallel) splits each expert's ffn width over
+ * etp ranks, which then compute every row routed to their experts from
+ * the etp x ep ranks of the expert tensor x expert-parallel group.
  *
  * Units: bytes, elements where a name says so. Errors: none.
  */
@@ -32,10 +33,16 @@ bool gm_mg_moe_planned(const struct gm_spec *spec);
  * transformer/moe/: router.py TopKRouter.weight, experts x hidden,
  * replicated; experts.py TEGroupedMLP linear_fc1 / linear_fc2, one
  * weight per expert, and their biases on the gpt2 layer, which has
- * --add-bias-linear by default) and recount l's totals. A spec that
- * gm_mg_moe_planned() does not take is left as it is.
+ * --add-bias-linear by default) and recount l's totals. Under
+ * framework megatron the gpt2 layer with model.add_bias_linear false
+ * (--disable-bias-linear) loses its linear biases, experts or not. Any
+ * other spec is left as it is.
  */
 void gm_mg_moe_layout(const struct gm_spec *spec, struct gm_param_layout *l);
+
+/* Whether gm_mg_moe_layout() changes spec's layout (a MoE layer, or the
+ * gpt2 layer without linear biases). */
+bool gm_mg_layout_differs(const struct gm_spec *spec);
 
 /*
  * The tensor groups of a layout rewritten by gm_mg_moe_layout() as
@@ -74,17 +81,17 @@ int gm_mg_moe_saved(const struct gm_mg_moe_in *in, double *act, int n,
 
 /*
  * The allgather dispatcher's persistent buffer of the hidden states
- * gathered over the expert-parallel group (tok x ep rows x hidden x c),
- * allocated with the first MoE forward and reused by every layer and
- * step; 0 for alltoall or without expert parallelism.
+ * gathered over the expert tensor x expert-parallel group (tok x etp x
+ * ep rows x hidden x c), allocated with the first MoE forward and
+ * reused by every layer and step; 0 for alltoall or where etp x ep is 1.
  */
 double gm_mg_moe_buffer(const struct gm_mg_moe_in *in);
 
 /*
  * What one MoE layer of one micro-batch keeps beyond the balanced plan
  * when the router sends to this rank's experts every token of the
- * expert-parallel group that top-k lets it (each token at most
- * min(top-k, local experts) times).
+ * expert tensor x expert-parallel group that top-k lets it (each token
+ * at most min(top-k, local experts) times).
  */
 double gm_mg_moe_skew(const struct gm_mg_moe_in *in);
 

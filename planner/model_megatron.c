@@ -218,9 +218,16 @@ static double stage_elems(const struct gm_mg_in *in,
 	if (pt->flags & GM_PT_TP)
 		rows /= in->t;
 	/* the rank's experts of each MoE layer: experts / expert_parallel
-	 * (megatron/core/transformer/moe/moe_layer.py, num_local_experts) */
-	if (gm_mg_moe_expert(pt))
+	 * (megatron/core/transformer/moe/moe_layer.py, num_local_experts),
+	 * their weights' ffn width / expert tensor parallel
+	 * (TEColumnParallelGroupedLinear fc1, TERowParallelGroupedLinear
+	 * fc2; biases only at expert tensor parallel 1, spec_rules.c) */
+	if (gm_mg_moe_expert(pt)) {
 		rows /= (double)in->spec->parallelism.expert_parallel;
+		if (pt->flags & GM_PT_MATMUL)
+			rows /= (double)gm_spec_expert_tensor_parallel(
+				in->spec);
+	}
 	*layer = pt->flags & GM_PT_LAYER;
 	if (*layer)
 		return rows;
@@ -283,11 +290,12 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 	double d = in->d > 1 ? in->d : 1, ws = 0;
 	/* the expert data-parallel group that shares the rank's experts:
 	 * world / (expert tensor x expert x pipeline parallel) =
-	 * d x t / ep with expert tensor parallel 1 (parallel_state.py
-	 * initialize_model_parallel, expert_data_parallel_size); the
-	 * distributed optimizer shards the experts' states over it */
+	 * d x t / (etp x ep) (parallel_state.py initialize_model_parallel,
+	 * expert_data_parallel_size); the distributed optimizer shards the
+	 * experts' states over it */
 	double ep = par->expert_parallel > 1 ? (double)par->expert_parallel : 1;
-	double dx = d * (in->t > 1 ? in->t : 1) / ep;
+	double etp = (double)gm_spec_expert_tensor_parallel(sp);
+	double dx = d * (in->t > 1 ? in->t : 1) / (ep * etp);
 
 	memset(mg, 0, sizeof(*mg));
 	shape_of(in, &x);

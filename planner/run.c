@@ -52,6 +52,7 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->pp = one(pa->pipeline_parallel);
 	r->vpp = one(pa->virtual_pipeline_stages);
 	r->ep = one(pa->expert_parallel);
+	r->etp = 1;
 	r->gpus = r->dp * r->tp * r->pp;
 	r->sequence_parallel = pa->sequence_parallel;
 	r->experts = s->model.experts;
@@ -71,6 +72,7 @@ void gm_run_from_spec(const struct gm_spec *s, uint64_t accumulation,
 	r->moe_dispatcher_set = r->framework == GM_FW_MEGATRON &&
 				s->model.experts > 0;
 	r->moe_dispatcher = pa->moe_token_dispatcher_type;
+	r->etp = r->moe_dispatcher_set ? gm_spec_expert_tensor_parallel(s) : 1;
 	r->offload_optimizer = pa->offload_optimizer;
 	r->offload_parameters = pa->offload_parameters;
 	r->micro_batch = t->micro_batch_size;
@@ -154,6 +156,8 @@ char *gm_run_sharding_text(const struct gm_run *r, char *buf, size_t len)
 	if (r->ep > 1)
 		ADD(", expert parallel %llu (within data x tensor parallel)",
 		    (unsigned long long)r->ep);
+	if (r->etp > 1)
+		ADD(", expert tensor parallel %llu", (unsigned long long)r->etp);
 	if (r->moe_dispatcher_set)
 		ADD(", %s token dispatcher",
 		    gm_moe_dispatcher_name(r->moe_dispatcher));
@@ -411,10 +415,20 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
 		   "per token, %llu shared; each MoE layer's experts split "
 		   "over %llu ranks (expert parallel, expert tensor parallel "
-		   "1, %s token dispatcher).", (unsigned long long)r->experts,
+		   "%llu, %s token dispatcher).", (unsigned long long)r->experts,
 		   (unsigned long long)r->experts_per_token,
 		   (unsigned long long)r->shared_experts,
-		   (unsigned long long)r->ep,
+		   (unsigned long long)r->ep, (unsigned long long)r->etp,
+		   gm_moe_dispatcher_name(r->moe_dispatcher));
+	else if (r->experts && r->etp > 1)
+		li(out, "Mixture of experts: %llu routed experts a layer, %llu "
+		   "per token, %llu shared; every rank holds every expert of "
+		   "its layers (no expert parallel), each expert's weights "
+		   "split over %llu ranks (expert tensor parallel, %s token "
+		   "dispatcher).", (unsigned long long)r->experts,
+		   (unsigned long long)r->experts_per_token,
+		   (unsigned long long)r->shared_experts,
+		   (unsigned long long)r->etp,
 		   gm_moe_dispatcher_name(r->moe_dispatcher));
 	else if (r->experts)
 		li(out, "Mixture of experts: %llu routed experts a layer, %llu "

@@ -37,8 +37,10 @@ struct gm_run {
 	enum gm_wrap wrap;
 	enum gm_framework framework;
 	/* GPUs in all = dp x tp x pp; ep (Megatron-Core's expert parallel)
-	 * splits each MoE layer's experts over ranks of dp x tp */
-	uint64_t gpus, dp, tp, pp, vpp, ep;
+	 * splits each MoE layer's experts over ranks of dp x tp, etp
+	 * (expert tensor parallel) each expert's weights; etp is 1 where
+	 * no Megatron-Core MoE layer is planned */
+	uint64_t gpus, dp, tp, pp, vpp, ep, etp;
 	bool sequence_parallel;
 	unsigned zero_stage;
 	enum gm_fsdp_mp fsdp_mp;          /* under GM_WRAP_FSDP2, *-mixed */

@@ -204,6 +204,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	NUM(GM_K_ACT_PER_TOKEN, "activation_bytes_per_token", GM_K_MODEL,
 	    model.activation_bytes_per_token),
 	BOOL(GM_K_QKV_BIAS, "qkv_bias", GM_K_MODEL, model.qkv_bias),
+	BOOL(GM_K_ADD_BIAS_LINEAR, "add_bias_linear", GM_K_MODEL,
+	     model.add_bias_linear),
 	U64(GM_K_HEAD_DIM, "head_dim", GM_K_MODEL, model.head_dim, 1,
 	    GM_MAX_HEAD_DIM),
 	U64(GM_K_SLIDING_WINDOW, "sliding_window", GM_K_MODEL,
@@ -297,6 +299,8 @@ const struct gm__spec_keydef gm__spec_keys[GM_K_COUNT] = {
 	    parallelism.virtual_pipeline_stages, 1, GM_MAX_LAYERS),
 	U64(GM_K_EP, "expert_parallel", GM_K_PARALLELISM,
 	    parallelism.expert_parallel, 1, GM_MAX_EXPERTS),
+	U64(GM_K_ETP, "expert_tensor_parallel", GM_K_PARALLELISM,
+	    parallelism.expert_tensor_parallel, 1, GM_MAX_PARALLEL),
 	ENUM(GM_K_MOE_DISPATCHER, "moe_token_dispatcher_type",
 	     GM_K_PARALLELISM, parallelism.moe_token_dispatcher_type,
 	     dispatcher_names),
@@ -1368,6 +1372,15 @@ uint64_t gm_spec_data_parallel(const struct gm_spec *spec)
 	if (spec->task != GM_TASK_TRAIN || !spec->parallelism.data_parallel)
 		return 1;
 	return spec->parallelism.data_parallel;
+}
+
+uint64_t gm_spec_expert_tensor_parallel(const struct gm_spec *spec)
+{
+	const struct gm_spec_parallel *p = &spec->parallelism;
+
+	if (p->expert_tensor_parallel)
+		return p->expert_tensor_parallel;
+	return p->tensor_parallel ? p->tensor_parallel : 1;
 }
 
 bool gm_spec_given(const struct gm_spec *spec, const char *key)

@@ -115,6 +115,9 @@ struct gm_spec_model {
 	double activation_bytes_per_token; /* custom models; 0 = not given */
 	bool qkv_bias;              /* q/k/v projections have biases where
 				     * the family takes the key (Qwen2) */
+	bool add_bias_linear;       /* Megatron-LM's gpt2 layer: linear
+				     * biases (--disable-bias-linear: false);
+				     * true when not given */
 	uint64_t head_dim;          /* one attention head's width where the
 				     * family takes the key (Qwen3); 0 =
 				     * hidden_size / attention_heads */
@@ -193,6 +196,11 @@ struct gm_spec_parallel {
 	uint64_t virtual_pipeline_stages;   /* Megatron-LM interleaved 1F1B */
 	uint64_t expert_parallel;           /* Megatron-LM: MoE experts split
 					     * over this many ranks */
+	uint64_t expert_tensor_parallel;    /* Megatron-LM: each expert's
+					     * weights split over this many
+					     * ranks; 0: not given, as
+					     * tensor_parallel (use
+					     * gm_spec_expert_tensor_parallel) */
 	enum gm_moe_dispatcher moe_token_dispatcher_type; /* Megatron-LM */
 };
 
@@ -319,6 +327,15 @@ bool gm_spec_given(const struct gm_spec *spec, const char *key);
  * says nothing of one replica's GPUs.
  */
 uint64_t gm_spec_data_parallel(const struct gm_spec *spec);
+
+/*
+ * The expert tensor-parallel degree of a Megatron-LM MoE run:
+ * parallelism.expert_tensor_parallel where given, else tensor_parallel
+ * (--expert-tensor-parallel-size defaults to --tensor-model-parallel-size:
+ * megatron/training/arguments.py and megatron/core/parallel_state.py
+ * initialize_model_parallel, NVIDIA/Megatron-LM d98e8a6). At least 1.
+ */
+uint64_t gm_spec_expert_tensor_parallel(const struct gm_spec *spec);
 
 /* Where a dotted key's value came from (GM_SPEC_DEFAULT: not given, or
  * no such key). */

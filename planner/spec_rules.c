@@ -138,6 +138,10 @@ static void recipe_defaults(struct gm_spec *s)
 		s->parallelism.virtual_pipeline_stages = 1;
 	if (!given(s, GM_K_EP))
 		s->parallelism.expert_parallel = 1;
+	/* Megatron-LM's add_bias_linear (transformer_config.py): true
+	 * unless --disable-bias-linear */
+	if (!given(s, GM_K_ADD_BIAS_LINEAR))
+		s->model.add_bias_linear = true;
 }
 
 /* The KV-cache dtype that matches the weights' precision. */
@@ -916,20 +920,14 @@ static int check_modelled(struct gm__spec_ctx *c)
 /*
  * parallelism.expert_parallel: the routed experts of each MoE layer
  * split over that many ranks. Only Megatron-LM does it for the models
- * the planner knows (--expert-model-parallel-size); the rank grid must
- * hold it: Megatron-Core's expert grid is expert-tensor x expert-model x
- * expert-data x pipeline parallel over the same world, with expert
- * tensor parallel 1 as planned (megatron/core/parallel_state.py
- * initialize_model_parallel raises unless world_size is divisible by
- * expert_tensor x expert_model x pipeline parallel sizes).
+ * the planner knows (--expert-model-parallel-size); the rank grid
+ * (check_expert_grid) must hold it.
  */
 static int check_expert_parallel(struct gm__spec_ctx *c)
 {
 	const struct gm_spec *s = c->spec;
 	const struct gm_spec_parallel *p = &s->parallelism;
 	uint64_t ep = p->expert_parallel;
-	uint64_t dp = p->data_parallel ? p->data_parallel : 1;
-	uint64_t tp = p->tensor_parallel ? p->tensor_parallel : 1;
 	enum gm_framework fw = s->training.framework;
 
 	if (ep <= 1)
@@ -960,15 +958,116 @@ static int check_expert_parallel(struct gm__spec_ctx *c)
 				      "Hugging Face model is not; Megatron-LM "
 				      "splits experts "
 				      "(--expert-model-parallel-size)");
-	if (dp * tp % ep)
-		return gm__spec_blame(c, GM_K_EP, "%llu does not divide "
-				      "data_parallel %llu x tensor_parallel "
-				      "%llu = %llu (Megatron-Core's expert "
-				      "ranks, expert tensor parallel 1)",
+	return 0;
+}
+
+/*
+ * model.add_bias_linear (Megatron-LM's --disable-bias-linear sets it
+ * false; transformer_config.py add_bias_linear, default true): the gpt2
+ * layer under Megatron-LM is the only planned one with linear biases.
+ */
+static int check_bias_linear(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+
+	if (given(s, GM_K_ADD_BIAS_LINEAR) &&
+	    (s->task != GM_TASK_TRAIN ||
+	     s->training.framework != GM_FW_MEGATRON ||
+	     s->model.architecture != GM_ARCH_GPT2))
+		return gm__spec_blame(c, GM_K_ADD_BIAS_LINEAR, "is Megatron-"
+				      "LM's (--disable-bias-linear): needs "
+				      "architecture gpt2 (the layer with "
+				      "linear biases) under "
+				      "training.framework megatron");
+	return 0;
+}
+
+/*
+ * parallelism.expert_tensor_parallel (--expert-tensor-parallel-size):
+ * each routed expert's weights split over that many ranks, Megatron-
+ * Core's only (a megatron spec with model.experts); not given, it is
+ * tensor_parallel, as Megatron defaults it. What Megatron-Core at
+ * NVIDIA/Megatron-LM d98e8a6 refuses:
+ * - the expert grid, expert-tensor x expert-model x expert-data x
+ *   pipeline parallel over the same world, must tile it: world_size
+ *   divisible by expert tensor x expert model x pipeline parallel
+ *   (megatron/core/parallel_state.py initialize_model_parallel raises
+ *   RuntimeError), i.e. expert tensor x expert parallel divides data x
+ *   tensor parallel;
+ * - linear biases with experts need expert tensor parallel 1
+ *   (transformer_config.py __post_init__: "Bias in Moe is only
+ *   supported when ETP==1"); the gpt2 layer has them unless
+ *   model.add_bias_linear is false (--disable-bias-linear);
+ * - each expert's fc1 and fc2 split their ffn width: it must divide
+ *   model.moe_ffn_hidden_size (megatron/core/extensions/
+ *   transformer_engine.py TEGroupedLinear: divide(output_size,
+ *   tp_size), divide(input_size, tp_size)).
+ * A violation is blamed on expert_tensor_parallel where given, else on
+ * what set it (tensor_parallel) or expert_parallel.
+ */
+static int check_expert_grid(struct gm__spec_ctx *c)
+{
+	const struct gm_spec *s = c->spec;
+	const struct gm_spec_parallel *p = &s->parallelism;
+	uint64_t ep = p->expert_parallel ? p->expert_parallel : 1;
+	uint64_t dp = p->data_parallel ? p->data_parallel : 1;
+	uint64_t tp = p->tensor_parallel ? p->tensor_parallel : 1;
+	uint64_t etp = gm_spec_expert_tensor_parallel(s);
+	uint64_t F = s->model.moe_ffn_hidden_size;
+	bool set = given(s, GM_K_ETP);
+	int who = set ? GM_K_ETP : GM_K_TP;
+	bool moe = s->task == GM_TASK_TRAIN &&
+		   s->training.framework == GM_FW_MEGATRON && s->model.experts;
+
+	if (set && !moe)
+		return gm__spec_blame(c, GM_K_ETP, "is Megatron-Core's "
+				      "(--expert-tensor-parallel-size): "
+				      "needs task train under "
+				      "training.framework megatron with "
+				      "model.experts");
+	if (!moe)
+		return 0;
+	if (dp * tp % (etp * ep))
+		return gm__spec_blame(c, set || ep == 1 ? who : GM_K_EP,
+				      "expert_tensor_parallel %llu%s x "
+				      "expert_parallel %llu = %llu does not "
+				      "divide data_parallel %llu x "
+				      "tensor_parallel %llu = %llu "
+				      "(Megatron-Core's expert ranks: "
+				      "parallel_state.py refuses a world "
+				      "size that expert tensor x expert x "
+				      "pipeline parallel does not divide)",
+				      (unsigned long long)etp,
+				      set ? "" : " (not given: "
+				      "tensor_parallel)",
 				      (unsigned long long)ep,
+				      (unsigned long long)(etp * ep),
 				      (unsigned long long)dp,
 				      (unsigned long long)tp,
 				      (unsigned long long)(dp * tp));
+	if (etp > 1 && s->model.architecture == GM_ARCH_GPT2 &&
+	    s->model.add_bias_linear)
+		return gm__spec_blame(c, who, "%llu gives expert tensor "
+				      "parallel %llu%s, but the gpt2 layer "
+				      "has linear biases, which Megatron-"
+				      "Core's MoE layer takes only at expert "
+				      "tensor parallel 1 "
+				      "(transformer_config.py); set "
+				      "parallelism.expert_tensor_parallel: 1 "
+				      "or model.add_bias_linear: false",
+				      (unsigned long long)(set ? etp : tp),
+				      (unsigned long long)etp,
+				      set ? "" : " (not given: tensor_parallel,"
+				      " Megatron's default)");
+	if (F % etp)
+		return gm__spec_blame(c, who, "%llu does not divide "
+				      "model.moe_ffn_hidden_size %llu (each "
+				      "expert's linear_fc1 and linear_fc2 "
+				      "split their ffn width over expert "
+				      "tensor parallel: Megatron-Core's "
+				      "TEGroupedLinear)",
+				      (unsigned long long)(set ? etp : tp),
+				      (unsigned long long)F);
 	return 0;
 }
 
@@ -1004,7 +1103,7 @@ int gm__spec_validate(struct gm__spec_ctx *c)
 		check_required, check_arch_keys, check_heads, check_parallel,
 		check_lengths,  check_inference, check_framework,
 		check_adapter,  check_loop, check_opt_impl,
-		check_expert_parallel,
+		check_expert_parallel, check_bias_linear, check_expert_grid,
 		check_moe_dispatcher,
 	};
 	int rc;

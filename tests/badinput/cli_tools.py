@@ -427,7 +427,10 @@ expect("fit-min-gpus-expert-parallel",
        p.stdout[:400] + p.stderr[:400])
 
 # --params of a MoE spec under megatron lists Megatron's MoE layer, whose
-# count is the plan's (not the dense gpt2 MLP's)
+# count is the plan's (not the dense gpt2 MLP's); the case passes
+# --disable-bias-linear (model.add_bias_linear: false): 240,510,464 with
+# the biases, less 12 layers x (3 x 512 + 512 attention biases + 8 x
+# (2048 + 512) experts' biases) = 270,336
 moe = os.path.join(ROOT, "tests", "data", "megatron",
                    "gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4.yaml")
 p = run(["plan", moe, "--params", "--format", "json"])
@@ -436,13 +439,16 @@ pj = json.loads(p.stdout) if p.returncode == 0 else {}
 names = [t["name"] for t in pj.get("tensors", [])]
 expect("plan-params-megatron-moe",
        q.returncode == 0 and pj.get("parameters") ==
-       json.loads(q.stdout)["parameters"] == 240510464 and
+       json.loads(q.stdout)["parameters"] == 240240128 and
        "decoder.layers.*.mlp.router.weight" in names and
-       not any(".mlp.c_fc" in n for n in names), p.stdout[:400])
+       not any(".mlp.c_fc" in n for n in names) and
+       not any(n.endswith("c_attn.bias") or
+               n.endswith("linear_fc1.bias") for n in names),
+       p.stdout[:400])
 
 # model.parameters is checked against that count too: no warning for
-# the MoE layer's 240,510,464
-p = run(["plan", moe, "--set", "model.parameters=240510464"])
+# the MoE layer's 240,240,128
+p = run(["plan", moe, "--set", "model.parameters=240240128"])
 expect("plan-parameters-megatron-moe", p.returncode == 0 and
        "differs from" not in p.stderr, p.stderr[:400])
 

@@ -107,8 +107,8 @@ static int print_params(const struct gm_spec *spec, enum gm_format format)
 	int n, rc;
 
 	rc = gm_params_layout(&spec->model, &pl, &diag);
-	if (!rc && gm_mg_moe_planned(spec)) {
-		/* the MoE layer Megatron-Core builds (megatron_moe.h) */
+	if (!rc && gm_mg_layout_differs(spec)) {
+		/* the layer Megatron-Core builds (megatron_moe.h) */
 		gm_mg_moe_layout(spec, &pl);
 		gm_mg_moe_tensors(&pl, t, &n);
 	} else if (!rc) {

@@ -17,7 +17,9 @@ static inline struct gm_spec spec_llama(unsigned L, unsigned h, unsigned f,
 	s.model = (struct gm_spec_model){
 		.architecture = GM_ARCH_LLAMA, .layers = L, .hidden_size = h,
 		.ffn_hidden_size = f, .attention_heads = a, .kv_heads = g,
-		.vocab_size = V, .head = GM_HEAD_CAUSAL_LM};
+		.vocab_size = V, .head = GM_HEAD_CAUSAL_LM,
+		/* the loader's default (spec_rules.c) */
+		.add_bias_linear = true};
 	s.training = (struct gm_spec_training){
 		.micro_batch_size = 1, .sequence_length = 4096,
 		.precision = GM_PREC_BF16_MIXED, .optimizer = GM_OPT_ADAMW,

@@ -73,6 +73,36 @@ static void gpt2_experts_count(void **state)
 			assert_int_equal(pl.t[i].groups, E);
 }
 
+/* --disable-bias-linear (model.add_bias_linear false) on the gpt2 layer
+ * under Megatron-LM: the attention's c_attn (3h) and c_proj (h) biases
+ * go, and the MLP's (f + h) or, with experts, the experts' (E x (F +
+ * h)); the LayerNorms keep theirs. */
+static void gpt2_no_bias_count(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_param_layout pl, nb;
+	uint64_t h = 768, f = 3072, E = 8, F = 1024, L = 12;
+
+	(void)state;
+	s.training.framework = GM_FW_MEGATRON;
+	assert_int_equal(gm_params_layout(&s.model, &pl, NULL), 0);
+	nb = pl;
+	gm_mg_moe_layout(&s, &pl); /* dense, with biases: unchanged */
+	s.model.add_bias_linear = false;
+	gm_mg_moe_layout(&s, &nb);
+	assert_true(pl.total - nb.total == L * (3 * h + h + f + h));
+	s.model.experts = E;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = F;
+	s.model.add_bias_linear = true;
+	assert_int_equal(gm_params_layout(&s.model, &pl, NULL), 0);
+	nb = pl;
+	gm_mg_moe_layout(&s, &pl);
+	s.model.add_bias_linear = false;
+	gm_mg_moe_layout(&s, &nb);
+	assert_true(pl.total - nb.total == L * (3 * h + h + E * (F + h)));
+}
+
 static void stage_mg(const struct gm_spec *s, struct gm_terms *T,
 		     struct gm_mg_step *mg)
 {
@@ -266,6 +296,7 @@ static void dispatcher_stage(void **state)
 	s.parallelism.tensor_parallel = 2;
 	s.parallelism.sequence_parallel = true;
 	s.parallelism.expert_parallel = 4;
+	s.parallelism.expert_tensor_parallel = 1;
 	stage_mg(&s, &aa, &mg_aa);
 	assert_true(mg_aa.global_buffer == 4096.0 * 512 * 2);
 	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
@@ -273,15 +304,130 @@ static void dispatcher_stage(void **state)
 	assert_true(mg_ag.global_buffer == 4.0 * 2048 * 512 * 2);
 }
 
+/*
+ * Expert tensor parallel (--expert-tensor-parallel-size) on a small
+ * Mixtral-shaped MoE: 2 layers, h 256, 4 experts of moe_ffn 512, top-2,
+ * d 2 x t 2 (sequence parallel), ep 2: the rank holds 2 experts a layer,
+ * fc1 2 x 512 x 256 and fc2 256 x 512 each, 393,216 parameters an
+ * expert, 1,572,864 on the rank at expert tensor parallel 1, half at 2
+ * (Megatron's default, the tensor-parallel size: 0 in the spec); the
+ * dense tensors do not move. bf16-mixed: 2 B of weight, 4 B of fp32
+ * gradient per parameter; Adam's 12 B each without the distributed
+ * optimizer. With it the experts' states shard over world / (etp x ep)
+ * = 2 ranks at etp 1 and 1 at etp 2: 1,572,864 x 12 / 2 =
+ * 786,432 x 12 / 1 = 9,437,184 B either way.
+ */
+static void expert_tensor_split(void **state)
+{
+	struct gm_spec s = spec_llama(2, 256, 1024, 4, 4, 1024);
+	struct gm_terms one, two;
+	struct gm_mg_step m1, m2;
+	double X1 = 1572864, X2 = 786432;
+
+	(void)state;
+	s.model.architecture = GM_ARCH_MIXTRAL;
+	s.model.experts = 4;
+	s.model.experts_per_token = 2;
+	s.model.moe_ffn_hidden_size = 512;
+	s.training.framework = GM_FW_MEGATRON;
+	s.training.optimizer = GM_OPT_ADAM;
+	s.training.precision = GM_PREC_BF16_MIXED;
+	s.parallelism.data_parallel = 2;
+	s.parallelism.tensor_parallel = 2;
+	s.parallelism.sequence_parallel = true;
+	s.parallelism.expert_parallel = 2;
+	s.parallelism.expert_tensor_parallel = 1;
+	stage_mg(&s, &one, &m1);
+	s.parallelism.expert_tensor_parallel = 0; /* = tensor_parallel 2 */
+	stage_mg(&s, &two, &m2);
+	assert_true(m1.grad_buf_x[0] == X1 * 4);
+	assert_true(m2.grad_buf_x[0] == X2 * 4);
+	assert_true(one.parameters - two.parameters == (uint64_t)(X1 - X2));
+	assert_true(one.weights - two.weights == (X1 - X2) * 2);
+	assert_true(one.gradients - two.gradients == (X1 - X2) * 4);
+	assert_true(one.optimizer_states - two.optimizer_states ==
+		    (X1 - X2) * 12);
+	/* distributed optimizer: the experts' fp32 masters (4 B) and Adam's
+	 * states (8 B) over the expert data-parallel group */
+	s.parallelism.distributed_optimizer = true;
+	s.parallelism.expert_tensor_parallel = 1;
+	stage_mg(&s, &one, &m1);
+	s.parallelism.expert_tensor_parallel = 2;
+	stage_mg(&s, &two, &m2);
+	assert_true(m1.param_buf_x[0] == X1 * 2);
+	assert_true(m2.param_buf_x[0] == X2 * 2);
+	assert_true(fabs(X1 * 2 * (m1.master_frac_x + m1.state_frac_x) -
+			 9437184) < 1e-6);
+	assert_true(fabs(X2 * 2 * (m2.master_frac_x + m2.state_frac_x) -
+			 9437184) < 1e-6);
+	assert_true(fabs(one.optimizer_states - two.optimizer_states) < 1e-3);
+	assert_true(one.weights - two.weights == (X1 - X2) * 2);
+}
+
+/*
+ * What a rank's experts save at expert tensor parallel 2 (Mixtral-8x7B's
+ * layer, 4096 tokens a rank, top-2, alltoall): the all-to-all's 8192 rows
+ * all-gathered over the 2 expert tensor ranks, N = 16,384 rows, each
+ * with fc1's whole-hidden input (4096) but only this rank's half of
+ * fc1's output (2 x 7168) and fc2's input (7168), and a 4 B probability:
+ * 16,384 x 51,204 B against 8192 x 94,212 B at 1, 8192 x 8196 B more.
+ * The forward transient is the gathered and the chunk-sorted rows, 2 x
+ * 16,384 x 4096 x 2 B; backward the experts' gradients and the combine
+ * all-to-all's 8192 rows.
+ */
+static void expert_tensor_saved(void **state)
+{
+	struct gm_spec s = spec_mixtral();
+	struct gm_mg_moe_in in = {.spec = &s, .tok = 4096, .c = 2,
+				  .gated = true};
+	double act[32], sum1 = 0, sum2 = 0, f, b;
+	int n;
+
+	(void)state;
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLTOALL;
+	s.parallelism.expert_tensor_parallel = 1;
+	n = gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
+	for (int i = 0; i < n; i++)
+		sum1 += act[i];
+	s.parallelism.expert_tensor_parallel = 2;
+	n = gm_mg_moe_saved(&in, act, 0, 32, &f, &b);
+	for (int i = 0; i < n; i++)
+		sum2 += act[i];
+	assert_true(sum2 - sum1 == 8192.0 * 8196);
+	assert_true(f == 2 * 16384.0 * 4096 * 2);
+	assert_true(b == 16384.0 * 2 * (7168 + 14336 + 4096) +
+			 8192.0 * 4096 * 2);
+	/* no skew without expert parallel: every row is the rank's */
+	assert_true(gm_mg_moe_skew(&in) == 0);
+	/* ep 4 (2 local experts): the worst rank gets each of the group's
+	 * 4096 x 2 x 4 tokens twice, 65,536 rows instead of 16,384, of
+	 * (4096 + 14,336 + 7168) x 2 + 4 B */
+	s.parallelism.expert_parallel = 4;
+	assert_true(gm_mg_moe_skew(&in) == (65536.0 - 16384) * 51204);
+	/* allgather gathers over expert tensor x expert parallel: 4096 x 2
+	 * x 4 rows of hidden into the global buffer; at ep 1 still over
+	 * the 2 expert tensor ranks (token_dispatch gathers when either is
+	 * above 1) */
+	s.parallelism.moe_token_dispatcher_type = GM_MOE_DISPATCH_ALLGATHER;
+	assert_true(gm_mg_moe_buffer(&in) == 32768.0 * 4096 * 2);
+	s.parallelism.expert_parallel = 1;
+	assert_true(gm_mg_moe_buffer(&in) == 8192.0 * 4096 * 2);
+	s.parallelism.expert_tensor_parallel = 1;
+	assert_true(gm_mg_moe_buffer(&in) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mixtral_count),
 		cmocka_unit_test(gpt2_experts_count),
+		cmocka_unit_test(gpt2_no_bias_count),
 		cmocka_unit_test(experts_split),
 		cmocka_unit_test(saved_rows),
 		cmocka_unit_test(dispatchers_differ),
 		cmocka_unit_test(dispatcher_stage),
+		cmocka_unit_test(expert_tensor_split),
+		cmocka_unit_test(expert_tensor_saved),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -401,6 +401,82 @@ static void lora_targets_every_family(void **state)
 	}
 }
 
+/*
+ * parallelism.expert_tensor_parallel (Megatron-LM's
+ * --expert-tensor-parallel-size): not given it follows tensor_parallel,
+ * --set included; given it stays; the expert grid and the gpt2 layer's
+ * biases are checked with the key's position, or tensor_parallel's
+ * where that set it.
+ */
+#define MIXTRAL_MG                                                         \
+	"model:\n  architecture: mixtral\n  layers: 4\n  hidden_size: 1024\n" \
+	"  attention_heads: 8\n  experts: 8\n  moe_ffn_hidden_size: 1536\n"   \
+	"training:\n  framework: megatron\n  optimizer: adam\n"             \
+	"parallelism:\n  data_parallel: 4\n  tensor_parallel: 2\n"           \
+	"  sequence_parallel: true\n  expert_parallel: 2\n"
+
+static void expert_tensor_parallel(void **state)
+{
+	const char *tp4[] = {"parallelism.tensor_parallel=4"};
+	const char *etp1[] = {"parallelism.expert_tensor_parallel=1"};
+	const char *etp8[] = {"parallelism.expert_tensor_parallel=8"};
+	const char *etp3[] = {"parallelism.expert_tensor_parallel=3"};
+
+	(void)state;
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, NULL, 0), 0);
+	assert_int_equal(spec.parallelism.expert_tensor_parallel, 0);
+	assert_int_equal(gm_spec_expert_tensor_parallel(&spec), 2);
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, tp4, 1), 0);
+	assert_int_equal(gm_spec_expert_tensor_parallel(&spec), 4);
+	assert_int_equal(load("m.yaml", MIXTRAL_MG
+			      "  expert_tensor_parallel: 1\n", tp4, 1), 0);
+	assert_int_equal(gm_spec_expert_tensor_parallel(&spec), 1);
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, etp1, 1), 0);
+	assert_int_equal(gm_spec_expert_tensor_parallel(&spec), 1);
+	/* 8 x 2 experts' ranks in 4 x 2 */
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, etp8, 1), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "--set parallelism.expert_tensor_"
+			       "parallel: expert_tensor_parallel 8 x "
+			       "expert_parallel 2 = 16 does not divide "
+			       "data_parallel 4 x tensor_parallel 2 = 8"));
+	/* 3 x 2 does not tile 8 either (the grid comes first) */
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, etp3, 1), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "= 6 does not divide"));
+	/* tensor parallel 4 by default: 4 x 2 divides 4 x 4 */
+	assert_int_equal(load("m.yaml", MIXTRAL_MG, tp4, 1), 0);
+	/* the gpt2 layer's biases: tensor_parallel blamed where it set it */
+	assert_int_equal(load("g.yaml", "model:\n  architecture: gpt2\n"
+			      "  layers: 2\n  hidden_size: 256\n"
+			      "  attention_heads: 4\n"
+			      "  experts: 8\ntraining:\n  framework: "
+			      "megatron\n  optimizer: adam\nparallelism:\n"
+			      "  data_parallel: 4\n  tensor_parallel: 2\n"
+			      "  sequence_parallel: true\n", NULL, 0),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "g.yaml:12:20: parallelism."
+			       "tensor_parallel: 2 gives expert tensor "
+			       "parallel 2 (not given"));
+	/* --disable-bias-linear lets it be (the default keeps the biases) */
+	assert_int_equal(load("g.yaml", "model:\n  architecture: gpt2\n"
+			      "  layers: 2\n  hidden_size: 256\n"
+			      "  attention_heads: 4\n  experts: 8\n"
+			      "  add_bias_linear: false\ntraining:\n"
+			      "  framework: megatron\n  optimizer: adam\n"
+			      "parallelism:\n  data_parallel: 4\n"
+			      "  tensor_parallel: 2\n  sequence_parallel: "
+			      "true\n", NULL, 0), 0);
+	assert_false(spec.model.add_bias_linear);
+	assert_int_equal(gm_spec_expert_tensor_parallel(&spec), 2);
+	assert_int_equal(load("l.yaml", LLAMA, NULL, 0), 0);
+	assert_true(spec.model.add_bias_linear);
+	/* not a Megatron MoE spec */
+	assert_int_equal(load("l.yaml", LLAMA "parallelism:\n  "
+			      "expert_tensor_parallel: 1\n", NULL, 0),
+			 GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "l.yaml:6:27: parallelism.expert_"
+			       "tensor_parallel: is Megatron-Core's"));
+}
+
 static void write_file(const char *file, const char *text)
 {
 	char path[128];
@@ -678,6 +754,7 @@ int main(void)
 		cmocka_unit_test(excerpt),
 		cmocka_unit_test(recipe_defaults),
 		cmocka_unit_test(lora_targets_every_family),
+		cmocka_unit_test(expert_tensor_parallel),
 		cmocka_unit_test(deepspeed_config),
 		cmocka_unit_test(deepspeed_auto),
 	};
