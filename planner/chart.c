@@ -38,7 +38,9 @@ void gm_chart_parts(const struct gm_terms *t, double v[GM_CHART_PARTS])
 	v[6] = a->kv_cache;
 	v[7] = a->communication;
 	v[8] = a->workspace;
-	v[9] = t->peak_reserved - t->peak_allocated;
+	/* what reserved holds beyond the requests at the peak (the blocks'
+	 * rounding included), so the bar adds up to device used */
+	v[9] = t->peak_reserved - t->peak_requested;
 	v[10] = t->cuda_context;
 	for (int k = 0; k < GM_CHART_PARTS; k++)
 		if (!(v[k] > 0))

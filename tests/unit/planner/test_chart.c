@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,26 @@ static char *drawn(int (*fn)(FILE *, const struct gm_plan *,
 	assert_int_equal(fn(out, p, f, n), 0);
 	fclose(out);
 	return buf;
+}
+
+/* The bar's parts add up to what the card shows: the rows at the peak
+ * (the requests), what reserved holds beyond them (the blocks' rounding
+ * included: peak allocated exceeds the requests), the context. */
+static void parts_sum_to_device_used(void **state)
+{
+	struct gm_terms t = {
+		.at_peak = {.weights = 3 * GM_GiB, .activations = GM_GiB},
+		.peak_requested = 4 * GM_GiB,
+		.peak_allocated = 4 * GM_GiB + 50 * GM_MiB,
+		.peak_reserved = 6 * GM_GiB, .cuda_context = GM_GiB};
+	double v[GM_CHART_PARTS], sum = 0;
+
+	(void)state;
+	t.device_used = t.peak_reserved + t.cuda_context;
+	gm_chart_parts(&t, v);
+	for (int k = 0; k < GM_CHART_PARTS; k++)
+		sum += v[k];
+	assert_true(sum == t.device_used);
 }
 
 /* Every part's name and GiB beside its segment, at least 14 px apart
@@ -166,6 +187,7 @@ static void html_page(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(parts_sum_to_device_used),
 		cmocka_unit_test(stage_labels),
 		cmocka_unit_test(stage_bars),
 		cmocka_unit_test(fit_rows),
