@@ -156,8 +156,9 @@ static double stage_elems(const struct ctx *c, const struct gm_ptensor *pt,
 	if (pt->flags & GM_PT_LAYER) {
 		*count = (double)c->layers;
 		/* a group in some blocks only (DeepSeek's dense and routed
-		 * MLPs): its elements on this stage's blocks, spread over
-		 * them (the stages keep whole blocks, stage_layers()) */
+		 * MLPs): its elements on this stage's blocks (the stages
+		 * keep whole blocks, stage_layers()); step_params() gives
+		 * them to the blocks that hold them */
 		if (pt->hi)
 			return n * (double)gm_ptensor_blocks(
 				pt, stage_first(c), c->layers);
@@ -569,11 +570,15 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 	int tied = -1;
 	int k = (int)lround(c->full.optimizer / 4);
 
+	uint64_t first = stage_first(c), dense = dense_blocks(c);
+	bool mixed = dense > 0 && dense < c->layers;
+
 	k = k < 1 ? 1 : k > GM_STEP_STATES ? GM_STEP_STATES : k;
 	for (int i = 0; i < c->pl->n; i++)
 		if (c->pl->t[i].flags & GM_PT_TIED)
 			tied = i;
 	st->n_param = 0;
+	st->span_split = mixed ? dense : 0;
 	for (int i = 0; i < c->pl->n; i++) {
 		const struct gm_ptensor *pt = &c->pl->t[i];
 		struct gm_step_param *q = &st->p[st->n_param];
@@ -581,10 +586,26 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 		double whole = (double)pt->rows * (double)pt->cols /
 			       tdiv(c, pt);
 		bool tied_head = (pt->flags & GM_PT_TIED) && c->last;
+		enum gm_step_span span = GM_STEP_SPAN_ALL;
 
 		if (!n && !tied_head)
 			continue;
+		/* a group in the dense blocks only, or in the routed ones
+		 * only, of a stage that holds both: one block's tensor,
+		 * held by those blocks alone */
+		if ((pt->flags & GM_PT_LAYER) && pt->hi && mixed) {
+			uint64_t lo = gm_ptensor_blocks(pt, first, dense);
+			uint64_t hi = gm_ptensor_blocks(pt, first + dense,
+							c->layers - dense);
+			if (lo == dense && !hi)
+				span = GM_STEP_SPAN_LOW;
+			else if (!lo && hi == c->layers - dense)
+				span = GM_STEP_SPAN_HIGH;
+			if (span != GM_STEP_SPAN_ALL)
+				per = whole;
+		}
 		memset(q, 0, sizeof(*q));
+		q->span = span;
 		q->where = pt->flags & GM_PT_LAYER ? GM_STEP_LAYER :
 			   pt->flags & GM_PT_EMBED ? GM_STEP_EMBED :
 			   GM_STEP_HEAD;
@@ -594,10 +615,12 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			q->weight = gm_nf4_bytes((uint64_t)per);
 		q->grad = per * c->sb.gradients;
 		/* what a block program's GM_BOP_PGRAD matches (step.h); a
-		 * group in some of the stage's blocks only is spread over
-		 * them here, so it gets its gradient after the block */
+		 * group in some of the stage's blocks only that no span
+		 * names is spread over them here, so it gets its gradient
+		 * after the block */
 		if ((pt->flags & GM_PT_LAYER) &&
-		    (!pt->hi || fabs(n - whole * cnt) < 0.5))
+		    (!pt->hi || span != GM_STEP_SPAN_ALL ||
+		     fabs(n - whole * cnt) < 0.5))
 			q->elems = whole;
 		/* parallelism.built_whole: the model built whole on each
 		 * rank, then sharded by FSDP2 and tensor parallel's

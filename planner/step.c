@@ -145,6 +145,8 @@ struct gm_em {
 	size_t nhid;
 	uint32_t rec[GM_STEP_BLOCK_IDS]; /* recomputed copies */
 	unsigned char reckind[GM_STEP_BLOCK_IDS];
+	struct gm_step_param pz[GM_PARAMS_MAX]; /* each parameter as a
+				  * block outside its span holds it: none */
 	unsigned char pclaim[GM_PARAMS_MAX]; /* block parameters whose
 				  * gradient this block's backward made */
 	uint32_t gcarry;          /* the gradient flowing to the block
@@ -238,6 +240,31 @@ static size_t pix(const struct gm_em *e, uint64_t l, int i)
 	return (size_t)l * (size_t)e->np + (size_t)i;
 }
 
+/* Parameter i as block l holds it (l == L: the embeddings and head):
+ * its own sizes, or none outside its span (step.h). */
+static inline const struct gm_step_param *par(const struct gm_em *e,
+					      uint64_t l, int i)
+{
+	const struct gm_step_param *p = &e->st->p[i];
+
+	if (p->span == GM_STEP_SPAN_ALL || l >= e->L)
+		return p;
+	return (l < e->st->span_split) == (p->span == GM_STEP_SPAN_LOW) ?
+	       p : &e->pz[i];
+}
+
+/* par() of slot j of a (L + 1) x np array. */
+static const struct gm_step_param *pslot(const struct gm_em *e, size_t j)
+{
+	return par(e, j / (size_t)e->np, (int)(j % (size_t)e->np));
+}
+
+const struct gm_step_param *gm_em_param(const struct gm_em *e, uint64_t row,
+					int i)
+{
+	return par(e, row, i);
+}
+
 static uint64_t row_of(const struct gm_em *e, int i, uint64_t l)
 {
 	return e->st->p[i].where == GM_STEP_LAYER ? l : e->L;
@@ -249,7 +276,7 @@ static void cache_ref(struct gm_em *e, uint64_t l, bool head)
 	if (e->cref[l]++)
 		return;
 	for (int i = 0; i < e->np; i++) {
-		const struct gm_step_param *p = &e->st->p[i];
+		const struct gm_step_param *p = par(e, l, i);
 		if ((l < e->L) != (p->where == GM_STEP_LAYER) ||
 		    (head && p->where != GM_STEP_HEAD))
 			continue;
@@ -278,7 +305,7 @@ static void grads_of(struct gm_em *e, uint64_t l, enum gm_step_where wh,
 	bool fsdp = e->st->fsdp;
 
 	for (int i = 0; i < e->np; i++) {
-		const struct gm_step_param *p = &e->st->p[i];
+		const struct gm_step_param *p = par(e, row_of(e, i, l), i);
 		/* FSDP: autograd's gradients of the unsharded parameters */
 		uint32_t *id = &(fsdp ? e->ug : e->g)[pix(e, row_of(e, i, l),
 							  i)];
@@ -300,7 +327,7 @@ static void pgrad_op(struct gm_em *e, uint64_t l, double n, uint32_t *B)
 	bool fsdp = e->st->fsdp;
 
 	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
-		const struct gm_step_param *p = &e->st->p[i];
+		const struct gm_step_param *p = par(e, l, i);
 		uint32_t *id = &(fsdp ? e->ug : e->g)[pix(e, l, i)];
 		double bytes = fsdp ? p->grad * e->st->fsdp_d *
 				      unshard_scale(e) : p->grad;
@@ -348,7 +375,8 @@ static void pgrad_op(struct gm_em *e, uint64_t l, double n, uint32_t *B)
 /* Whether parameter i belongs to unit u (u == L: the root). */
 static bool in_unit(const struct gm_em *e, uint64_t u, int i)
 {
-	return (u < e->L) == (e->st->p[i].where == GM_STEP_LAYER);
+	return (u < e->L) == (e->st->p[i].where == GM_STEP_LAYER) &&
+	       par(e, u, i) == &e->st->p[i];
 }
 
 /* Unit u's full parameters (grads false) or gradients, bytes. */
@@ -357,7 +385,7 @@ static double unit_bytes(const struct gm_em *e, uint64_t u, bool grads)
 	double b = 0;
 
 	for (int i = 0; i < e->np; i++) {
-		const struct gm_step_param *p = &e->st->p[i];
+		const struct gm_step_param *p = par(e, u, i);
 		if (!in_unit(e, u, i))
 			continue;
 		b += grads ? (p->grad_shared ? 0 : p->grad) : p->weight;
@@ -374,7 +402,7 @@ static void fsdp_unshard(struct gm_em *e, uint64_t u)
 		       GM_SK_GATHER);
 	for (int i = 0; i < e->np; i++)
 		if (in_unit(e, u, i))
-			e->up[pix(e, u, i)] = ealloc(e, e->st->p[i].weight *
+			e->up[pix(e, u, i)] = ealloc(e, par(e, u, i)->weight *
 						     e->st->fsdp_d *
 						     unshard_scale(e),
 						     GM_SK_WEIGHT);
@@ -477,8 +505,8 @@ static void shard_setup(struct gm_em *e)
 
 	for (uint64_t u = 0; u <= e->L; u++) {
 		for (int i = 0; i < e->np; i++)
-			sh[i] = in_unit(e, u, i) && e->st->p[i].built > 0 ?
-				ealloc(e, e->st->p[i].weight, GM_SK_WEIGHT) :
+			sh[i] = in_unit(e, u, i) && par(e, u, i)->built > 0 ?
+				ealloc(e, par(e, u, i)->weight, GM_SK_WEIGHT) :
 				NONE;
 		for (int i = 0; i < e->np; i++)
 			if (sh[i] != NONE) {
@@ -1143,8 +1171,8 @@ static const struct gm_em *sort_em;
 static int by_size(const void *a, const void *b)
 {
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	double wx = sort_em->st->p[x % sort_em->np].weight;
-	double wy = sort_em->st->p[y % sort_em->np].weight;
+	double wx = pslot(sort_em, x)->weight;
+	double wy = pslot(sort_em, y)->weight;
 
 	if (wx != wy)
 		return wx < wy ? 1 : -1;
@@ -1166,7 +1194,7 @@ static int zero1_partition(struct gm_em *e)
 		return GM_ENOMEM;
 	}
 	for (size_t j = 0; j < n; j++) {
-		const struct gm_step_param *p = &e->st->p[j % e->np];
+		const struct gm_step_param *p = pslot(e, j);
 		if ((j / e->np < e->L) == (p->where == GM_STEP_LAYER) &&
 		    p->weight > 0)
 			ix[m++] = j;
@@ -1179,7 +1207,7 @@ static int zero1_partition(struct gm_em *e)
 			if (load[q] < load[r])
 				r = q;
 		rank[k] = r;
-		load[r] += e->st->p[ix[k] % e->np].weight;
+		load[r] += pslot(e, ix[k])->weight;
 	}
 	for (unsigned q = 1; q < d; q++)
 		if (load[q] > load[top])
@@ -1203,7 +1231,7 @@ static double zero1_f(const struct gm_em *e, size_t j)
 /* Slot j's optimizer temporary (0: none on this rank). */
 static double opt_tmp_of(const struct gm_em *e, size_t j)
 {
-	const struct gm_step_param *p = &e->st->p[j % e->np];
+	const struct gm_step_param *p = pslot(e, j);
 
 	if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
 		return 0;
@@ -1262,7 +1290,7 @@ static void optimizer(struct gm_em *e)
 	}
 	if (!e->have_states) {
 		for (size_t j = 0; j < n; j++) {
-			const struct gm_step_param *p = &st->p[j % e->np];
+			const struct gm_step_param *p = pslot(e, j);
 			if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
 				continue;
 			for (int k = 0; k < p->n_state; k++)
@@ -1274,7 +1302,7 @@ static void optimizer(struct gm_em *e)
 	}
 	if (st->opt_tmp_per_tensor) {
 		for (size_t j = 0; j < n; j++) {
-			const struct gm_step_param *p = &st->p[j % e->np];
+			const struct gm_step_param *p = pslot(e, j);
 			uint32_t t3[3];
 			if ((j / e->np < e->L) != (p->where == GM_STEP_LAYER))
 				continue;
@@ -1321,9 +1349,9 @@ static void optimizer(struct gm_em *e)
  */
 
 /* Bytes parameter i adds to DDP's buckets (a tied weight once). */
-static double ddp_bytes(const struct gm_em *e, int i)
+static double ddp_bytes(const struct gm_em *e, uint64_t l, int i)
 {
-	const struct gm_step_param *p = &e->st->p[i];
+	const struct gm_step_param *p = par(e, l, i);
 
 	return p->grad_shared ? 0 : p->grad;
 }
@@ -1357,8 +1385,11 @@ static void ddp_setup(struct gm_em *e)
 			for (int i = 0; i < e->np; i++) {
 				if (st->p[i].where != order[w])
 					continue;
-				acc += st->p[i].weight;
-				total += ddp_bytes(e, i);
+				acc += par(e, order[w] == GM_STEP_LAYER ?
+					   l : e->L, i)->weight;
+				total += ddp_bytes(e, order[w] ==
+						   GM_STEP_LAYER ? l : e->L,
+						   i);
 				if (acc >= st->ddp_bcast_cap)
 					ddp_bcast(e, &acc, &prev);
 			}
@@ -1386,7 +1417,8 @@ static void ddp_rebuild(struct gm_em *e)
 			for (int i = e->np; i-- > 0;) {
 				if (st->p[i].where != order[w])
 					continue;
-				acc += ddp_bytes(e, i);
+				acc += ddp_bytes(e, order[w] ==
+						 GM_STEP_LAYER ? l : e->L, i);
 				if (acc > 0 && acc >= lim) {
 					e->bk[n++] = ealloc(e, acc,
 							    GM_SK_COMM);
@@ -1850,6 +1882,10 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		return gm_mg_emit(st->megatron, sink);
 	for (int k = 0; k < GM_STEP_LOSS_IDS; k++)
 		e.loss[k] = NONE;
+	for (int i = 0; i < st->n_param && i < GM_PARAMS_MAX; i++)
+		e.pz[i] = (struct gm_step_param){.where = st->p[i].where,
+						 .span = st->p[i].span,
+						 .added = st->p[i].added};
 	for (int k = 0; k < GM_STEP_BLOCK_IDS; k++)
 		e.rec[k] = NONE;
 	if (st->blk.n < 0 || st->blk.n > GM_STEP_BLOCK_OPS ||
@@ -1943,7 +1979,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER && !st->p[i].added)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
+					&e, built_of(st, par(&e, l, i)),
+					GM_SK_WEIGHT);
 	for (int i = 0; i < e.np; i++)
 		if (st->p[i].where == GM_STEP_HEAD)
 			e.w[pix(&e, e.L, i)] = ealloc(
@@ -1954,7 +1991,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		for (int i = 0; i < e.np; i++)
 			if (st->p[i].where == GM_STEP_LAYER && st->p[i].added)
 				e.w[pix(&e, l, i)] = ealloc(
-					&e, built_of(st, &st->p[i]), GM_SK_WEIGHT);
+					&e, built_of(st, par(&e, l, i)),
+					GM_SK_WEIGHT);
 	shard_setup(&e);
 	if (st->ds.on && st->training)
 		gm_ds_setup(&e);

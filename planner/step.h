@@ -69,6 +69,12 @@ const char *gm_step_phase_name(enum gm_step_phase p);
 /* Where a parameter tensor sits in the forward order. */
 enum gm_step_where { GM_STEP_EMBED, GM_STEP_LAYER, GM_STEP_HEAD };
 
+/* Which of the stage's blocks hold a LAYER tensor: every one, or only
+ * those below gm_step.span_split (DeepSeek-V3's dense MLP, in the first
+ * model.dense_layers blocks), or only those from it on (its routed
+ * experts and router). */
+enum gm_step_span { GM_STEP_SPAN_ALL, GM_STEP_SPAN_LOW, GM_STEP_SPAN_HIGH };
+
 #define GM_STEP_STATES 4
 
 /* One step of the loss's allocation program (see gm_step.loss). */
@@ -101,6 +107,9 @@ struct gm_step_param {
 	bool added;          /* added to the built model (a PEFT adapter's
 			      * lora_A / lora_B): allocated after every
 			      * tensor of the model, layer by layer */
+	enum gm_step_span span; /* the blocks that hold it (a block
+				 * outside holds none of it: sizes above
+				 * are one holding block's) */
 };
 
 /*
@@ -306,6 +315,8 @@ struct gm_step {
 				    * embedding; or the dense blocks before
 				    * the routed ones), n_ids <= blk.n_ids */
 	uint64_t blk0_layers;   /* the blocks blk0 runs (0: the first) */
+	uint64_t span_split;    /* the first block of GM_STEP_SPAN_HIGH
+				 * tensors, the end of GM_STEP_SPAN_LOW's */
 	struct gm_step_block head; /* when head.n > 0 (and blk.n > 0): the
 				    * final norm's program (block.h) instead
 				    * of head_saved */

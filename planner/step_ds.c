@@ -163,10 +163,11 @@ static const struct gm_step_ds *cfg(struct gm_em *e)
 	return &gm_em_step(e)->ds;
 }
 
-/* Elements of parameter i (the tensor as built, per TP rank). */
-static double elems(struct gm_em *e, int i)
+/* Elements of parameter i in row `row` (the tensor as built, per TP
+ * rank; 0 in a block outside its span). */
+static double elems(struct gm_em *e, uint64_t row, int i)
 {
-	return gm_em_step(e)->p[i].weight / cfg(e)->b;
+	return gm_em_param(e, row, i)->weight / cfg(e)->b;
 }
 
 /* Whether parameter i belongs to row `row` (row L: embeddings, head). */
@@ -174,7 +175,8 @@ static bool in_row(struct gm_em *e, uint64_t row, int i)
 {
 	const struct gm_step *st = gm_em_step(e);
 
-	return (row < st->layers) == (st->p[i].where == GM_STEP_LAYER);
+	return (row < st->layers) == (st->p[i].where == GM_STEP_LAYER) &&
+	       gm_em_param(e, row, i) == &st->p[i];
 }
 
 /* The parameter slots in module order: the embeddings, each block's
@@ -193,7 +195,7 @@ static void each_param(struct gm_em *e,
 	for (uint64_t l = 0; l < L; l++)
 		for (int i = 0; i < st->n_param; i++)
 			if (st->p[i].where == GM_STEP_LAYER &&
-			    st->p[i].weight > 0)
+			    gm_em_param(e, l, i)->weight > 0)
 				fn(e, l, i, arg);
 	for (int i = 0; i < st->n_param; i++)
 		if (st->p[i].where == GM_STEP_HEAD && st->p[i].weight > 0)
@@ -205,9 +207,10 @@ static double total_elems(struct gm_em *e)
 	const struct gm_step *st = gm_em_step(e);
 	double n = 0;
 
-	for (int i = 0; i < st->n_param; i++)
-		n += elems(e, i) * (st->p[i].where == GM_STEP_LAYER ?
-				    (double)st->layers : 1);
+	for (uint64_t row = 0; row <= st->layers; row++)
+		for (int i = 0; i < st->n_param; i++)
+			if (in_row(e, row, i))
+				n += elems(e, row, i);
 	return n;
 }
 
@@ -221,7 +224,7 @@ static size_t slot(struct gm_em *e, uint64_t row, int i)
 static void unf_master(struct gm_em *e, uint64_t row, int i, void *arg)
 {
 	struct gm_ds_em *s = ds_of(e);
-	double n = elems(e, i);
+	double n = elems(e, row, i);
 	uint32_t c = gm_em_alloc(e, n * cfg(e)->b, GM_SK_OPT_TMP);
 
 	(void)arg;
@@ -240,7 +243,7 @@ static void zero_grad(struct gm_em *e, uint64_t row, int i, void *arg)
 {
 	struct zeros *z = arg;
 
-	z->ids[slot(e, row, i)] = gm_em_alloc(e, elems(e, i) * z->bytes,
+	z->ids[slot(e, row, i)] = gm_em_alloc(e, elems(e, row, i) * z->bytes,
 					      GM_SK_OPT_TMP);
 }
 
@@ -287,7 +290,7 @@ static double *slot_elems(struct gm_em *e)
 	for (uint64_t row = 0; v && row <= st->layers; row++)
 		for (int i = 0; i < st->n_param; i++)
 			if (in_row(e, row, i))
-				v[slot(e, row, i)] = elems(e, i);
+				v[slot(e, row, i)] = elems(e, row, i);
 	return v;
 }
 
@@ -336,8 +339,8 @@ static double largest_param(struct gm_em *e)
 	double m = 0;
 
 	for (int i = 0; i < st->n_param; i++)
-		if (elems(e, i) > m)
-			m = elems(e, i);
+		if (st->p[i].weight / cfg(e)->b > m)
+			m = st->p[i].weight / cfg(e)->b;
 	return m;
 }
 
@@ -372,8 +375,7 @@ static void sub_group_add(struct gm_em *e, uint64_t row, int i, void *arg)
 	struct gm_ds_em *s = ds_of(e);
 	double *acc = arg;
 
-	(void)row;
-	*acc += elems(e, i) / cfg(e)->d;
+	*acc += elems(e, row, i) / cfg(e)->d;
 	if (*acc >= cfg(e)->sub_group) {
 		s->sg[s->n_sg++] = *acc;
 		*acc = 0;
@@ -386,7 +388,7 @@ static void partition_one(struct gm_em *e, uint64_t row, int i, void *arg)
 	uint32_t *w = gm_em_wid(e, row, i);
 
 	/* _partition_param: the partition, then the full storage freed */
-	part[slot(e, row, i)] = gm_em_alloc(e, elems(e, i) / cfg(e)->d *
+	part[slot(e, row, i)] = gm_em_alloc(e, elems(e, row, i) / cfg(e)->d *
 					    cfg(e)->b, GM_SK_WEIGHT);
 	gm_em_free(e, w);
 }
@@ -493,8 +495,8 @@ static double unit_gathered_elems(struct gm_em *e, uint64_t u)
 	double n = 0;
 
 	for (int i = 0; i < st->n_param; i++)
-		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
-			n += elems(e, i);
+		if (in_row(e, u, i) && elems(e, u, i) > cfg(e)->persist)
+			n += elems(e, u, i);
 	return n;
 }
 
@@ -505,7 +507,7 @@ static bool gathered(struct gm_em *e, uint64_t u)
 	struct gm_ds_em *s = ds_of(e);
 
 	for (int i = 0; i < st->n_param; i++)
-		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
+		if (in_row(e, u, i) && elems(e, u, i) > cfg(e)->persist)
 			return s->gath[slot(e, u, i)] != NONE;
 	return false;
 }
@@ -608,7 +610,7 @@ static void release(struct gm_em *e, uint64_t u)
 	if (gathered(e, u))
 		s->avail -= unit_gathered_elems(e, u);
 	for (int i = 0; i < st->n_param; i++)
-		if (in_row(e, u, i) && elems(e, i) > cfg(e)->persist)
+		if (in_row(e, u, i) && elems(e, u, i) > cfg(e)->persist)
 			gm_em_free(e, &s->gath[slot(e, u, i)]);
 }
 
@@ -620,7 +622,7 @@ static double unit_elems(struct gm_em *e, uint64_t u)
 
 	for (int i = 0; i < st->n_param; i++)
 		if (in_row(e, u, i))
-			n += elems(e, i);
+			n += elems(e, u, i);
 	return n;
 }
 
@@ -694,7 +696,7 @@ static void take_grad(struct gm_em *e, uint64_t row, int i)
 	const struct gm_step_ds *c = cfg(e);
 	struct gm_ds_em *s = ds_of(e);
 	uint32_t *g = gm_em_gid(e, row, i);
-	double n = elems(e, i);
+	double n = elems(e, row, i);
 
 	if (*g == NONE)
 		return;
@@ -724,7 +726,7 @@ static void flat_allreduce(struct gm_em *e, uint64_t row, int i, void *arg)
 
 	if (gm_em_step(e)->p[i].grad_shared || *gm_em_gid(e, row, i) == NONE)
 		return;
-	*acc += elems(e, i);
+	*acc += elems(e, row, i);
 	if (*acc > cfg(e)->bucket) {
 		t = gm_em_alloc(e, *acc * cfg(e)->b, GM_SK_COMM);
 		gm_em_free(e, &t);
@@ -799,7 +801,7 @@ static void norm_one(struct gm_em *e, uint64_t row, int i, void *arg)
 
 	if (gm_em_step(e)->p[i].grad_shared)
 		return;
-	t = gm_em_alloc(e, elems(e, i) / (cfg(e)->stage ? cfg(e)->d : 1) *
+	t = gm_em_alloc(e, elems(e, row, i) / (cfg(e)->stage ? cfg(e)->d : 1) *
 			*bytes, GM_SK_OPT_TMP);
 	gm_em_free(e, &t);
 }

@@ -79,6 +79,11 @@ uint64_t gm_em_kv_len(const struct gm_em *e, const struct gm_em_fwd *f);
  * when not live), the engine's own state, and an error that ends the
  * emission (the first one is kept). */
 const struct gm_step *gm_em_step(const struct gm_em *e);
+/* Parameter i as row `row` holds it (row L: the embeddings and head):
+ * gm_em_step(e)->p[i], or a copy with no bytes where the block is
+ * outside the parameter's span (step.h). */
+const struct gm_step_param *gm_em_param(const struct gm_em *e, uint64_t row,
+					int i);
 uint32_t *gm_em_wid(struct gm_em *e, uint64_t row, int i);
 uint32_t *gm_em_gid(struct gm_em *e, uint64_t row, int i);
 struct gm_ds_em **gm_em_ds(struct gm_em *e);

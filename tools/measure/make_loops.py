@@ -193,6 +193,16 @@ L = [
     ("native-deepseekv3-2l-bf16true-sgd", "native", ("deepseek-v3", 2),
      dict(precision="bf16-true", optimizer="sgd", micro_batch_size=1,
           sequence_length=1024, use_cache="auto")),
+    # a stage that holds both kinds of DeepSeek-V3 block: its three dense
+    # blocks (first_k_dense_replace) and one routed
+    ("native-deepseekv3-4l-bf16true-sgd", "native", ("deepseek-v3", 4),
+     dict(precision="bf16-true", optimizer="sgd", micro_batch_size=1,
+          sequence_length=1024, use_cache="auto")),
+    ("native-deepseekv3-4l-bf16true-sgd-fullckpt", "native",
+     ("deepseek-v3", 4),
+     dict(precision="bf16-true", optimizer="sgd", micro_batch_size=1,
+          sequence_length=2048, activation_checkpointing="full",
+          use_cache="auto")),
     ("native-qwen3moe-2l-bf16true-adamw", "native", ("qwen3-30b-a3b", 2),
      dict(precision="bf16-true", micro_batch_size=4, sequence_length=2048,
           use_cache="auto")),

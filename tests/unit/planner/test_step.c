@@ -1052,10 +1052,65 @@ static void fsdp_sequence_exact(void **state)
 	free(r);
 }
 
+/*
+ * Spans (step.h, gm_step_param.span): block 0 alone holds tensor 1
+ * (800 B, GM_STEP_SPAN_LOW below span_split 1), blocks 1 and 2 alone
+ * tensor 2 (16 B). Each block builds, gets gradients and optimizer
+ * states for its own tensors only; under FSDP a unit gathers its own.
+ */
+static void spans_exact(void **state)
+{
+	struct gm_step st = small_step(1);
+	static const uint64_t w[] = {400, 800, 16, 16, 400};
+	static const uint64_t g[] = {400, 16, 16, 800, 400};
+	static const uint64_t sv[] = {800, 800, 16, 16, 16, 16, 400, 400,
+				      400, 400};
+	static const uint64_t ag[] = {1600, 1600, 32, 32, 32, 32, 1600};
+	uint64_t got[256];
+	struct rec *r;
+	int n;
+
+	(void)state;
+	st.n_comm = 0;
+	st.p[1].span = GM_STEP_SPAN_LOW;
+	st.p[2].span = GM_STEP_SPAN_HIGH;
+	st.span_split = 1;
+	r = record(&st);
+	n = of_kind(r, GM_SK_WEIGHT, 0, got);
+	assert_int_equal(n, 5);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(got[i], w[i]);
+	for (unsigned s = 1; s <= 2; s++) {
+		n = of_kind(r, GM_SK_GRAD, s, got);
+		assert_int_equal(n, 5);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(got[i], g[i]);
+	}
+	n = of_kind(r, GM_SK_STATE, 1, got);
+	assert_int_equal(n, 10);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(got[i], sv[i]);
+	for (int i = 0; i < r->n; i++)
+		assert_true(r->freed[i]);
+	free(r);
+
+	st.fsdp = true;
+	st.fsdp_d = 2;
+	r = record(&st);
+	for (unsigned s = 1; s <= 2; s++) {
+		n = of_kind(r, GM_SK_GATHER, s, got);
+		assert_int_equal(n, 7);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(got[i], ag[i]);
+	}
+	free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(sequence_counts),
+		cmocka_unit_test(spans_exact),
 		cmocka_unit_test(sequence_accumulation),
 		cmocka_unit_test(sequence_inference),
 		cmocka_unit_test(sdpa_pads_head_dim),
