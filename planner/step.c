@@ -88,6 +88,7 @@
 #include "units.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1166,7 +1167,7 @@ static void backward(struct gm_em *e, uint64_t slot)
  * emitted is the most loaded one (the lowest on a tie). The traces of
  * llama-1.1b-zero1-dp2 show whole 250 / 44 / 16 / 2 MiB states per rank.
  */
-static const struct gm_em *sort_em;
+static _Thread_local const struct gm_em *sort_em;
 
 static int by_size(const void *a, const void *b)
 {
@@ -3132,7 +3133,10 @@ static struct rp_memo {
 	uint64_t used_max;
 } rp_memo[RP_MEMO];
 static unsigned rp_memo_next;
+/* gpumem fit plans its GPUs on several threads at once */
+static pthread_mutex_t rp_memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* With rp_memo_lock held. */
 static struct rp_memo *memo_find(const struct gm_step *st)
 {
 	for (unsigned i = 0; i < RP_MEMO; i++)
@@ -3144,7 +3148,10 @@ static struct rp_memo *memo_find(const struct gm_step *st)
 static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
 		      uint64_t used_max)
 {
-	struct rp_memo *m = memo_find(st);
+	struct rp_memo *m;
+
+	pthread_mutex_lock(&rp_memo_lock);
+	m = memo_find(st);
 
 	if (!m) {
 		m = &rp_memo[rp_memo_next];
@@ -3154,6 +3161,24 @@ static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
 	m->st = *st;
 	m->r = *r;
 	m->used_max = used_max;
+	pthread_mutex_unlock(&rp_memo_lock);
+}
+
+/* A kept replay of st valid on a card of total bytes into *out. */
+static bool memo_answer(const struct gm_step *st, uint64_t total,
+			struct gm_step_result *out)
+{
+	const struct rp_memo *m;
+	bool hit = false;
+
+	pthread_mutex_lock(&rp_memo_lock);
+	m = memo_find(st);
+	if (m && total >= m->used_max) {
+		*out = m->r;
+		hit = true;
+	}
+	pthread_mutex_unlock(&rp_memo_lock);
+	return hit;
 }
 
 static int replay_once(const struct gm_step *st, uint64_t total,
@@ -3162,7 +3187,6 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 		       bool lazy, struct pk *pk)
 {
 	bool memo = lazy && !obs && !st->megatron;
-	const struct rp_memo *m = memo ? memo_find(st) : NULL;
 
 	struct gm_sim_options so = {.total_bytes = total,
 				    .placement = GM_SIM_PLACE_DRIVER};
@@ -3176,8 +3200,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
 	int rc;
 
-	if (m && total >= m->used_max) {
-		*out = m->r;
+	if (memo && memo_answer(st, total, out)) {
 		out->card_needed = (double)total;
 		return 0;
 	}

@@ -6,6 +6,7 @@
  * (fit_search.h).
  * Exit: 0 when at least one GPU fits, 1 when none does, 2 bad input.
  */
+/* sched_getaffinity, CPU_COUNT: _GNU_SOURCE (the build defines it) */
 #include "cmd.h"
 
 #include "cap.h"
@@ -22,6 +23,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +42,8 @@ static void help(void)
 	       "[--svg FILE]\n"
 	       "                  [--reserve-model simulated|analytic] "
 	       "[--catalog FILE]\n"
-	       "                  [--fraction F] [--limit SIZE] [--html FILE]\n\n"
+	       "                  [--fraction F] [--limit SIZE] [--html FILE]\n"
+	       "                  [--jobs N]\n\n"
 	       "For each GPU of the catalog (or each --gpu): the largest "
 	       "micro-batch that fits\none GPU, the gradient-accumulation "
 	       "steps that reach the global batch with it\n(exactly: micro x "
@@ -77,6 +81,9 @@ static void help(void)
 	       "  --global-batch N  sequences per optimizer step (default: "
 	       "the spec's); a\n                    multiple of "
 	       "parallelism.data_parallel, at most 2^30\n"
+	       "  --jobs N          GPUs planned at once (default: one per "
+	       "CPU this process\n                    may use); the output "
+	       "is the same for any N\n"
 	       "  --fraction F      fit under a per-process cap of F (0 < F "
 	       "<= 1) of each\n                    card's CUDA total (gpumem "
 	       "run --fraction,\n                    torch.cuda."
@@ -101,11 +108,15 @@ static void help(void)
 }
 
 /* The progress line: on a terminal only (stderr), at most five times a
- * second, cleared when the table is printed. */
+ * second, cleared when the table is printed. The workers' plans add up
+ * under lock. */
 struct progress {
-	struct gm_fit_progress p;
-	const char *gpu;
-	size_t i, n;
+	pthread_mutex_t lock;
+	const char *gpu;        /* the GPU started last */
+	size_t i, n, done;      /* started last (0-based), GPUs, finished */
+	unsigned long plans;    /* the finished GPUs' plans */
+	struct gm_fit_progress *w; /* each worker's count */
+	unsigned nw;
 	double last;
 	bool shown;
 };
@@ -118,22 +129,31 @@ static double now_s(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* With pr->lock held. */
 static void progress_show(struct progress *pr, bool force)
 {
 	double t = now_s();
+	unsigned long plans = pr->plans;
 
 	if (!force && t - pr->last < 0.2)
 		return;
+	for (unsigned k = 0; k < pr->nw; k++)
+		plans += pr->w[k].plans;
 	pr->last = t;
 	pr->shown = true;
-	fprintf(stderr, "\r\033[Kgpumem fit: GPU %zu of %zu (%s): %lu "
-		"plans so far", pr->i + 1, pr->n, pr->gpu, pr->p.plans);
+	fprintf(stderr, "\r\033[Kgpumem fit: GPU %zu of %zu (%s), %zu "
+		"done: %lu plans so far", pr->i + 1, pr->n, pr->gpu,
+		pr->done, plans);
 	fflush(stderr);
 }
 
 static void progress_tick(struct gm_fit_progress *p)
 {
-	progress_show((struct progress *)p, false);
+	struct progress *pr = p->ctx;
+
+	pthread_mutex_lock(&pr->lock);
+	progress_show(pr, false);
+	pthread_mutex_unlock(&pr->lock);
 }
 
 static void progress_end(struct progress *pr)
@@ -176,12 +196,163 @@ static int changes_print(const struct gm_fit *f,
 }
 
 /* Whether GPU name is among the first m rows already. */
-static bool seen(const struct gm_fit *fits, size_t m, const char *name)
+static bool seen_gpu(const struct gm_plan_gpu *g, size_t m, const char *name)
 {
 	for (size_t j = 0; j < m; j++)
-		if (!strcmp(fits[j].gpu.name, name))
+		if (!strcmp(g[j].name, name))
 			return true;
 	return false;
+}
+
+/* The rows to compute: each GPU's fit, its smallest change and the plan
+ * at the row's micro-batch, taken in order by the workers. */
+struct row_job {
+	const struct gm_spec *spec;
+	const struct gm_plan_args *a;
+	unsigned long long gb;
+	const char *const *pre;
+	const struct gm_plan_gpu *gpus;
+	struct gm_fit *fits;
+	struct gm_fit_change *changes;
+	struct gm_plan *plans;
+	int *rc;
+	struct gm_diag *diag;
+	size_t m, next;         /* rows; the next to take (under pr->lock) */
+	struct progress *pr;
+	bool tty;               /* show the progress line */
+	bool stop;              /* a row failed: take no more */
+};
+
+/* Row k: 0 or the first error (its message in j->diag[k]). */
+static int row_run(struct row_job *j, size_t k, struct gm_fit_progress *p)
+{
+	const struct gm_plan_gpu *g = &j->gpus[k];
+	struct gm_spec *s;
+	uint64_t mb;
+	int rc;
+
+	rc = gm_fit_observed(j->spec, g, &j->a->model, j->gb, &j->fits[k], p,
+			     &j->diag[k]);
+	if (!rc)
+		rc = gm_fit_change(j->spec, g, &j->a->model, NULL, j->pre,
+				   j->gb ? 1 : 0, &j->changes[k], p,
+				   &j->diag[k]);
+	if (rc)
+		return rc;
+	/* planned at the row's micro-batch: the largest that fits, or 1
+	 * where none does (fit.h's device_used), so that the chart's bar
+	 * is the table's figure */
+	s = malloc(sizeof(*s));
+	if (!s)
+		return gm_diag_set(&j->diag[k], GM_ENOMEM, "out of memory");
+	*s = *j->spec;
+	mb = j->fits[k].max_micro_batch ? j->fits[k].max_micro_batch : 1;
+	s->training.micro_batch_size = mb;
+	s->inference.batch_size = mb;
+	if (j->gb)
+		s->training.global_batch_size = j->gb;
+	rc = gm_plan_capped(s, g, &j->a->model, &j->plans[k], &j->diag[k]);
+	free(s);
+	return rc;
+}
+
+struct worker {
+	struct row_job *j;
+	struct gm_fit_progress *p;
+};
+
+/* Take rows in order until none is left (or one failed). A row is taken
+ * only after every row before it, so the first failing row is the one a
+ * single worker would stop at. */
+static void *row_worker(void *arg)
+{
+	struct worker *w = arg;
+	struct row_job *j = w->j;
+	struct progress *pr = j->pr;
+
+	for (;;) {
+		size_t k;
+
+		pthread_mutex_lock(&pr->lock);
+		k = j->stop ? j->m : j->next++;
+		if (k < j->m && j->tty) {
+			pr->gpu = j->gpus[k].name;
+			pr->i = k;
+			progress_show(pr, k == 0);
+		}
+		pthread_mutex_unlock(&pr->lock);
+		if (k >= j->m)
+			return NULL;
+		j->rc[k] = row_run(j, k, j->tty ? w->p : NULL);
+		pthread_mutex_lock(&pr->lock);
+		j->stop |= j->rc[k] != 0;
+		pr->done++;
+		pr->plans += w->p->plans;
+		w->p->plans = 0;
+		pthread_mutex_unlock(&pr->lock);
+	}
+}
+
+/* CPUs this process may run on. */
+static unsigned cpus_usable(void)
+{
+	cpu_set_t set;
+	long n;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+/* The rows on `jobs` workers (0: one per CPU this process may use; never
+ * more than rows): this thread is one of them, so every row is computed
+ * even where no other worker starts. 0, or ENOMEM. */
+static int rows_run(struct row_job *j, unsigned jobs)
+{
+	struct gm_fit_progress *p;
+	struct worker *w;
+	pthread_t *t;
+	pthread_attr_t at;
+	unsigned started = 1;
+
+	if (!jobs)
+		jobs = cpus_usable();
+	if (jobs > j->m)
+		jobs = j->m ? (unsigned)j->m : 1;
+	p = calloc(jobs, sizeof(*p));
+	w = calloc(jobs, sizeof(*w));
+	t = calloc(jobs, sizeof(*t));
+	if (!p || !w || !t) {
+		free(p);
+		free(w);
+		free(t);
+		return ENOMEM;
+	}
+	for (unsigned k = 0; k < jobs; k++) {
+		p[k] = (struct gm_fit_progress){0, progress_tick, j->pr};
+		w[k] = (struct worker){j, &p[k]};
+	}
+	j->pr->w = p;
+	j->pr->nw = jobs;
+	pthread_attr_init(&at);
+	/* a plan's stack is the main thread's (8 MiB by default) */
+	pthread_attr_setstacksize(&at, (size_t)32 << 20);
+	for (; started < jobs; started++)
+		if (pthread_create(&t[started], &at, row_worker, &w[started]))
+			break;
+	pthread_attr_destroy(&at);
+	row_worker(&w[0]);
+	for (unsigned k = 1; k < started; k++)
+		pthread_join(t[k], NULL);
+	pthread_mutex_lock(&j->pr->lock);
+	j->pr->w = NULL;
+	j->pr->nw = 0;
+	pthread_mutex_unlock(&j->pr->lock);
+	free(p);
+	free(w);
+	free(t);
+	return 0;
 }
 
 /*
@@ -230,6 +401,7 @@ int gm_cmd_fit(int argc, char **argv)
 		{"catalog", required_argument, NULL, 'c'},
 		{"fraction", required_argument, NULL, 'F'},
 		{"limit", required_argument, NULL, 'L'},
+		{"jobs", required_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -244,13 +416,18 @@ int gm_cmd_fit(int argc, char **argv)
 	struct gm_fit *fits = calloc(MAX_GPUS, sizeof(*fits));
 	struct gm_fit_change *changes = calloc(MAX_GPUS, sizeof(*changes));
 	struct gm_plan *plans = NULL;
+	struct gm_plan_gpu *gpus = NULL;
+	int *rcs = NULL;
+	struct gm_diag *diags = NULL;
+	unsigned jobs = 0;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
 	size_t n = 0, m = 0, unbound = 0;
 	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
-	struct progress pr = {{0, progress_tick, NULL}, "", 0, 0, 0, false};
+	struct progress pr = {PTHREAD_MUTEX_INITIALIZER, "", 0, 0, 0, 0,
+			      NULL, 0, 0, false};
 	bool tty = isatty(STDERR_FILENO);
 	char pre_set[64];
 	const char *pre[1] = {pre_set};
@@ -282,6 +459,21 @@ int gm_cmd_fit(int argc, char **argv)
 			}
 			names[n++] = optarg;
 			break;
+		case 'j': {
+			unsigned long long x;
+
+			errno = 0;
+			x = strtoull(optarg, &end, 10);
+			if (*optarg == '-' || *optarg == '+' || end == optarg ||
+			    *end || !x || errno == ERANGE || x > MAX_GPUS) {
+				code = gm_cmd_usage_error("fit", "--jobs: '%s' "
+					"is not an integer from 1 to %d",
+					optarg, MAX_GPUS);
+				goto out;
+			}
+			jobs = (unsigned)x;
+			break;
+		}
 		case 'b':
 			errno = 0;
 			gb = strtoull(optarg, &end, 10);
@@ -361,62 +553,51 @@ int gm_cmd_fit(int argc, char **argv)
 		for (size_t i = 0; i < cat->n && n < MAX_GPUS; i++)
 			names[n++] = cat->gpus[i].name;
 	plans = calloc(n, sizeof(*plans));
-	if (!plans) {
+	gpus = calloc(n, sizeof(*gpus));
+	rcs = calloc(n, sizeof(*rcs));
+	diags = calloc(n, sizeof(*diags));
+	if (!plans || !gpus || !rcs || !diags) {
 		gm_error("out of memory");
 		goto out;
 	}
+	/* the rows: each GPU once (a repeated --gpu, or an alias of one) */
 	for (size_t i = 0; i < n; i++) {
 		struct gm_plan_gpu g;
-		struct gm_spec s = *spec;
 
 		rc = gm_plan_gpu_resolve(&g, spec, cat, names[i], "--gpu",
 					 &diag);
-		if (!rc)
-			gm_plan_gpu_cap(&g, a.frac_num, a.frac_den, a.limit);
-		if (!rc && seen(fits, m, g.name))
-			continue; /* a repeated --gpu (or alias of one) */
-		if (!rc && named) {
-			progress_end(&pr);
-			gm_plan_gpu_warn(spec, &g);
-		}
-		if (!rc && tty) {
-			pr.gpu = g.name;
-			pr.i = i;
-			pr.n = n;
-			progress_show(&pr, i == 0);
-		}
-		if (!rc)
-			rc = gm_fit_observed(spec, &g, &a.model, gb, &fits[m],
-					     tty ? &pr.p : NULL, &diag);
-		if (!rc)
-			rc = gm_fit_change(spec, &g, &a.model, NULL, pre,
-					   gb ? 1 : 0,
-					   &changes[m], tty ? &pr.p : NULL,
-					   &diag);
-		/* planned at the row's micro-batch: the largest that fits,
-		 * or 1 where none does (fit.h's device_used), so that the
-		 * chart's bar is the table's figure */
-		if (!rc) {
-			uint64_t mb = fits[m].max_micro_batch ?
-				      fits[m].max_micro_batch : 1;
-
-			s.training.micro_batch_size = mb;
-			s.inference.batch_size = mb;
-		}
-		if (!rc && gb)
-			s.training.global_batch_size = gb;
-		if (!rc)
-			rc = gm_plan_capped(&s, &g, &a.model, &plans[m],
-					    &diag);
 		if (rc) {
-			progress_end(&pr);
 			gm_cmd_file_error("fit", diag.msg, paths, 2);
 			code = gm_exit_code(rc);
 			goto out;
 		}
-		any |= fits[m].max_micro_batch > 0;
-		unbound += !named && g.cap_bytes > gm_plan_gpu_usable(&g);
-		m++;
+		gm_plan_gpu_cap(&g, a.frac_num, a.frac_den, a.limit);
+		if (seen_gpu(gpus, m, g.name))
+			continue;
+		if (named)
+			gm_plan_gpu_warn(spec, &g);
+		gpus[m++] = g;
+	}
+	{
+		struct row_job j = {spec, &a, gb, pre, gpus, fits, changes,
+				    plans, rcs, diags, m, 0, &pr, tty, false};
+
+		pr.n = m;
+		if (rows_run(&j, jobs)) {
+			gm_error("out of memory");
+			goto out;
+		}
+	}
+	for (size_t k = 0; k < m; k++) {
+		if (rcs[k]) {
+			progress_end(&pr);
+			gm_cmd_file_error("fit", diags[k].msg, paths, 2);
+			code = gm_exit_code(rcs[k]);
+			goto out;
+		}
+		any |= fits[k].max_micro_batch > 0;
+		unbound += !named && gpus[k].cap_bytes >
+				     gm_plan_gpu_usable(&gpus[k]);
 	}
 	progress_end(&pr);
 	/* over the catalog: one line for the GPUs a --limit is above (each
@@ -460,6 +641,9 @@ out:
 	gm_catalog_free(&catalog);
 	gm_val_free(v);
 	free(plans);
+	free(gpus);
+	free(rcs);
+	free(diags);
 	free(changes);
 	free(fits);
 	free(spec);
