@@ -1,8 +1,7 @@
 /*
  * params_hf.c - the layout's tensor groups under transformers' names
- * (see params_hf.h). params.c folds a linear layer's bias into its
- * weight's columns (BERT) and a LayerNorm's bias into its weight's rows
- * (GPT-2, BERT); here they are split back as the modules hold them:
+ * (see params_hf.h). Each layout entry is one tensor, as the modules
+ * hold it:
  * nn.Linear weight (out, in) and bias (out,); Conv1D (GPT-2) weight
  * (in, out); nn.LayerNorm weight and bias (h,); LlamaRMSNorm weight (h,).
  * The module paths are those of modeling_llama.py (LlamaForCausalLM:
@@ -61,37 +60,11 @@ static const char *prefix_of(const char *fam, const char *name)
 	return "model.";
 }
 
-/* BERT's linears whose bias params.c folds into the weight (in + 1). */
-static const char *const bias_folded[] = {
-	"attention.self.query", "attention.self.key", "attention.self.value",
-	"intermediate.dense", "transform.dense", "pooler.dense", "classifier",
-};
-
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 
 	return n >= k && !strcmp(s + n - k, suffix);
-}
-
-static bool is_layernorm(const char *name)
-{
-	const char *last = strrchr(name, '.');
-
-	last = last ? last + 1 : name;
-	return strstr(name, "LayerNorm") || !strncmp(last, "ln_", 3);
-}
-
-static bool folds_bias(const struct gm_spec_model *m, const char *name)
-{
-	if (strcmp(gm_arch_name(m->architecture), "bert"))
-		return false;
-	for (size_t i = 0; i < sizeof(bias_folded) / sizeof(bias_folded[0]);
-	     i++) {
-		if (ends_with(name, bias_folded[i]))
-			return true;
-	}
-	return false;
 }
 
 static int put(struct gm_hf_tensor *out, int *n, const char *prefix,
@@ -145,18 +118,6 @@ int gm_params_hf(const struct gm_spec_model *m,
 		    ends_with(pt->name, ".bias")) {
 			rc = put(out, n, prefix, pt->name, "", pt->rows, cols,
 				 count);
-		} else if (is_layernorm(pt->name)) {
-			rc = put(out, n, prefix, pt->name, ".weight",
-				 pt->rows / 2, 0, count);
-			if (!rc)
-				rc = put(out, n, prefix, pt->name, ".bias",
-					 pt->rows / 2, 0, count);
-		} else if (folds_bias(m, pt->name)) {
-			rc = put(out, n, prefix, pt->name, ".weight", pt->rows,
-				 pt->cols - 1, count);
-			if (!rc)
-				rc = put(out, n, prefix, pt->name, ".bias",
-					 pt->rows, 0, count);
 		} else {
 			rc = put(out, n, prefix, pt->name, ".weight", pt->rows,
 				 cols, count);

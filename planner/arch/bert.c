@@ -13,48 +13,69 @@
 #include "loss.h"
 #include "params.h"
 
-/* BertModel (biases everywhere, post-LayerNorm), then the head. */
+/* BertModel (biases everywhere, post-LayerNorm), then the head: the
+ * tensors in named_parameters() order, each weight and bias one tensor. */
+static void linear(struct gm_param_layout *l, const char *w, const char *bias,
+		   uint64_t out, uint64_t in, unsigned flags, unsigned bflags)
+{
+	gm_params_add(l, w, out, in, flags);
+	gm_params_add(l, bias, out, 1, bflags);
+}
+
+static void layernorm(struct gm_param_layout *l, const char *w,
+		      const char *bias, uint64_t h, unsigned flags)
+{
+	gm_params_add(l, w, h, 1, flags);
+	gm_params_add(l, bias, h, 1, flags);
+}
+
 static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 		  struct gm_diag *diag)
 {
 	uint64_t h = m->hidden_size, f = m->ffn_hidden_size, v = m->vocab_size;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
+	unsigned col = GM_PT_LAYER | GM_PT_TP, row = GM_PT_LAYER;
+	unsigned head = GM_PT_HEAD | GM_PT_MATMUL;
 	uint64_t kv = h / m->attention_heads * m->kv_heads;
 
 	(void)diag;
-	gm_params_add(l, "embeddings.word_embeddings", m->vocab_size, h,
+	gm_params_add(l, "embeddings.word_embeddings.weight", m->vocab_size, h,
 		      GM_PT_EMBED | GM_PT_TP);
-	gm_params_add(l, "embeddings.position_embeddings",
+	gm_params_add(l, "embeddings.position_embeddings.weight",
 		      m->max_position_embeddings, h, GM_PT_EMBED);
-	gm_params_add(l, "embeddings.token_type_embeddings",
+	gm_params_add(l, "embeddings.token_type_embeddings.weight",
 		      m->type_vocab_size, h, GM_PT_EMBED);
-	gm_params_add(l, "embeddings.LayerNorm", 2 * h, 1, GM_PT_EMBED);
-	gm_params_add(l, "layer.*.attention.self.query", h, h + 1, lin);
-	gm_params_add(l, "layer.*.attention.self.key", kv, h + 1, lin);
-	gm_params_add(l, "layer.*.attention.self.value", kv, h + 1, lin);
-	gm_params_add(l, "layer.*.attention.output.dense", h, h, lin);
-	gm_params_add(l, "layer.*.attention.output.dense.bias", h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "layer.*.attention.output.LayerNorm", 2 * h, 1,
-		      GM_PT_LAYER);
-	gm_params_add(l, "layer.*.intermediate.dense", f, h + 1, lin);
-	gm_params_add(l, "layer.*.output.dense", h, f, lin);
-	gm_params_add(l, "layer.*.output.dense.bias", h, 1, GM_PT_LAYER);
-	gm_params_add(l, "layer.*.output.LayerNorm", 2 * h, 1, GM_PT_LAYER);
+	layernorm(l, "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+		  h, GM_PT_EMBED);
+	linear(l, "layer.*.attention.self.query.weight",
+	       "layer.*.attention.self.query.bias", h, h, lin, col);
+	linear(l, "layer.*.attention.self.key.weight",
+	       "layer.*.attention.self.key.bias", kv, h, lin, col);
+	linear(l, "layer.*.attention.self.value.weight",
+	       "layer.*.attention.self.value.bias", kv, h, lin, col);
+	linear(l, "layer.*.attention.output.dense.weight",
+	       "layer.*.attention.output.dense.bias", h, h, lin, row);
+	layernorm(l, "layer.*.attention.output.LayerNorm.weight",
+		  "layer.*.attention.output.LayerNorm.bias", h, row);
+	linear(l, "layer.*.intermediate.dense.weight",
+	       "layer.*.intermediate.dense.bias", f, h, lin, col);
+	linear(l, "layer.*.output.dense.weight", "layer.*.output.dense.bias",
+	       h, f, lin, row);
+	layernorm(l, "layer.*.output.LayerNorm.weight",
+		  "layer.*.output.LayerNorm.bias", h, row);
 	if (m->head == GM_HEAD_CLASSIFICATION) {
-		/* BertPooler dense (+bias), classifier (+bias) */
-		gm_params_add(l, "bert.pooler.dense", h, h + 1,
-			      GM_PT_HEAD | GM_PT_MATMUL);
-		gm_params_add(l, "classifier", m->num_labels, h + 1,
-			      GM_PT_HEAD | GM_PT_MATMUL);
+		linear(l, "bert.pooler.dense.weight", "bert.pooler.dense.bias",
+		       h, h, head, GM_PT_HEAD);
+		linear(l, "classifier.weight", "classifier.bias",
+		       m->num_labels, h, head, GM_PT_HEAD);
 		return 0;
 	}
 	/* BertOnlyMLMHead: transform dense + LayerNorm, decoder (weight tied
 	 * to the word embeddings) + its own bias. */
-	gm_params_add(l, "cls.predictions.transform.dense", h, h + 1,
-		      GM_PT_HEAD | GM_PT_MATMUL);
-	gm_params_add(l, "cls.predictions.transform.LayerNorm", 2 * h, 1,
-		      GM_PT_HEAD);
+	linear(l, "cls.predictions.transform.dense.weight",
+	       "cls.predictions.transform.dense.bias", h, h, head, GM_PT_HEAD);
+	layernorm(l, "cls.predictions.transform.LayerNorm.weight",
+		  "cls.predictions.transform.LayerNorm.bias", h, GM_PT_HEAD);
 	gm_params_add(l, "cls.predictions.bias", v, 1, GM_PT_HEAD | GM_PT_TP);
 	gm_params_add(l, "lm_head", v, h, GM_PT_HEAD | GM_PT_MATMUL | GM_PT_TP |
 		      (m->tied_embeddings ? GM_PT_TIED : 0));

@@ -13,7 +13,8 @@
 #include "loss.h"
 #include "params.h"
 
-/* Conv1D layers carry biases, LayerNorm weight + bias. */
+/* Conv1D layers carry biases; each LayerNorm a weight and a bias. The
+ * tensors in named_parameters() order, one each. */
 static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 		  struct gm_diag *diag)
 {
@@ -25,17 +26,20 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	(void)diag;
 	gm_params_add(l, "wte", m->vocab_size, h, GM_PT_EMBED | GM_PT_TP);
 	gm_params_add(l, "wpe", m->max_position_embeddings, h, GM_PT_EMBED);
-	gm_params_add(l, "h.*.ln_1", 2 * h, 1, vec);
+	gm_params_add(l, "h.*.ln_1.weight", h, 1, vec);
+	gm_params_add(l, "h.*.ln_1.bias", h, 1, vec);
 	gm_params_add(l, "h.*.attn.c_attn.weight", h, qkv, lin);
 	gm_params_add(l, "h.*.attn.c_attn.bias", qkv, 1, vec | GM_PT_TP);
 	gm_params_add(l, "h.*.attn.c_proj.weight", h, h, lin);
 	gm_params_add(l, "h.*.attn.c_proj.bias", h, 1, vec);
-	gm_params_add(l, "h.*.ln_2", 2 * h, 1, vec);
+	gm_params_add(l, "h.*.ln_2.weight", h, 1, vec);
+	gm_params_add(l, "h.*.ln_2.bias", h, 1, vec);
 	gm_params_add(l, "h.*.mlp.c_fc.weight", h, f, lin);
 	gm_params_add(l, "h.*.mlp.c_fc.bias", f, 1, vec | GM_PT_TP);
 	gm_params_add(l, "h.*.mlp.c_proj.weight", f, h, lin);
 	gm_params_add(l, "h.*.mlp.c_proj.bias", h, 1, vec);
-	gm_params_add(l, "ln_f", 2 * h, 1, GM_PT_HEAD);
+	gm_params_add(l, "ln_f.weight", h, 1, GM_PT_HEAD);
+	gm_params_add(l, "ln_f.bias", h, 1, GM_PT_HEAD);
 	gm_params_lm_head(m, l);
 	return 0;
 }

@@ -13,10 +13,7 @@ allocations must be those tensors' bytes (elements x 2), one allocation
 per tensor, as PyTorch makes them when the model is built on the device.
 A block whose tensors differ from another's (DeepSeek-V3's dense and
 routed blocks) must hold its own. Standard library only.
-
-The GPT-2 and BERT layouts fold each LayerNorm's bias into its weight,
-and BERT's linear biases into theirs (planner/params.c), so the replay
-makes one allocation of both: name the other families' configs to check.
+Every bias, a LayerNorm's included, is a tensor of its own (GPT-2, BERT).
 """
 
 import collections
