@@ -552,6 +552,29 @@ static int rotary(struct gm_blk *b, int x)
 	return o;
 }
 
+/*
+ * softmax over the last dim of x, in fp32 where f32 (autocast's fp32
+ * list passes dtype=float32, or the model asks for it), else in x's
+ * dtype. ATen's softmax(input, dim, dtype) (PyTorch 2.11.0,
+ * aten/src/ATen/native/SoftMax.cpp) has a half-to-float kernel for a
+ * CUDA float16 input only; a bfloat16 input is first converted to a
+ * new fp32 tensor (autograd records the copy; _softmax saves its
+ * output), freed when softmax returns. The softmax is the last node.
+ */
+static int softmax(struct gm_blk *b, int x, bool f32)
+{
+	double eb = b->t[x].eb;
+	int xc = x, p;
+
+	if (f32 && eb == 2 && b->sh->bf16)
+		xc = cast(b, x, 4);
+	p = op(b, nel(b, x), f32 ? 4 : eb, (int[]){xc, END},
+	       (int[]){OUTP, END});
+	if (xc != x)
+		drop(b, xc);
+	return p;
+}
+
 /* Dropout (p > 0 in training): a bool mask and the output, which
  * replaces x (the caller's reference to x is dropped: every model reads
  * only the dropped-out tensor after it). Without dropout, x itself. */
@@ -711,19 +734,20 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 			b->n[b->nn - 1].alias = true;
 		if (s3 != s2)
 			drop(b, s2);
-		p = op(b, S, sh->fam->attn.softmax_fp32 || sh->autocast ? 4 :
-		       b->t[s3].eb, (int[]){s3, END}, (int[]){OUTP, END});
+		p = softmax(b, s3, sh->fam->attn.softmax_fp32 ||
+			    sh->autocast);
 		/* its backward allocates a second score-sized tensor after
 		 * the input gradient, freed at once (the H200 trace of
 		 * llama-134m-eager-seq1024) */
 		b->n[b->nn - 1].tmp = S * b->t[p].eb;
 		b->n[b->nn - 1].tmp_after = true;
 		drop(b, s3);
-		/* Llama: .to(query.dtype); GPT-2: .type(value.dtype) */
+		/* Llama: .to(query.dtype); GPT-2: .type(value.dtype); BERT
+		 * keeps softmax's dtype (autocast casts at the matmul) */
 		pq = p;
-		{
-			double to = sh->fam->attn.probs_as_query ? b->t[q].eb :
-				    b->t[v].eb;
+		if (sh->fam->attn.probs != GM_PROBS_KEPT) {
+			double to = sh->fam->attn.probs == GM_PROBS_TO_QUERY ?
+				    b->t[q].eb : b->t[v].eb;
 			if (to != b->t[p].eb)
 				pq = cast(b, p, to);
 		}
@@ -1108,6 +1132,11 @@ void gm_blk_drop(struct gm_blk *b, int x)
 int gm_blk_cast(struct gm_blk *b, int x, double eb)
 {
 	return cast(b, x, eb);
+}
+
+int gm_blk_softmax(struct gm_blk *b, int x, bool f32)
+{
+	return softmax(b, x, f32);
 }
 
 int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias)

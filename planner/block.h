@@ -82,6 +82,9 @@ void gm_blk_set_tmp(struct gm_blk *b, double bytes, bool after);
 void gm_blk_drop(struct gm_blk *b, int x);
 /* x.to(dtype of eb bytes). */
 int gm_blk_cast(struct gm_blk *b, int x, double eb);
+/* softmax over x's last dim (saving its output), in fp32 where f32
+ * (through an fp32 copy of a bfloat16 x: block.c), else in x's dtype. */
+int gm_blk_softmax(struct gm_blk *b, int x, bool f32);
 /* nn.Linear / Conv1D: x (tok x in) -> tok x out, with a bias or not. */
 int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias);
 /* The same for the linear whose module name is name (PEFT's target

@@ -521,6 +521,8 @@ static int block_program(const struct ctx *c, struct gm_step_block *blk,
 		.heads = (double)m->attention_heads / c->t,
 		.head_dim = hd,
 		.c = c->full.compute, .r = c->full.residual,
+		.bf16 = sp->training.precision == GM_PREC_BF16_MIXED ||
+			sp->training.precision == GM_PREC_BF16_TRUE,
 		.experts = (double)m->experts,
 		.topk = (double)m->experts_per_token,
 		.ffn_expert = (double)m->moe_ffn_hidden_size / c->t,

@@ -251,6 +251,8 @@ struct gm_step_shape {
 	double tok, seq;        /* tokens of the micro-batch, sequence */
 	double hidden, q, kv, ffn, heads, head_dim;
 	double c, r;            /* compute, residual bytes per element */
+	bool bf16;              /* the 16-bit dtype is bfloat16 (else
+				 * float16) */
 	/* MoE families: the routed experts (model.experts), the top-k
 	 * (experts_per_token), one expert's FFN width per tensor-parallel
 	 * rank (moe_ffn_hidden_size / t), the shared experts' FFN width

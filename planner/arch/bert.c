@@ -243,8 +243,10 @@ const struct gm_family gm_family_bert = {
 	 * (BertConfig) */
 	.dropout = true,
 	/* no padding: no mask; softmax in the scores' dtype (fp32 under
-	 * autocast's list), probabilities cast as the value */
-	.attn = {.mask = false, .softmax_fp32 = false, .probs_as_query = false},
+	 * autocast's list); eager_attention_forward (transformers 5.17.0
+	 * modeling_bert.py) applies dropout to the probabilities as
+	 * softmax made them */
+	.attn = {.mask = false, .softmax_fp32 = false, .probs = GM_PROBS_KEPT},
 	.block = block,
 	.adapter = true,
 	.final_norm = NULL,

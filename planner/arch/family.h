@@ -68,14 +68,18 @@ enum gm_embed_out {
 				* the block input (its dropout) replaces */
 };
 
+/* What eager attention does to softmax's probabilities before the
+ * dropout: Llama's .to(query.dtype), GPT-2's .type(value.dtype), or
+ * nothing (BERT: they stay in softmax's dtype). */
+enum gm_probs_cast { GM_PROBS_TO_QUERY, GM_PROBS_TO_VALUE, GM_PROBS_KEPT };
+
 /* Eager attention's variant (block.c's attention core). */
 struct gm_family_attn {
 	bool mask;             /* adds a materialised causal mask, (b, 1,
 				* s, s) in the residual dtype */
 	bool softmax_fp32;     /* softmax(..., dtype=float32) whatever
 				* autocast does */
-	bool probs_as_query;   /* the probabilities cast to the query's
-				* dtype (else the value's) */
+	enum gm_probs_cast probs;
 };
 
 struct gm_family {

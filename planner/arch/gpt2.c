@@ -233,7 +233,7 @@ const struct gm_family gm_family_gpt2 = {
 	.mlp_grads = 2,
 	/* resid_pdrop, attn_pdrop, embd_pdrop 0.1 (GPT2Config) */
 	.dropout = true,
-	.attn = {.mask = true, .softmax_fp32 = false, .probs_as_query = false},
+	.attn = {.mask = true, .softmax_fp32 = false, .probs = GM_PROBS_TO_VALUE},
 	.block = block,
 	.adapter = true,
 	.final_norm = final_norm,

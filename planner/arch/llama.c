@@ -276,7 +276,7 @@ const struct gm_family gm_family_llama = {
 	.mlp_grads = 3,
 	/* attention_dropout 0 */
 	.dropout = false,
-	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
+	.attn = {.mask = true, .softmax_fp32 = true, .probs = GM_PROBS_TO_QUERY},
 	.block = gm_llama_block,
 	.adapter = true,
 	.final_norm = gm_llama_final_norm,

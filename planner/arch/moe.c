@@ -88,11 +88,11 @@ static double maxd(double a, double c)
  * modeling_mixtral.py) and Qwen3MoeTopKRouter.forward (models/qwen3_moe/
  * modeling_qwen3_moe.py) on x (tokens x hidden): router_logits =
  * F.linear(x, weight) (autocast's 16 bits, or x's dtype); their fp32
- * copy (Mixtral's .float(), Qwen3-MoE's softmax(dtype=float): freed once
- * the softmax, which saves its output, has run); topk's values (fp32)
- * and int64 indices (TopkBackward saves the indices); the in-place
- * division by their sum (autograd saves a clone of the values and the
- * sum). Qwen3-MoE casts the weights back to the logits' dtype
+ * copy (Mixtral's .float(), Qwen3-MoE's softmax(dtype=float) but from
+ * float16: freed once the softmax, which saves its output, has run);
+ * topk's values (fp32) and int64 indices (TopkBackward saves the
+ * indices); the in-place division by their sum (autograd saves a clone
+ * of the values and the sum). Qwen3-MoE casts the weights back to the logits' dtype
  * (to_logits); Mixtral keeps them in fp32. Qwen3-MoE divides only
  * where norm_topk_prob (true in Qwen3-30B-A3B's and Qwen3-235B-A22B's
  * config.json), which the spec does not say: the division is planned,
@@ -107,8 +107,11 @@ static int router_softmax(struct gm_blk *b, int x, bool to_logits, int *idx,
 	int lf, p, v, sm, vc, w;
 
 	*lg = gm_blk_linear_named(b, "gate", x, sh->hidden, E, false);
-	lf = gm_blk_eb(b, *lg) == 4 ? *lg : gm_blk_cast(b, *lg, 4);
-	p = gm_blk_ew(b, lf, END, (int[]){GM_BLK_OUTP, END});
+	/* Mixtral's .float() copies; Qwen3-MoE's softmax(dtype=float)
+	 * copies all but a float16 input (gm_blk_softmax) */
+	lf = gm_blk_eb(b, *lg) == 4 || to_logits ? *lg :
+	     gm_blk_cast(b, *lg, 4);
+	p = gm_blk_softmax(b, lf, true);
 	if (lf != *lg)
 		gm_blk_drop(b, lf);
 	*idx = gm_blk_tensor(b, T * k, 8);

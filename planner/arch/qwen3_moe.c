@@ -98,7 +98,7 @@ const struct gm_family gm_family_qwen3_moe = {
 	.moe = true,
 	/* attention_dropout 0 */
 	.dropout = false,
-	.attn = {.mask = true, .softmax_fp32 = true, .probs_as_query = true},
+	.attn = {.mask = true, .softmax_fp32 = true, .probs = GM_PROBS_TO_QUERY},
 	.block = block,
 	.final_norm = gm_llama_final_norm,
 	.embed_out = GM_EMBED_OUT_NAMED,

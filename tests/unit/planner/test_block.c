@@ -158,7 +158,9 @@ static void bert_mixed(void **state)
 
 /* Llama, bf16 without autocast, eager attention: no casts but
  * RMSNorm's fp32 copy and its cast back; q k^T over 4 heads x 4 keys =
- * 16 scores per token (32 B in bf16), softmax in fp32 and cast back. */
+ * 16 scores per token (32 B in bf16), softmax(dtype=float32) through
+ * an fp32 copy of the bf16 scores (ATen's softmax converts any 16-bit
+ * input but float16), cast back. */
 static void llama_eager_true(void **state)
 {
 	static const double f[] = {
@@ -167,9 +169,9 @@ static void llama_eager_true(void **state)
 		128, 128, 128,                     /* q, k, v */
 		128, 64, 128, 128, 128,            /* rope q */
 		128, 64, 128, 128, 128,            /* rope k */
-		128, 128, 32, 32, 32, 64, 32,      /* q, k copies, q k^T,
-						    * scale, + mask,
-						    * softmax, cast */
+		128, 128, 32, 32, 32, 64, 64, 32,  /* q, k copies, q k^T,
+						    * scale, + mask, fp32
+						    * copy, softmax, cast */
 		128, 128, 128,                     /* v copy, p v, contig */
 		128, 128,                          /* o_proj, + */
 		256, 256, 256, 128, 128,
@@ -179,8 +181,50 @@ static void llama_eager_true(void **state)
 
 	(void)state;
 	s.eager = true;
+	s.bf16 = true;
 	assert_int_equal(gm_block_build(&s, &p), 0);
 	expect_forward(&p, f, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
+/* BertLayer, autocast, eager attention (transformers 5.17.0
+ * modeling_bert.py eager_attention_forward; the H200 trace of
+ * bert-large-mlm-selective-eager): no mask, so softmax (autocast's fp32
+ * list) gets the bf16 scores and converts them to a new fp32 tensor
+ * first; under fp16 the half-to-float kernel reads them as they are.
+ * Dropout acts on the fp32 probabilities (no cast before it); the
+ * matmul with v casts them to the 16-bit dtype. */
+static void bert_eager(void **state)
+{
+	static const double bf16[] = {
+		128, 128, 128, 128, 128, 128,      /* q, k, v */
+		128, 128, 32, 32,                  /* q, k copies, q k^T,
+						    * scale */
+		64, 64,                            /* fp32 copy, softmax */
+		16, 64, 32,                        /* dropout mask, out,
+						    * cast for the matmul */
+		128, 128, 128,                     /* v copy, p v, contig */
+		128, 64, 128, 256, 256,            /* dense, dropout, +, LN */
+		128, 512, 512,                     /* intermediate, gelu */
+		128, 64, 128, 256, 256};           /* output dense .. LN */
+	struct gm_step_shape s = shape(GM_ARCH_BERT, true);
+	struct gm_step_block p;
+	double fp16[sizeof(bf16) / sizeof(bf16[0]) - 1];
+	int n = 0;
+
+	(void)state;
+	s.eager = true;
+	s.bf16 = true;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, bf16, sizeof(bf16) / sizeof(bf16[0]));
+	balanced(&p);
+	/* float16: the same without the copy */
+	for (size_t i = 0; i < sizeof(bf16) / sizeof(bf16[0]); i++)
+		if (i != 10)
+			fp16[n++] = bf16[i];
+	s.bf16 = false;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	expect_forward(&p, fp16, n);
 	balanced(&p);
 }
 
@@ -400,6 +444,29 @@ static void moe_families(void **state)
 		}
 }
 
+/* The router's fp32 softmax: Mixtral's .float() copies the logits in
+ * any dtype; Qwen3-MoE's softmax(dtype=float) copies bfloat16 logits
+ * and reads float16 ones as they are (ATen's half-to-float kernel). */
+static void router_softmax_copy(void **state)
+{
+	struct gm_step_block p;
+	int n[2][2];
+
+	(void)state;
+	for (int f = 0; f < 2; f++)
+		for (int bf = 0; bf < 2; bf++) {
+			struct gm_step_shape s = moe_shape(
+				f ? GM_ARCH_QWEN3_MOE : GM_ARCH_MIXTRAL, true);
+
+			s.moe_layer = true;
+			s.bf16 = bf;
+			assert_int_equal(gm_block_build(&s, &p), 0);
+			n[f][bf] = forward_allocs(&p);
+		}
+	assert_int_equal(n[0][0], n[0][1]);
+	assert_int_equal(n[1][0] + 1, n[1][1]);
+}
+
 /* The weights' gradients are made at their own node (GM_BOP_PGRAD), as
  * the H200 trace of llama-134m-bf16true-sgd-seq8192 shows: each
  * linear's weight gradient right before its input's gradient, down_proj,
@@ -476,12 +543,14 @@ int main(void)
 		cmocka_unit_test(gpt2_mixed),
 		cmocka_unit_test(bert_mixed),
 		cmocka_unit_test(llama_eager_true),
+		cmocka_unit_test(bert_eager),
 		cmocka_unit_test(llama_sdpa_padded_head),
 		cmocka_unit_test(checkpointing),
 		cmocka_unit_test(bias_staging),
 		cmocka_unit_test(head_program),
 		cmocka_unit_test(mixtral_experts),
 		cmocka_unit_test(moe_families),
+		cmocka_unit_test(router_softmax_copy),
 		cmocka_unit_test(weight_grads_at_their_op),
 		cmocka_unit_test(deepseek_weight_grads),
 	};
