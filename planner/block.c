@@ -291,6 +291,12 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	int xc = x, o;
 	struct nd *d;
 
+	/* autocast's cached_cast of F.linear's (addmm's) arguments: the
+	 * weight's copy before the input's (the H200 trace of
+	 * bert-large-mlm-selective-eager: each linear's 2 MiB weight copy,
+	 * then its input's 16 MiB one) */
+	if (sh->autocast)
+		emit(b, GM_BOP_WCAST, 0, in * out, b->core);
 	if (sh->autocast && b->t[x].eb != sh->c)
 		xc = cast(b, x, sh->c);
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);

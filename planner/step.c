@@ -137,6 +137,10 @@ struct gm_em {
 				   * model's forward keeps a name for */
 	uint32_t embsum;          /* GPT-2's embedding sum (transient) */
 	uint32_t *cref;           /* (L + 1) autocast references */
+	uint64_t wl;              /* the block whose WCASTs are served */
+	bool wlin;                /* ... at their linears (cache_block) */
+	unsigned char wclaim[GM_PARAMS_MAX]; /* its parameters cast in this
+				  * forward or recompute */
 	uint32_t head_saved, held, lp[3], ws;
 	uint32_t ws_bwd;        /* the autograd thread's cuBLAS workspace */
 	uint32_t hw16[2];       /* the head's 16-bit weight gradients */
@@ -291,6 +295,70 @@ static void cache_unref(struct gm_em *e, uint64_t l)
 		return;
 	for (int i = 0; i < e->np; i++)
 		efree(e, &e->c[pix(e, l, i)]);
+}
+
+/* The layer parameter of block l a WCAST of n elements casts: the
+ * first with an autocast copy of that size not cast yet (claim: mark
+ * it in e->wclaim); -1 when none. */
+static int wcast_param(struct gm_em *e, uint64_t l, double n, bool claim)
+{
+	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
+		const struct gm_step_param *p = par(e, l, i);
+		if (p->where != GM_STEP_LAYER || p->cache <= 0 ||
+		    e->wclaim[i] || fabs(p->elems - n) >= 0.5)
+			continue;
+		if (claim)
+			e->wclaim[i] = 1;
+		return i;
+	}
+	return -1;
+}
+
+/* Whether program p's WCASTs name every autocast copy of block l. */
+static bool wcast_covers(struct gm_em *e, const struct gm_step_block *p,
+			 uint64_t l)
+{
+	bool all = true;
+
+	memset(e->wclaim, 0, sizeof(e->wclaim));
+	for (int i = 0; i < p->n_fwd; i++)
+		if (p->op[i].op == GM_BOP_WCAST)
+			(void)wcast_param(e, l, p->op[i].bytes, true);
+	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
+		const struct gm_step_param *q = par(e, l, i);
+		if (q->where == GM_STEP_LAYER && q->cache > 0 &&
+		    !e->wclaim[i])
+			all = false;
+	}
+	memset(e->wclaim, 0, sizeof(e->wclaim));
+	return all;
+}
+
+/* The autocast copies of block l (program p) for a forward or its
+ * recompute: taken (cache_ref) and made at their linears (WCAST) where
+ * the program names them all, else all made now. */
+static void cache_block(struct gm_em *e, uint64_t l,
+			const struct gm_step_block *p)
+{
+	e->wl = l;
+	e->wlin = p->n > 0 && wcast_covers(e, p, l);
+	if (!e->wlin) {
+		cache_ref(e, l, false);
+		return;
+	}
+	e->cref[l]++;
+}
+
+/* GM_BOP_WCAST of n elements (cache_block's block). */
+static void wcast_op(struct gm_em *e, double n)
+{
+	int i;
+
+	if (!e->wlin || (i = wcast_param(e, e->wl, n, true)) < 0)
+		return;
+	if (e->c[pix(e, e->wl, i)] == NONE)
+		e->c[pix(e, e->wl, i)] = ealloc(e, par(e, e->wl, i)->cache,
+						GM_SK_CACHE);
 }
 
 /* An unsharded FSDP parameter's bytes per byte of its shard's element
@@ -740,6 +808,9 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 		case GM_BOP_HOLD:
 			loop_hold(e, B[o->id], true);
 			break;
+		case GM_BOP_WCAST:
+			wcast_op(e, o->bytes);
+			break;
 		default:
 			break;
 		}
@@ -794,16 +865,20 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 {
 	int last = -1;
 
+	/* a linear saves its weight's autocast copy (WCAST) too */
 	for (int i = 0; i < p->n_fwd; i++)
-		if (p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
-		    p->op[i].kind == GM_SK_ACT &&
-		    (p->op[i].id != GM_BLK_OUT || (all && p->reentrant)))
+		if ((p->op[i].op == GM_BOP_ALLOC && (all || p->op[i].core) &&
+		     p->op[i].kind == GM_SK_ACT &&
+		     (p->op[i].id != GM_BLK_OUT || (all && p->reentrant))) ||
+		    (p->op[i].op == GM_BOP_WCAST && all && e->wlin))
 			last = i;
 	for (int i = 0; i <= last && !e->err; i++) {
 		const struct gm_step_blockop *o = &p->op[i];
 		if (!all && !o->core)
 			continue;
-		if (o->op == GM_BOP_ALLOC) {
+		if (o->op == GM_BOP_WCAST && all) {
+			wcast_op(e, o->bytes);
+		} else if (o->op == GM_BOP_ALLOC) {
 			efree(e, &e->rec[o->id]);
 			e->rec[o->id] = ealloc(e, o->bytes, o->kind);
 			e->reckind[o->id] = o->kind;
@@ -940,6 +1015,7 @@ static void head_forward(struct gm_em *e, uint64_t slot, uint32_t *mask)
 
 	B[GM_BLK_IN] = A[GM_BLK_OUT];
 	A[GM_BLK_OUT] = NONE;
+	e->wlin = false; /* its weights: cache_ref below */
 	for (int i = 0; head_cast(e) && i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_ALLOC)
 			last = i;
@@ -1033,7 +1109,10 @@ static void forward(struct gm_em *e, uint64_t slot)
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
 		fsdp_forward(e, l);
-		cache_ref(e, l, false);
+		if (st->blk.n > 0)
+			cache_block(e, l, blk_prog(e, l));
+		else
+			cache_ref(e, l, false);
 		first_matmul(e, &e->ws);
 		if (st->blk.n > 0) {
 			if (l == 0)
@@ -1129,8 +1208,8 @@ static void backward(struct gm_em *e, uint64_t slot)
 				if (st->head.n > 0)
 					head_backward(e, slot);
 			}
-			if (ckpt_drops_cache(e))
-				cache_ref(e, l, false); /* the recompute's */
+			if (ckpt_drops_cache(e)) /* the recompute's */
+				cache_block(e, l, blk_prog(e, l));
 			blk_backward(e, slot, l);
 			loop_kv_analytic(e, false);
 			cache_unref(e, l);

@@ -186,11 +186,19 @@ struct gm_step_infer {
  *  added it (torch 2.11 torch/csrc/autograd/functions/accumulate_grad.h
  *  accumulateGrad: the first gradient is stolen, later ones added in
  *  place). Parameters no PGRAD names get theirs after the block.
+ *  WCAST elements (forward only): under autocast a linear casts its
+ *  weight of that many elements here, before its input (torch.autocast
+ *  caches the copy of a leaf parameter until the forward's autocast
+ *  context exits): step.c allocates the autocast copy of the block's
+ *  first parameter of that size it has not cast in this block's
+ *  forward (or recompute); where the program's WCASTs do not name
+ *  every parameter with a copy, all of them are made at the block's
+ *  start instead.
  * core marks the ops of the attention function (tools/measure/
  * selective.py wraps exactly that function in torch.utils.checkpoint).
  */
 enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE,
-		   GM_BOP_HOLD, GM_BOP_PGRAD };
+		   GM_BOP_HOLD, GM_BOP_PGRAD, GM_BOP_WCAST };
 
 enum { GM_BLK_IN, GM_BLK_OUT, GM_BLK_GOUT, GM_BLK_GIN, GM_BLK_FIRST };
 
