@@ -603,12 +603,13 @@ static int dropout(struct gm_blk *b, int x)
  * eager_attention_forward): q (tok x q), k, v (tok x kv) -> tok x q.
  * sdpa under autocast casts q, k, v to the compute dtype; flash and
  * memory-efficient kernels allocate the output as (b, s, a, d), so the
- * transpose(1, 2).contiguous() after them copies nothing. Eager: q k^T
- * (matmul reshapes the transposed operands into contiguous copies for
- * bmm), the scaling, the causal mask (the model dtype, (b, 1, s, s)),
- * softmax (fp32: Llama asks for it, autocast's list for GPT-2/BERT),
- * cast back, dropout, the product with v (again a copy of v), and the
- * transpose's contiguous copy.
+ * transpose(1, 2).contiguous() after them copies nothing. Eager: GQA's
+ * repeat_kv, q k^T (autocast casts at the matmul; bmm copies the
+ * transposed operands into contiguous batches), the scaling, the causal
+ * mask (the model dtype, (b, 1, s, s)), softmax (fp32: Llama asks for
+ * it, autocast's list for GPT-2/BERT), the family's cast, dropout, the
+ * product with v (copied unless repeat_kv made it), and the transpose's
+ * contiguous copy.
  */
 /* The widths of an attention's q (Q = heads x hd), k (K) and v (V =
  * K / hd x vd) and the head dims of q/k (hd) and of v (vd). */
@@ -644,11 +645,12 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 	if (sh->ckpt == GM_STEP_CKPT_SELECTIVE)
 		node(b, NULL, NULL, (int[]){q, k, v, END});
 	b->core = true;
-	if (sh->autocast && b->t[q].eb != C)
+	/* sdpa is on autocast's list: its three inputs cast first */
+	if (!sh->eager && sh->autocast && b->t[q].eb != C)
 		qc = cast(b, q, C);
-	if (sh->autocast && b->t[k].eb != C)
+	if (!sh->eager && sh->autocast && b->t[k].eb != C)
 		kc = cast(b, k, C);
-	if (sh->autocast && b->t[v].eb != C)
+	if (!sh->eager && sh->autocast && b->t[v].eb != C)
 		vc = cast(b, v, C);
 	if (!sh->eager) {
 		double e = b->t[qc].eb, hd = aw->hd;
@@ -706,31 +708,39 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 			o = oc;
 		}
 	} else {
-		double e = b->t[qc].eb, me;
-		int qm, km, s1, s2, s3, p, pq, pd, pm, vm, o1;
-		/* repeat_kv: GQA's k, v expanded to all heads */
-		if (K < Q) {
-			int kr = op(b, T * Q, b->t[kc].eb,
-				    (int[]){kc, END}, NULL);
-			int vr = op(b, T * Qv, b->t[vc].eb,
-				    (int[]){vc, END}, NULL);
-			if (kc != k)
-				drop(b, kc);
-			if (vc != v)
-				drop(b, vc);
-			kc = kr;
-			vc = vr;
+		bool rep = K < Q;
+		double e, me;
+		int qa, ka, va, qm, km, s1, s2, s3, p, pq, pd, pm, vm, o1;
+
+		/* repeat_kv: GQA's k, v expanded to all heads, new
+		 * contiguous tensors in their own dtype (autocast casts
+		 * only at the matmuls: the H200 trace of
+		 * llama-1.1b-eager-mb2 has fp32 32 MiB k and bf16 16 MiB v
+		 * copies at repeat_kv, then the q and k casts) */
+		if (rep) {
+			kc = op(b, T * Q, b->t[k].eb, (int[]){k, END}, NULL);
+			vc = op(b, T * Qv, b->t[v].eb, (int[]){v, END}, NULL);
 		}
-		qm = op(b, T * Q, e, (int[]){qc, END}, NULL);
-		km = op(b, T * Q, e, (int[]){kc, END}, NULL);
+		/* q k^T: autocast casts each operand (the copy keeps its
+		 * strides); bmm copies q, a transposed view, into
+		 * contiguous batches, and k too unless it is repeat_kv's
+		 * contiguous output, whose transpose it reads as it is */
+		qa = sh->autocast && b->t[q].eb != C ? cast(b, q, C) : q;
+		ka = sh->autocast && b->t[kc].eb != C ? cast(b, kc, C) : kc;
+		e = b->t[qa].eb;
+		qm = op(b, T * Q, e, (int[]){qa, END}, NULL);
+		km = rep ? ka : op(b, T * Q, e, (int[]){ka, END}, NULL);
 		s1 = op(b, S, e, (int[]){qm, km, END},
 			(int[]){qm, km, END});
 		drop(b, qm);
-		drop(b, km);
+		if (km != ka)
+			drop(b, km);
+		if (ka != kc)
+			drop(b, ka);
 		if (kc != k)
 			drop(b, kc);
-		if (qc != q)
-			drop(b, qc);
+		if (qa != q)
+			drop(b, qa);
 		s2 = op(b, S, e, (int[]){s1, END}, NULL);
 		drop(b, s1);
 		me = maxd(e, sh->r);   /* + the causal mask */
@@ -761,10 +771,15 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 			drop(b, p);
 		pd = dropout(b, pq);
 		pm = sh->autocast && b->t[pd].eb != C ? cast(b, pd, C) : pd;
-		vm = op(b, T * Qv, b->t[vc].eb, (int[]){vc, END}, NULL);
+		va = sh->autocast && b->t[vc].eb != C ? cast(b, vc, C) : vc;
+		vm = rep ? va : op(b, T * Qv, b->t[va].eb, (int[]){va, END},
+				   NULL);
 		o1 = op(b, T * Qv, b->t[pm].eb, (int[]){pm, vm, END},
 			(int[]){pm, vm, END});
-		drop(b, vm);
+		if (vm != va)
+			drop(b, vm);
+		if (va != vc)
+			drop(b, va);
 		if (pm != pd)
 			drop(b, pm);
 		drop(b, pd);

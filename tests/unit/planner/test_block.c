@@ -187,6 +187,45 @@ static void llama_eager_true(void **state)
 	balanced(&p);
 }
 
+/* Llama with GQA (4 heads, 1 kv head), autocast, eager attention: the
+ * attention function's allocations, bytes per token (the H200 trace of
+ * llama-1.1b-eager-mb2): repeat_kv copies the fp32 rotary k and the
+ * bf16 v to all heads, then matmul's autocast casts q and the repeated
+ * k, bmm copies q (a transposed view) but reads the repeated k as it
+ * is; the scores, + mask (fp32), softmax; the probabilities cast for
+ * the product with the repeated v (no copy), the transpose's copy. */
+static void llama_eager_gqa(void **state)
+{
+	static const double f[] = {
+		256, 128,                          /* repeat_kv k, v */
+		128, 128, 128,                     /* q, k casts, q copy */
+		32, 32, 64, 64,                    /* q k^T, scale, + mask,
+						    * softmax */
+		32, 128, 128};                     /* cast, p v, contig */
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
+	struct gm_step_block p;
+	int k = 0;
+
+	(void)state;
+	s.eager = true;
+	s.bf16 = true;
+	s.kv = 16;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	for (int i = 0; i < p.n_fwd; i++) {
+		if (p.op[i].op != GM_BOP_ALLOC || !p.op[i].core)
+			continue;
+		assert_true(k < (int)(sizeof(f) / sizeof(f[0])));
+		if (p.op[i].bytes != f[k] * 4) {
+			print_error("core allocation %d: %g B, want %g\n", k,
+				    p.op[i].bytes, f[k] * 4);
+			fail();
+		}
+		k++;
+	}
+	assert_int_equal(k, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
 /* BertLayer, autocast, eager attention (transformers 5.17.0
  * modeling_bert.py eager_attention_forward; the H200 trace of
  * bert-large-mlm-selective-eager): no mask, so softmax (autocast's fp32
@@ -544,6 +583,7 @@ int main(void)
 		cmocka_unit_test(bert_mixed),
 		cmocka_unit_test(llama_eager_true),
 		cmocka_unit_test(bert_eager),
+		cmocka_unit_test(llama_eager_gqa),
 		cmocka_unit_test(llama_sdpa_padded_head),
 		cmocka_unit_test(checkpointing),
 		cmocka_unit_test(bias_staging),
