@@ -1504,6 +1504,7 @@ static void train_sequence(const struct ctx *c, struct gm_terms *T,
 	if (prog && c->first && c->fam->embed_out == GM_EMBED_OUT_SUM) {
 		st.emb_named = x->tok * x->d.h * c->full.residual;
 		st.emb_sum = st.emb_named;
+		st.emb_pos = x->s * x->d.h * c->full.residual;
 	} else if (prog && c->first &&
 		   c->fam->embed_out == GM_EMBED_OUT_NAMED) {
 		st.emb_in_named = true;

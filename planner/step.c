@@ -136,6 +136,7 @@ struct gm_em {
 	uint32_t *embn;           /* in_flight: the embedding output the
 				   * model's forward keeps a name for */
 	uint32_t embsum;          /* GPT-2's embedding sum (transient) */
+	uint32_t *embp;           /* in_flight: GPT-2's position_embeds */
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint64_t wl;              /* the block whose WCASTs are served */
 	bool wlin;                /* ... at their linears (cache_block) */
@@ -999,6 +1000,25 @@ static uint32_t *head_ids(struct gm_em *e, uint64_t slot)
 	return &e->hid[slot * (size_t)e->st->head.n_ids];
 }
 
+/* The base model's eager attention mask (create_causal_mask): the mask
+ * function's bool, then the mask, then the bool freed. */
+static uint32_t mask_make(struct gm_em *e)
+{
+	uint32_t fn = ealloc(e, e->st->blk.mask_fn_bytes, GM_SK_TRANSIENT);
+	uint32_t m = ealloc(e, e->st->blk.mask_bytes, GM_SK_TRANSIENT);
+
+	efree(e, &fn);
+	return m;
+}
+
+/* What the base model's forward names until it returns (inputs_embeds,
+ * GPT-2's position_embeds), released as it does. */
+static void embed_names_free(struct gm_em *e, uint64_t slot)
+{
+	efree(e, &e->embn[slot]);
+	efree(e, &e->embp[slot]);
+}
+
 /* Its forward: takes the last block's output. The program is the final
  * norm and, under autocast, lm_head's input cast (its last allocation).
  * Between them the base model's forward returns, freeing what it named
@@ -1021,7 +1041,7 @@ static void head_forward(struct gm_em *e, uint64_t slot, uint32_t *mask)
 			last = i;
 	prog_forward_ops(e, p, B, NULL, 0, last);
 	efree(e, mask);
-	efree(e, &e->embn[slot]);
+	embed_names_free(e, slot);
 	cache_ref(e, e->L, true);
 	prog_forward_ops(e, p, B, NULL, last, p->n_fwd);
 }
@@ -1103,8 +1123,14 @@ static void forward(struct gm_em *e, uint64_t slot)
 	fsdp_forward(e, e->L);
 	if (st->emb_named > 0)
 		e->embn[slot] = ealloc(e, st->emb_named, GM_SK_ACT);
+	if (st->emb_pos > 0)
+		e->embp[slot] = ealloc(e, st->emb_pos, GM_SK_TRANSIENT);
 	if (st->emb_sum > 0)
 		e->embsum = ealloc(e, st->emb_sum, GM_SK_TRANSIENT);
+	/* GPT2Model.forward makes the mask before the embeddings'
+	 * dropout (the H200 trace of gpt2-124m-selective-eager) */
+	if (st->emb_sum > 0 && st->blk.n > 0)
+		mask = mask_make(e);
 	e->emb[slot] = ealloc(e, st->emb_saved, GM_SK_ACT);
 	for (uint64_t l = 0; l < e->L; l++) {
 		uint32_t *a = &e->a[(slot * e->L + l) * (size_t)st->n_act];
@@ -1115,9 +1141,8 @@ static void forward(struct gm_em *e, uint64_t slot)
 			cache_ref(e, l, false);
 		first_matmul(e, &e->ws);
 		if (st->blk.n > 0) {
-			if (l == 0)
-				mask = ealloc(e, st->blk.mask_bytes,
-					      GM_SK_TRANSIENT);
+			if (l == 0 && mask == NONE)
+				mask = mask_make(e);
 			blk_forward(e, slot, l);
 			loop_kv_analytic(e, true);
 			if (l + 1 == e->L && st->head.n == 0)
@@ -1137,7 +1162,7 @@ static void forward(struct gm_em *e, uint64_t slot)
 		head_forward(e, slot, &mask);
 	} else {
 		cache_ref(e, e->L, true);
-		efree(e, &e->embn[slot]); /* the base model returns */
+		embed_names_free(e, slot); /* the base model returns */
 	}
 	e->head_saved = ealloc(e, st->head_saved, GM_SK_ACT);
 	if (st->n_loss > 0) {
@@ -1907,6 +1932,8 @@ static void em_free_all(struct gm_em *e)
 		efree(e, &e->emb[j]);
 	for (size_t j = 0; j < e->st->in_flight; j++)
 		efree(e, &e->embn[j]);
+	for (size_t j = 0; j < e->st->in_flight; j++)
+		efree(e, &e->embp[j]);
 	efree(e, &e->embsum);
 	efree(e, &e->held);
 	efree(e, &e->head_saved);
@@ -2016,6 +2043,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	e.a = ids(na);
 	e.emb = ids(st->in_flight);
 	e.embn = ids(st->in_flight);
+	e.embp = ids(st->in_flight);
 	e.cref = calloc(e.L + 1, sizeof(*e.cref));
 	e.comm = ids(e.ncomm);
 	e.bk = ids(st->ddp ? n + 2 : 0);
@@ -2042,7 +2070,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
 	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
-	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || !e.kcur ||
+	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || !e.embp || !e.kcur ||
 	    !e.kprev || (st->training && st->grads_to_next_forward &&
 			 !e.gdef) ||
 	    (st->fsdp && st->training &&
@@ -2105,6 +2133,7 @@ out:
 	free(e.a);
 	free(e.emb);
 	free(e.embn);
+	free(e.embp);
 	free(e.cref);
 	free(e.comm);
 	free(e.bk);

@@ -228,6 +228,8 @@ struct gm_step_block {
 	double mask_bytes;      /* the model's attention mask, allocated
 				 * before the first block's forward and
 				 * freed after the last one's */
+	double mask_fn_bytes;   /* the mask function's (s, s) bool, made
+				 * before the mask and freed once it is */
 	int gin_id;             /* the id of the input's gradient at the
 				 * end of the backward (GM_BLK_GOUT of the
 				 * block before) */
@@ -306,7 +308,11 @@ struct gm_step {
 				 * inputs_embeds), 0: none */
 	double emb_sum;         /* GPT-2: inputs_embeds + position_embeds,
 				 * freed once the first block's input (its
-				 * dropout) exists */
+				 * dropout) exists; the eager mask is made
+				 * before that dropout */
+	double emb_pos;         /* GPT-2: position_embeds (wpe's (1, s, h)
+				 * output), named until the base model's
+				 * forward returns; 0: none */
 	bool emb_in_named;      /* the first block's input is that named
 				 * output (Llama's inputs_embeds): it lives
 				 * to the forward's end */

@@ -998,6 +998,72 @@ static void autocast_copies_at_linears(void **state)
 	free(r);
 }
 
+/* The sizes of step 1's forward allocations of at least 1 MiB, in
+ * order. */
+struct brec {
+	uint64_t bytes[64];
+	int n;
+};
+
+static int brec_begin(void *ctx, const struct gm_sim_options *so,
+		      const struct gm_pool_options *po)
+{
+	(void)so;
+	(void)po;
+	memset(ctx, 0, sizeof(struct brec));
+	return 0;
+}
+
+static int brec_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		      const struct gm_step_event *info)
+{
+	struct brec *r = ctx;
+
+	(void)addr;
+	if (alloc && info->step == 1 && info->phase == GM_SP_FORWARD &&
+	    bytes >= ((uint64_t)1 << 20) && r->n < 64)
+		r->bytes[r->n++] = bytes;
+	return 0;
+}
+
+/*
+ * GPT2Model.forward with eager attention, as the H200 trace of
+ * gpt2-124m-selective-eager shows it (batch 8 x 1024, hidden 768, fp32
+ * residual): inputs_embeds (24 MiB), position_embeds (wpe's (1, s, h),
+ * 3 MiB, named to the forward's end), their sum (24 MiB), the mask
+ * function's (s, s) bool (1 MiB), the eager mask (8 x 1 x s x s fp32,
+ * 32 MiB), then the dropout's mask (6 MiB, with the ids and labels).
+ */
+static void gpt2_embedding_order(void **state)
+{
+	struct gm_spec s = spec_gpt2();
+	struct gm_model_opts o = simulated();
+	struct brec *r = calloc(1, sizeof(*r));
+	struct gm_step_observer obs = {r, brec_begin, brec_event};
+	struct gm_plan p;
+	struct gm_diag d;
+	const uint64_t M = (uint64_t)1 << 20;
+	const uint64_t want[] = {24 * M, 3 * M, 24 * M, 1 * M, 32 * M,
+				 6 * M + 2 * 8 * 8192};
+
+	(void)state;
+	assert_non_null(r);
+	s.model.layers = 2;
+	s.training.micro_batch_size = 8;
+	s.training.attention = GM_ATTN_EAGER;
+	o.trace = &obs;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_true(r->n >= 6);
+	for (int i = 0; i < 6; i++) {
+		if (r->bytes[i] != want[i])
+			print_error("allocation %d: %llu B, want %llu\n", i,
+				    (unsigned long long)r->bytes[i],
+				    (unsigned long long)want[i]);
+		assert_true(r->bytes[i] == want[i]);
+	}
+	free(r);
+}
+
 /*
  * The head's backward under autocast, as the H200 traces show it
  * (llama-134m-eager-seq1024, llama-0.5b-v152k-zero1-dp2-fullckpt): the
@@ -1188,6 +1254,7 @@ int main(void)
 		cmocka_unit_test(head_forward_order),
 		cmocka_unit_test(ckpt_drops_autocast_copies),
 		cmocka_unit_test(autocast_copies_at_linears),
+		cmocka_unit_test(gpt2_embedding_order),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
 	};
