@@ -275,6 +275,15 @@ static int cast(struct gm_blk *b, int x, double eb)
 	return op(b, b->t[x].n, eb, (int[]){x, END}, NULL);
 }
 
+/* x as an op on autocast's lower-precision list reads it: a copy in the
+ * compute dtype under autocast where x is in another, else x itself. */
+static int autocast_in(struct gm_blk *b, int x)
+{
+	const struct gm_step_shape *sh = b->sh;
+
+	return sh->autocast && b->t[x].eb != sh->c ? cast(b, x, sh->c) : x;
+}
+
 /* The staging buffer of a sum over the tokens to n values (a bias or
  * norm weight's gradient). */
 static double red(const struct gm_blk *b, double n)
@@ -288,7 +297,7 @@ static double red(const struct gm_blk *b, double n)
 static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 {
 	const struct gm_step_shape *sh = b->sh;
-	int xc = x, o;
+	int xc, o;
 	struct nd *d;
 
 	/* autocast's cached_cast of F.linear's (addmm's) arguments: the
@@ -297,8 +306,7 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	 * then its input's 16 MiB one) */
 	if (sh->autocast)
 		emit(b, GM_BOP_WCAST, 0, in * out, b->core);
-	if (sh->autocast && b->t[x].eb != sh->c)
-		xc = cast(b, x, sh->c);
+	xc = autocast_in(b, x);
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
 	b->trains = true; /* its weight */
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});
@@ -333,10 +341,8 @@ static bool frozen(const struct gm_blk *b)
 static int frozen_linear(struct gm_blk *b, int x, double out)
 {
 	const struct gm_step_shape *sh = b->sh;
-	int xc = x, o;
+	int xc = autocast_in(b, x), o;
 
-	if (sh->autocast && b->t[x].eb != sh->c)
-		xc = cast(b, x, sh->c);
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
 	node(b, (int[]){xc, END}, (int[]){o, END}, NULL);
 	if (xc != x)
@@ -634,7 +640,7 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		       const struct attn_w *aw)
 {
 	const struct gm_step_shape *sh = b->sh;
-	double T = sh->tok, C = sh->c, Q = aw->Q, K = aw->K;
+	double T = sh->tok, Q = aw->Q, K = aw->K;
 	double Qv = Q / aw->hd * aw->vd; /* the output's width */
 	double S = T * sh->heads * sh->seq; /* b x a x s x s */
 	int qc = q, kc = k, vc = v, o;
@@ -646,12 +652,11 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		node(b, NULL, NULL, (int[]){q, k, v, END});
 	b->core = true;
 	/* sdpa is on autocast's list: its three inputs cast first */
-	if (!sh->eager && sh->autocast && b->t[q].eb != C)
-		qc = cast(b, q, C);
-	if (!sh->eager && sh->autocast && b->t[k].eb != C)
-		kc = cast(b, k, C);
-	if (!sh->eager && sh->autocast && b->t[v].eb != C)
-		vc = cast(b, v, C);
+	if (!sh->eager) {
+		qc = autocast_in(b, q);
+		kc = autocast_in(b, k);
+		vc = autocast_in(b, v);
+	}
 	if (!sh->eager) {
 		double e = b->t[qc].eb, hd = aw->hd;
 		double hp = ceil(hd / 8) * 8, w = hp / hd;
@@ -725,8 +730,8 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		 * strides); bmm copies q, a transposed view, into
 		 * contiguous batches, and k too unless it is repeat_kv's
 		 * contiguous output, whose transpose it reads as it is */
-		qa = sh->autocast && b->t[q].eb != C ? cast(b, q, C) : q;
-		ka = sh->autocast && b->t[kc].eb != C ? cast(b, kc, C) : kc;
+		qa = autocast_in(b, q);
+		ka = autocast_in(b, kc);
 		e = b->t[qa].eb;
 		qm = op(b, T * Q, e, (int[]){qa, END}, NULL);
 		km = rep ? ka : op(b, T * Q, e, (int[]){ka, END}, NULL);
@@ -770,8 +775,8 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		if (pq != p)
 			drop(b, p);
 		pd = dropout(b, pq);
-		pm = sh->autocast && b->t[pd].eb != C ? cast(b, pd, C) : pd;
-		va = sh->autocast && b->t[vc].eb != C ? cast(b, vc, C) : vc;
+		pm = autocast_in(b, pd);
+		va = autocast_in(b, vc);
 		vm = rep ? va : op(b, T * Qv, b->t[va].eb, (int[]){va, END},
 				   NULL);
 		o1 = op(b, T * Qv, b->t[pm].eb, (int[]){pm, vm, END},
@@ -1055,11 +1060,9 @@ int gm_block_head_build(const struct gm_step_shape *sh,
 	 * output keeps no name, only what the norm saved of it */
 	o = sh->fam->final_norm(b, GM_BLK_IN);
 	drop(b, GM_BLK_IN);
-	x = o;
-	if (sh->autocast && b->t[o].eb != sh->c) { /* lm_head's input cast */
-		x = cast(b, o, sh->c);
+	x = autocast_in(b, o); /* lm_head's input cast */
+	if (x != o)
 		drop(b, o);
-	}
 	/* lm_head saves x; step.c frees it where that backward ends */
 	return finish(b, x);
 }

@@ -92,8 +92,8 @@ static double maxd(double a, double c)
  * float16: freed once the softmax, which saves its output, has run);
  * topk's values (fp32) and int64 indices (TopkBackward saves the
  * indices); the in-place division by their sum (autograd saves a clone
- * of the values and the sum). Qwen3-MoE casts the weights back to the logits' dtype
- * (to_logits); Mixtral keeps them in fp32. Qwen3-MoE divides only
+ * of the values and the sum). Qwen3-MoE casts the weights back to the
+ * logits' dtype (to_logits); Mixtral keeps them in fp32. Qwen3-MoE divides only
  * where norm_topk_prob (true in Qwen3-30B-A3B's and Qwen3-235B-A22B's
  * config.json), which the spec does not say: the division is planned,
  * a clone of tokens x top-k fp32. Returns the weights, *idx the
