@@ -300,13 +300,21 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	int xc, o;
 	struct nd *d;
 
-	/* autocast's cached_cast of F.linear's (addmm's) arguments: the
-	 * weight's copy before the input's (the H200 trace of
-	 * bert-large-mlm-selective-eager: each linear's 2 MiB weight copy,
-	 * then its input's 16 MiB one) */
+	/* autocast's cached_cast of F.linear's arguments, the last first:
+	 * the bias's copy, the weight's, then the input's (the H200 trace
+	 * of bert-large-mlm-selective-eager: each linear's 2 KiB bias
+	 * copy, its 2 MiB weight copy, its input's 16 MiB one); of
+	 * Conv1D's addmm(bias, x, W): the weight's, the input's, then the
+	 * bias's (gpt2-1.5b-bf16mixed-adamw-fullckpt) */
+	bool conv = sh->fam && sh->fam->conv1d;
+
+	if (sh->autocast && bias && !conv)
+		emit(b, GM_BOP_BCAST, 0, out, b->core);
 	if (sh->autocast)
 		emit(b, GM_BOP_WCAST, 0, in * out, b->core);
 	xc = autocast_in(b, x);
+	if (sh->autocast && bias && conv)
+		emit(b, GM_BOP_BCAST, 0, out, b->core);
 	o = tnew(b, sh->tok * out, sh->autocast ? sh->c : b->t[x].eb);
 	b->trains = true; /* its weight */
 	d = node(b, (int[]){xc, END}, (int[]){o, END}, (int[]){xc, END});

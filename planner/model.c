@@ -648,6 +648,8 @@ static void step_params(const struct ctx *c, struct gm_step *st,
 			q->grad_shared = true;
 		if (pt->flags & GM_PT_MATMUL)
 			q->cache = (tied_head ? whole : per) * cache_b;
+		if (pt->flags & GM_PT_BIAS)
+			q->bcache = per * cache_b;
 		if (sp->task == GM_TASK_TRAIN && ada && n) {
 			double b = c->full.weights / (zero >= 1 ? c->d : 1);
 			if (pt->rows > 1 && pt->cols > 1) {

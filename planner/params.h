@@ -29,6 +29,7 @@ enum {
 	GM_PT_EMBED = 1 << 3,   /* embedding tables (first pipeline stage) */
 	GM_PT_HEAD = 1 << 4,    /* final norm, LM/classifier head (last) */
 	GM_PT_TIED = 1 << 5,    /* shares storage with the input embedding */
+	GM_PT_BIAS = 1 << 6,    /* a linear's bias: autocast casts it too */
 };
 
 struct gm_ptensor {

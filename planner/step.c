@@ -129,6 +129,7 @@ struct gm_em {
 	uint64_t L;
 	int np;
 	uint32_t *w, *g, *s, *c;  /* (L + 1) x np; s: x GM_STEP_STATES */
+	uint32_t *bc;             /* (L + 1) x np: biases' autocast copies */
 	uint32_t *a;              /* in_flight x L x n_act (inference:
 				   * L x K, V) */
 	size_t na;
@@ -142,6 +143,7 @@ struct gm_em {
 	bool wlin;                /* ... at their linears (cache_block) */
 	unsigned char wclaim[GM_PARAMS_MAX]; /* its parameters cast in this
 				  * forward or recompute */
+	unsigned char bclaim[GM_PARAMS_MAX]; /* ... its biases (BCAST) */
 	uint32_t head_saved, held, lp[3], ws;
 	uint32_t ws_bwd;        /* the autograd thread's cuBLAS workspace */
 	uint32_t hw16[2];       /* the head's 16-bit weight gradients */
@@ -287,7 +289,18 @@ static void cache_ref(struct gm_em *e, uint64_t l, bool head)
 		    (head && p->where != GM_STEP_HEAD))
 			continue;
 		e->c[pix(e, l, i)] = ealloc(e, p->cache, GM_SK_CACHE);
+		if (e->bc[pix(e, l, i)] == NONE)
+			e->bc[pix(e, l, i)] = ealloc(e, p->bcache,
+						     GM_SK_CACHE);
 	}
+}
+
+/* Free the biases' autocast copies of row l (the autocast context that
+ * cached them exits). */
+static void bias_copies_free(struct gm_em *e, uint64_t l)
+{
+	for (int i = 0; i < e->np; i++)
+		efree(e, &e->bc[pix(e, l, i)]);
 }
 
 static void cache_unref(struct gm_em *e, uint64_t l)
@@ -315,23 +328,45 @@ static int wcast_param(struct gm_em *e, uint64_t l, double n, bool claim)
 	return -1;
 }
 
-/* Whether program p's WCASTs name every autocast copy of block l. */
+/* The same for a BCAST of n elements: the bias (bcache) of that many
+ * elements not cast yet (e->bclaim). */
+static int bcast_param(struct gm_em *e, uint64_t l, double n, bool claim)
+{
+	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
+		const struct gm_step_param *p = par(e, l, i);
+		if (p->where != GM_STEP_LAYER || p->bcache <= 0 ||
+		    e->bclaim[i] || fabs(p->elems - n) >= 0.5)
+			continue;
+		if (claim)
+			e->bclaim[i] = 1;
+		return i;
+	}
+	return -1;
+}
+
+/* Whether program p's WCASTs and BCASTs name every autocast copy of
+ * block l. */
 static bool wcast_covers(struct gm_em *e, const struct gm_step_block *p,
 			 uint64_t l)
 {
 	bool all = true;
 
 	memset(e->wclaim, 0, sizeof(e->wclaim));
+	memset(e->bclaim, 0, sizeof(e->bclaim));
 	for (int i = 0; i < p->n_fwd; i++)
 		if (p->op[i].op == GM_BOP_WCAST)
 			(void)wcast_param(e, l, p->op[i].bytes, true);
+		else if (p->op[i].op == GM_BOP_BCAST)
+			(void)bcast_param(e, l, p->op[i].bytes, true);
 	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
 		const struct gm_step_param *q = par(e, l, i);
-		if (q->where == GM_STEP_LAYER && q->cache > 0 &&
-		    !e->wclaim[i])
+		if (q->where == GM_STEP_LAYER &&
+		    ((q->cache > 0 && !e->wclaim[i]) ||
+		     (q->bcache > 0 && !e->bclaim[i])))
 			all = false;
 	}
 	memset(e->wclaim, 0, sizeof(e->wclaim));
+	memset(e->bclaim, 0, sizeof(e->bclaim));
 	return all;
 }
 
@@ -360,6 +395,18 @@ static void wcast_op(struct gm_em *e, double n)
 	if (e->c[pix(e, e->wl, i)] == NONE)
 		e->c[pix(e, e->wl, i)] = ealloc(e, par(e, e->wl, i)->cache,
 						GM_SK_CACHE);
+}
+
+/* GM_BOP_BCAST of n elements (cache_block's block). */
+static void bcast_op(struct gm_em *e, double n)
+{
+	int i;
+
+	if (!e->wlin || (i = bcast_param(e, e->wl, n, true)) < 0)
+		return;
+	if (e->bc[pix(e, e->wl, i)] == NONE)
+		e->bc[pix(e, e->wl, i)] = ealloc(e, par(e, e->wl, i)->bcache,
+						 GM_SK_CACHE);
 }
 
 /* An unsharded FSDP parameter's bytes per byte of its shard's element
@@ -704,6 +751,9 @@ static void loop_forward_end(struct gm_em *e)
 {
 	size_t n = (size_t)(e->L + 1) * (size_t)e->np;
 
+	/* the forward's autocast context exits: its cache goes */
+	for (uint64_t l = 0; l <= e->L; l++)
+		bias_copies_free(e, l);
 	for (uint64_t l = 0; ckpt_drops_cache(e) && l < e->L; l++)
 		cache_unref(e, l);
 
@@ -812,6 +862,9 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 		case GM_BOP_WCAST:
 			wcast_op(e, o->bytes);
 			break;
+		case GM_BOP_BCAST:
+			bcast_op(e, o->bytes);
+			break;
 		default:
 			break;
 		}
@@ -879,6 +932,8 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 			continue;
 		if (o->op == GM_BOP_WCAST && all) {
 			wcast_op(e, o->bytes);
+		} else if (o->op == GM_BOP_BCAST && all) {
+			bcast_op(e, o->bytes);
 		} else if (o->op == GM_BOP_ALLOC) {
 			efree(e, &e->rec[o->id]);
 			e->rec[o->id] = ealloc(e, o->bytes, o->kind);
@@ -895,6 +950,10 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 					   (id == GM_BLK_OUT &&
 					    !(all && p->reentrant))))
 			efree(e, &e->rec[id]);
+	/* the recompute's autocast context exits (torch.utils.checkpoint
+	 * re-enters the forward's) */
+	if (all)
+		bias_copies_free(e, e->wl);
 }
 
 /* The backward ops of program p (the block's, or the head's: no
@@ -1943,6 +2002,7 @@ static void em_free_all(struct gm_em *e)
 		efree(e, &e->loss[k]);
 	for (size_t j = 0; j < n; j++) {
 		efree(e, &e->c[j]);
+		efree(e, &e->bc[j]);
 		efree(e, &e->g[j]);
 		for (int k = 0; k < GM_STEP_STATES; k++)
 			efree(e, &e->s[j * GM_STEP_STATES + k]);
@@ -2038,6 +2098,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 	e.w = ids(n);
 	e.g = ids(n);
 	e.c = ids(n);
+	e.bc = ids(n);
 	e.s = ids(n * GM_STEP_STATES);
 	e.na = na;
 	e.a = ids(na);
@@ -2069,7 +2130,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		e.ug = ids(n);
 		e.gathered = calloc(e.L + 1, sizeof(*e.gathered));
 	}
-	if (!e.w || !e.g || !e.c || !e.s || !e.a || !e.emb || !e.cref ||
+	if (!e.w || !e.g || !e.c || !e.bc || !e.s || !e.a || !e.emb || !e.cref ||
 	    !e.comm || !e.bk || !e.bid || !e.hid || !e.embn || !e.embp || !e.kcur ||
 	    !e.kprev || (st->training && st->grads_to_next_forward &&
 			 !e.gdef) ||
@@ -2129,6 +2190,7 @@ out:
 	free(e.w);
 	free(e.g);
 	free(e.c);
+	free(e.bc);
 	free(e.s);
 	free(e.a);
 	free(e.emb);

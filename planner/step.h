@@ -95,6 +95,11 @@ struct gm_step_param {
 	bool grad_shared;    /* its gradient is another tensor's (the input
 			      * embedding tied to lm_head on one stage) */
 	double weight, grad, cache, opt_tmp; /* bytes of each (0: none) */
+	double bcache;       /* bytes of a trainable linear bias's autocast
+			      * copy (cached like a weight's, saved by no
+			      * node: freed when the forward's autocast
+			      * context exits, or the recompute's), 0:
+			      * none */
 	double elems;        /* elements of one block's tensor on this
 			      * tensor-parallel rank, unsharded (the
 			      * block program's GM_BOP_PGRAD names it) */
@@ -194,11 +199,15 @@ struct gm_step_infer {
  *  forward (or recompute); where the program's WCASTs do not name
  *  every parameter with a copy, all of them are made at the block's
  *  start instead.
+ *  BCAST elements (forward only): the same for a linear's bias
+ *  (gm_step_param.bcache), where autocast casts it: before the weight
+ *  for F.linear, after the input for GPT-2's Conv1D (addmm); the copy
+ *  is freed where the autocast context exits.
  * core marks the ops of the attention function (tools/measure/
  * selective.py wraps exactly that function in torch.utils.checkpoint).
  */
 enum gm_step_bop { GM_BOP_ALLOC, GM_BOP_FREE, GM_BOP_DROP, GM_BOP_RECOMPUTE,
-		   GM_BOP_HOLD, GM_BOP_PGRAD, GM_BOP_WCAST };
+		   GM_BOP_HOLD, GM_BOP_PGRAD, GM_BOP_WCAST, GM_BOP_BCAST };
 
 enum { GM_BLK_IN, GM_BLK_OUT, GM_BLK_GOUT, GM_BLK_GIN, GM_BLK_FIRST };
 

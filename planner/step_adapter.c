@@ -142,6 +142,7 @@ int gm_adapter_step_params(struct gm_step *st,
 			    q->where == GM_STEP_HEAD && q->grad_at_loss;
 		q->grad = 0;
 		q->cache = cast ? q->weight / 4 * cache : 0;
+		q->bcache = 0; /* frozen: not cached by autocast */
 		q->opt_tmp = 0;
 		q->n_state = 0;
 	}

@@ -19,7 +19,7 @@ static void linear(struct gm_param_layout *l, const char *w, const char *bias,
 		   uint64_t out, uint64_t in, unsigned flags, unsigned bflags)
 {
 	gm_params_add(l, w, out, in, flags);
-	gm_params_add(l, bias, out, 1, bflags);
+	gm_params_add(l, bias, out, 1, bflags | GM_PT_BIAS);
 }
 
 static void layernorm(struct gm_param_layout *l, const char *w,
@@ -76,7 +76,8 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	       "cls.predictions.transform.dense.bias", h, h, head, GM_PT_HEAD);
 	layernorm(l, "cls.predictions.transform.LayerNorm.weight",
 		  "cls.predictions.transform.LayerNorm.bias", h, GM_PT_HEAD);
-	gm_params_add(l, "cls.predictions.bias", v, 1, GM_PT_HEAD | GM_PT_TP);
+	gm_params_add(l, "cls.predictions.bias", v, 1,
+		      GM_PT_HEAD | GM_PT_TP | GM_PT_BIAS);
 	gm_params_add(l, "lm_head", v, h, GM_PT_HEAD | GM_PT_MATMUL | GM_PT_TP |
 		      (m->tied_embeddings ? GM_PT_TIED : 0));
 	return 0;

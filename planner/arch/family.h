@@ -131,6 +131,11 @@ struct gm_family {
 
 	/* ---- training ---- */
 	bool dropout;          /* Hugging Face's default dropout p > 0 */
+	bool conv1d;           /* its linears are GPT-2's Conv1D
+				* (pytorch_utils.py: addmm(bias, x, W)):
+				* autocast casts the weight, the input, then
+				* the bias (else F.linear's bias, weight,
+				* input) */
 	struct gm_family_attn attn;
 	/* One block's forward, written with block.h's builders from the
 	 * block input GM_BLK_IN; its last op's output is GM_BLK_OUT. NULL:

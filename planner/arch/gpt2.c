@@ -21,7 +21,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	uint64_t h = m->hidden_size, d = h / m->attention_heads;
 	uint64_t qkv = h + 2 * d * m->kv_heads, f = m->ffn_hidden_size;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
-	unsigned vec = GM_PT_LAYER;
+	unsigned vec = GM_PT_LAYER, bias = vec | GM_PT_BIAS;
 
 	(void)diag;
 	gm_params_add(l, "wte", m->vocab_size, h, GM_PT_EMBED | GM_PT_TP);
@@ -29,15 +29,15 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "h.*.ln_1.weight", h, 1, vec);
 	gm_params_add(l, "h.*.ln_1.bias", h, 1, vec);
 	gm_params_add(l, "h.*.attn.c_attn.weight", h, qkv, lin);
-	gm_params_add(l, "h.*.attn.c_attn.bias", qkv, 1, vec | GM_PT_TP);
+	gm_params_add(l, "h.*.attn.c_attn.bias", qkv, 1, bias | GM_PT_TP);
 	gm_params_add(l, "h.*.attn.c_proj.weight", h, h, lin);
-	gm_params_add(l, "h.*.attn.c_proj.bias", h, 1, vec);
+	gm_params_add(l, "h.*.attn.c_proj.bias", h, 1, bias);
 	gm_params_add(l, "h.*.ln_2.weight", h, 1, vec);
 	gm_params_add(l, "h.*.ln_2.bias", h, 1, vec);
 	gm_params_add(l, "h.*.mlp.c_fc.weight", h, f, lin);
-	gm_params_add(l, "h.*.mlp.c_fc.bias", f, 1, vec | GM_PT_TP);
+	gm_params_add(l, "h.*.mlp.c_fc.bias", f, 1, bias | GM_PT_TP);
 	gm_params_add(l, "h.*.mlp.c_proj.weight", f, h, lin);
-	gm_params_add(l, "h.*.mlp.c_proj.bias", h, 1, vec);
+	gm_params_add(l, "h.*.mlp.c_proj.bias", h, 1, bias);
 	gm_params_add(l, "ln_f.weight", h, 1, GM_PT_HEAD);
 	gm_params_add(l, "ln_f.bias", h, 1, GM_PT_HEAD);
 	gm_params_lm_head(m, l);
@@ -233,6 +233,7 @@ const struct gm_family gm_family_gpt2 = {
 	.mlp_grads = 2,
 	/* resid_pdrop, attn_pdrop, embd_pdrop 0.1 (GPT2Config) */
 	.dropout = true,
+	.conv1d = true,
 	.attn = {.mask = true, .softmax_fp32 = false, .probs = GM_PROBS_TO_VALUE},
 	.block = block,
 	.adapter = true,

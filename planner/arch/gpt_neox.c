@@ -45,7 +45,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 {
 	uint64_t h = m->hidden_size, f = m->ffn_hidden_size;
 	unsigned lin = GM_PT_LAYER | GM_PT_MATMUL | GM_PT_TP;
-	unsigned vec = GM_PT_LAYER;
+	unsigned vec = GM_PT_LAYER, bias = vec | GM_PT_BIAS;
 
 	(void)diag;
 	gm_params_add(l, "embed_in", m->vocab_size, h, GM_PT_EMBED | GM_PT_TP);
@@ -57,14 +57,14 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.attention.query_key_value.weight", 3 * h, h,
 		      lin);
 	gm_params_add(l, "layers.*.attention.query_key_value.bias", 3 * h, 1,
-		      vec | GM_PT_TP);
+		      bias | GM_PT_TP);
 	gm_params_add(l, "layers.*.attention.dense.weight", h, h, lin);
-	gm_params_add(l, "layers.*.attention.dense.bias", h, 1, vec);
+	gm_params_add(l, "layers.*.attention.dense.bias", h, 1, bias);
 	gm_params_add(l, "layers.*.mlp.dense_h_to_4h.weight", f, h, lin);
 	gm_params_add(l, "layers.*.mlp.dense_h_to_4h.bias", f, 1,
-		      vec | GM_PT_TP);
+		      bias | GM_PT_TP);
 	gm_params_add(l, "layers.*.mlp.dense_4h_to_h.weight", h, f, lin);
-	gm_params_add(l, "layers.*.mlp.dense_4h_to_h.bias", h, 1, vec);
+	gm_params_add(l, "layers.*.mlp.dense_4h_to_h.bias", h, 1, bias);
 	gm_params_add(l, "final_layer_norm.weight", h, 1, GM_PT_HEAD);
 	gm_params_add(l, "final_layer_norm.bias", h, 1, GM_PT_HEAD);
 	gm_params_lm_head(m, l);

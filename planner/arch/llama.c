@@ -56,7 +56,7 @@ static int layout(const struct gm_spec_model *m, struct gm_param_layout *l,
 	gm_params_add(l, "layers.*.self_attn.v_proj", kv, h, lin);
 	gm_params_add(l, "layers.*.self_attn.o_proj", h, q, lin);
 	if (m->qkv_bias) {
-		unsigned vec = GM_PT_LAYER | GM_PT_TP;
+		unsigned vec = GM_PT_LAYER | GM_PT_TP | GM_PT_BIAS;
 		gm_params_add(l, "layers.*.self_attn.q_proj.bias", q, 1, vec);
 		gm_params_add(l, "layers.*.self_attn.k_proj.bias", kv, 1, vec);
 		gm_params_add(l, "layers.*.self_attn.v_proj.bias", kv, 1, vec);

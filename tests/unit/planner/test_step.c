@@ -972,6 +972,97 @@ static void autocast_copies_at_linears(void **state)
 	free(r);
 }
 
+/* The index of the allocation before event i (-1 when none). */
+static int frec_prev_alloc(const struct frec *r, int i)
+{
+	while (--i >= 0)
+		if (r->alloc[i])
+			return i;
+	return -1;
+}
+
+/*
+ * A trainable linear's bias under autocast: cached like its weight
+ * (GM_BOP_BCAST), made where autocast's cached_cast makes it (F.linear:
+ * bias, weight, input, as the H200 trace of bert-large-mlm-selective-
+ * eager shows; GPT-2's Conv1D addmm: weight, input, bias, as
+ * gpt2-1.5b-bf16mixed-adamw-fullckpt shows), and freed when the
+ * forward's autocast exits: at the backward's start only the weights'
+ * copies are live (the linears save them), none of the biases'.
+ */
+static void autocast_bias_copies(void **state)
+{
+	struct frec *r = calloc(1, sizeof(*r));
+	struct crec *c = calloc(1, sizeof(*c));
+	struct gm_step_observer fo = {r, frec_begin, frec_event};
+	struct gm_step_observer co = {c, crec_begin, crec_event};
+	struct gm_model_opts o = simulated();
+	struct gm_plan p;
+	struct gm_diag d;
+	const uint64_t h = 768, f = 3072;
+	struct gm_spec s;
+	int i, w;
+
+	(void)state;
+	assert_non_null(r);
+	assert_non_null(c);
+
+	/* BERT: q, k, v, the attention output, intermediate, output */
+	s = spec_bert(GM_HEAD_MASKED_LM);
+	s.model.layers = 2;
+	s.training.micro_batch_size = 4;
+	s.training.sequence_length = 128;
+	o.trace = &fo;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	/* the first block's four h-wide linears, then its intermediate:
+	 * each bias copy right before its weight's */
+	for (int j = 0, at = 0; j < 5; j++) {
+		uint64_t out = j < 4 ? h : f;
+		i = frec_find(r, j < 4 ? at : 0, true, out * 2, GM_SK_CACHE);
+		assert_true(i >= 0);
+		w = frec_find(r, i + 1, true, h * out * 2, -1);
+		assert_int_equal(w, i + 1);
+		assert_int_equal(r->kind[w], GM_SK_CACHE);
+		at = w + 1;
+	}
+
+	/* GPT-2: c_attn's bias (3h) after its weight and its input's cast */
+	s = spec_gpt2();
+	s.model.layers = 2;
+	s.training.micro_batch_size = 4;
+	s.training.sequence_length = 128;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	i = frec_find(r, 0, true, 3 * h * 2, GM_SK_CACHE);
+	assert_true(i >= 0);
+	w = frec_prev_alloc(r, i);
+	assert_true(w >= 0);
+	assert_int_not_equal(r->kind[w], GM_SK_CACHE); /* the input's cast */
+	assert_int_equal(r->bytes[w], 4 * 128 * h * 2);
+	w = frec_prev_alloc(r, w);
+	assert_true(w >= 0);
+	assert_int_equal(r->kind[w], GM_SK_CACHE);
+	assert_int_equal(r->bytes[w], h * 3 * h * 2);
+
+	/* live at the backward's start: the 4 weights' copies of each
+	 * block (c_attn, c_proj, c_fc, c_proj) and the tied head's */
+	o.trace = &co;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_true(c->seen_bwd);
+	assert_int_equal(c->live_at_bwd,
+			 2 * (h * 3 * h + h * h + 2 * h * f) * 2 +
+			 50257 * h * 2);
+	assert_int_equal(c->bwd_copies, 0);
+
+	/* full checkpointing: only the head's copy is live then, and each
+	 * block's recompute casts its 4 weights and 4 biases again */
+	s.training.activation_checkpointing = GM_CKPT_FULL;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_int_equal(c->live_at_bwd, 50257 * h * 2);
+	assert_int_equal(c->bwd_copies, 16);
+	free(r);
+	free(c);
+}
+
 /*
  * GPT2Model.forward with eager attention, as the H200 trace of
  * gpt2-124m-selective-eager shows it (batch 8 x 1024, hidden 768, fp32
@@ -1205,6 +1296,7 @@ int main(void)
 		cmocka_unit_test(head_forward_order),
 		cmocka_unit_test(ckpt_drops_autocast_copies),
 		cmocka_unit_test(autocast_copies_at_linears),
+		cmocka_unit_test(autocast_bias_copies),
 		cmocka_unit_test(gpt2_embedding_order),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
