@@ -393,12 +393,16 @@ static double nel(const struct gm_blk *b, int x)
  * past 512 for a weight of 4 Mi elements or more, whatever the card;
  * fewer rows take bitsandbytes' own kernel, no copy), the matmul's
  * output made, the copy freed; the output cast back to x's dtype;
- * PEFT's defensive result.clone(). MatMul4Bit saves only the packed
+ * where PEFT wraps it (lora.bnb.Linear4bit, a lora_targets module:
+ * clone), its defensive result.clone() (peft 0.21 tuners/lora/bnb.py;
+ * the H200 trace of qlora-qwen3-0.6b-r16: q_proj's and v_proj's fp32
+ * outputs copied, k_proj's and the MLP's not). MatMul4Bit saves only the packed
  * weight; its backward dequantizes the weight again (a transient before
  * the input's gradient). The absmax dequantization's fp32 buffers (n/16
  * bytes each) are left out.
  */
-static int linear4bit(struct gm_blk *b, int x, double in, double out)
+static int linear4bit(struct gm_blk *b, int x, double in, double out,
+		      bool clone)
 {
 	const struct gm_step_shape *sh = b->sh;
 	double C = sh->c, eb = b->t[x].eb;
@@ -426,6 +430,8 @@ static int linear4bit(struct gm_blk *b, int x, double in, double out)
 	}
 	if (xc != x)
 		drop(b, xc);
+	if (!clone)
+		return oc;
 	r = op(b, nel(b, oc), b->t[oc].eb, (int[]){oc, END}, NULL);
 	drop(b, oc);
 	return r;
@@ -482,6 +488,8 @@ static int lora(struct gm_blk *b, int x, int res, double in, double out)
 static int linear_named(struct gm_blk *b, const char *name, int x,
 			double in, double out, bool bias)
 {
+	bool target = name && frozen(b) &&
+		      gm_adapter_targets(b->sh->adapter, name);
 	int o;
 
 	if (!frozen(b))
@@ -489,8 +497,8 @@ static int linear_named(struct gm_blk *b, const char *name, int x,
 	/* QLoRA: every block linear is a Linear4bit (transformers'
 	 * bitsandbytes quantizer replaces each nn.Linear but the head) */
 	o = b->sh->adapter->adapter == GM_ADAPTER_QLORA ?
-	    linear4bit(b, x, in, out) : frozen_linear(b, x, out);
-	if (name && gm_adapter_targets(b->sh->adapter, name))
+	    linear4bit(b, x, in, out, target) : frozen_linear(b, x, out);
+	if (target)
 		o = lora(b, x, o, in, out);
 	return o;
 }

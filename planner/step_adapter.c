@@ -141,7 +141,7 @@ int gm_adapter_step_params(struct gm_step *st,
 		bool cast = t->adapter == GM_ADAPTER_QLORA && cache > 0 &&
 			    q->where == GM_STEP_HEAD && q->grad_at_loss;
 		q->grad = 0;
-		q->cache = cast ? q->weight / 4 * cache : 0;
+		q->cache = cast ? q->cache : 0; /* a tied head: the whole table */
 		q->bcache = 0; /* frozen: not cached by autocast */
 		q->opt_tmp = 0;
 		q->n_state = 0;

@@ -1064,6 +1064,42 @@ static void autocast_bias_copies(void **state)
 }
 
 /*
+ * QLoRA with lm_head tied to the embedding (Qwen3-0.6B):
+ * prepare_model_for_kbit_training leaves the table in fp32, so under
+ * autocast lm_head's F.linear casts all of it to bf16 each forward (not
+ * cached: frozen), and the matmul saves the copy for the input's
+ * gradient: V x h x 2 bytes live when the backward begins (the H200
+ * trace of qlora-qwen3-0.6b-r16: 296.75 MiB).
+ */
+static void qlora_tied_head_copy(void **state)
+{
+	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
+	struct gm_model_opts o = simulated();
+	struct crec *c = calloc(1, sizeof(*c));
+	struct gm_step_observer obs = {c, crec_begin, crec_event};
+	struct gm_plan p;
+	struct gm_diag d;
+
+	(void)state;
+	assert_non_null(c);
+	s.model.tied_embeddings = true;
+	s.training.micro_batch_size = 4;
+	s.training.sequence_length = 128;
+	s.training.adapter = GM_ADAPTER_QLORA;
+	s.training.lora_rank = 16;
+	s.training.n_lora_targets = 2;
+	strcpy(s.training.lora_targets[0], "q_proj");
+	strcpy(s.training.lora_targets[1], "v_proj");
+	o.trace = &obs;
+	assert_int_equal(gm_plan(&s, &h200, &o, &p, &d), 0);
+	assert_true(c->seen_bwd);
+	/* and the adapters' cached copies: lora_A and lora_B of q_proj
+	 * and v_proj, 16 x 256 each, in 2 blocks */
+	assert_int_equal(c->live_at_bwd, 1000 * 256 * 2 + 2 * 4 * 16 * 256 * 2);
+	free(c);
+}
+
+/*
  * GPT2Model.forward with eager attention, as the H200 trace of
  * gpt2-124m-selective-eager shows it (batch 8 x 1024, hidden 768, fp32
  * residual): inputs_embeds (24 MiB), position_embeds (wpe's (1, s, h),
@@ -1297,6 +1333,7 @@ int main(void)
 		cmocka_unit_test(ckpt_drops_autocast_copies),
 		cmocka_unit_test(autocast_copies_at_linears),
 		cmocka_unit_test(autocast_bias_copies),
+		cmocka_unit_test(qlora_tied_head_copy),
 		cmocka_unit_test(gpt2_embedding_order),
 		cmocka_unit_test(fsdp_sequence_exact),
 		cmocka_unit_test(tp_built_whole),
