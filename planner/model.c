@@ -822,8 +822,9 @@ static void peak_terms(const struct gm_step_peak *pk, struct gm_terms *T)
 		.activations = k[GM_SK_ACT], .logits = k[GM_SK_LOGITS],
 		.kv_cache = k[GM_SK_KV],
 		.temporary = k[GM_SK_TRANSIENT] + k[GM_SK_CACHE] +
-			     k[GM_SK_OPT_TMP],
-		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER],
+			     k[GM_SK_OPT_TMP] + k[GM_SK_RTMP],
+		.communication = k[GM_SK_COMM] + k[GM_SK_GATHER] +
+				 k[GM_SK_RCOMM],
 		.workspace = k[GM_SK_WORKSPACE]};
 }
 

@@ -99,9 +99,16 @@ const char *gm_step_kind_name(enum gm_step_kind k)
 	static const char *const n[GM_SK_N] = {
 		"weight", "workspace", "comm", "state", "grad", "act",
 		"cache", "transient", "logits", "opt_tmp", "kv", "gather",
-		"reduce"};
+		"reduce", "reduce_comm", "reduce_tmp"};
 
 	return (unsigned)k < GM_SK_N ? n[k] : "?";
+}
+
+unsigned gm_step_kind_stream(enum gm_step_kind k)
+{
+	return k == GM_SK_GATHER ? 1 :
+	       k == GM_SK_REDUCE || k == GM_SK_RCOMM || k == GM_SK_RTMP ? 2 :
+	       0;
 }
 
 const char *gm_step_phase_name(enum gm_step_phase p)
@@ -1145,6 +1152,17 @@ uint32_t gm_em_alloc(struct gm_em *e, double bytes, enum gm_step_kind k)
 void gm_em_free(struct gm_em *e, uint32_t *id)
 {
 	efree(e, id);
+}
+
+void gm_em_empty_cache(struct gm_em *e)
+{
+	int rc;
+
+	if (e->err || !e->sk->empty_cache)
+		return;
+	rc = e->sk->empty_cache(e->sk->ctx);
+	if (rc)
+		e->err = rc;
 }
 
 const struct gm_step *gm_em_step(const struct gm_em *e)
@@ -2371,12 +2389,14 @@ enum gm_step_row gm_step_kind_row(enum gm_step_kind k)
 		return GM_SR_KV;
 	case GM_SK_COMM:
 	case GM_SK_GATHER:
+	case GM_SK_RCOMM:
 		return GM_SR_COMM;
 	case GM_SK_WORKSPACE:
 		return GM_SR_WORKSPACE;
 	case GM_SK_TRANSIENT:
 	case GM_SK_CACHE:
 	case GM_SK_OPT_TMP:
+	case GM_SK_RTMP:
 	case GM_SK_N:
 		break;
 	}
@@ -2387,7 +2407,8 @@ int gm_step_peak(const struct gm_step *st, unsigned kinds,
 		 struct gm_step_peak *out)
 {
 	struct pk p = {.r = out, .mask = kinds & ~GM_STEP_NOGROUP};
-	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, pk_phase};
+	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, pk_phase,
+				  NULL};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -3139,7 +3160,7 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	if (id >= p->cap && (rc = rp_grow(p, id)))
 		return rc;
 	/* FSDP's collectives allocate on their own streams (step.h) */
-	stream = kind == GM_SK_GATHER ? 1 : kind == GM_SK_REDUCE ? 2 : 0;
+	stream = gm_step_kind_stream(kind);
 	/* gm_pool_is_small(): 1 <= bytes <= gm_pool_small_max() (0 with lz
 	 * off: none) */
 	small = !stream && bytes - 1 < p->small_max;
@@ -3268,6 +3289,29 @@ done:
 	return rc;
 }
 
+/* torch.cuda.empty_cache(): the lagging requests of an armed cycle made
+ * first, the small-pool shortcut's checkpoints forgotten (the pool's
+ * state jumps), then the release. */
+static int rp_empty_cache(void *ctx)
+{
+	struct rp *p = ctx;
+	int rc;
+
+	if (p->lz.armed && p->lz.pos && (rc = lz_flush(p)))
+		return rc;
+	p->lz.armed = false;
+	lz_reset(&p->lz);
+	if ((rc = gm_pool_release_cached(p->pool)))
+		return rc;
+	p->res_seen = gm_pool_reserved(p->pool);
+	if (p->obs && p->obs->empty_cache) {
+		struct gm_step_event ev = {GM_SK_TRANSIENT, p->phase, p->step,
+					   p->res_seen};
+		rc = p->obs->empty_cache(p->obs->ctx, &ev);
+	}
+	return rc;
+}
+
 static void rp_step(void *ctx, unsigned step)
 {
 	((struct rp *)ctx)->step = step;
@@ -3367,7 +3411,8 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct gm_backend *be = NULL;
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
 		       .lz = {.on = lazy}, .pk = pk};
-	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase};
+	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase,
+				  rp_empty_cache};
 	int rc;
 
 	if (memo && memo_answer(st, total, out)) {

@@ -35,8 +35,18 @@
 enum gm_step_kind {
 	GM_SK_WEIGHT, GM_SK_WORKSPACE, GM_SK_COMM, GM_SK_STATE, GM_SK_GRAD,
 	GM_SK_ACT, GM_SK_CACHE, GM_SK_TRANSIENT, GM_SK_LOGITS, GM_SK_OPT_TMP,
-	GM_SK_KV, GM_SK_GATHER, GM_SK_REDUCE, GM_SK_N
+	GM_SK_KV, GM_SK_GATHER, GM_SK_REDUCE,
+	/* on a reduce stream of its own (DeepSpeed ZeRO-3's
+	 * reduce_and_partition_stream): the reduce-scatter's flat input
+	 * (row communication), the gradient copies made there (row
+	 * temporary) */
+	GM_SK_RCOMM, GM_SK_RTMP, GM_SK_N
 };
+
+/* The stream an allocation of kind k is made on: 0 the default one, 1
+ * FSDP's all-gather stream, 2 a reduce stream (FSDP's reduce-scatter
+ * outputs, DeepSpeed ZeRO-3's reduce work). */
+unsigned gm_step_kind_stream(enum gm_step_kind k);
 
 /* Which part of a step an allocation belongs to (for traces). */
 enum gm_step_phase {
@@ -441,6 +451,9 @@ struct gm_step_sink {
 	void (*step)(void *ctx, unsigned step); /* a step begins; may be
 						 * NULL */
 	void (*phase)(void *ctx, enum gm_step_phase ph); /* may be NULL */
+	/* torch.cuda.empty_cache(): the cached segments released; may be
+	 * NULL (a sink that keeps no pool) */
+	int (*empty_cache)(void *ctx);
 };
 
 /*
@@ -556,6 +569,9 @@ struct gm_step_observer {
 		     const struct gm_pool_options *po);
 	int (*event)(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
 		     const struct gm_step_event *info);
+	/* the pool released its cached segments (the step called
+	 * torch.cuda.empty_cache()); may be NULL */
+	int (*empty_cache)(void *ctx, const struct gm_step_event *info);
 };
 
 /* gm_step_replay() with an observer (obs may be NULL). */

@@ -99,13 +99,24 @@
  * fetch queue runs ahead to stage3_max_live_parameters, and a block
  * whose backward use it passes while gathered stays gathered to it).
  *
+ * Stage 3 reduces a bucket on its own stream (stage3.py
+ * __reduce_and_partition_ipg_grads, reduce_and_partition_stream): the
+ * flat copy reduce_scatter_coalesced makes of the bucket lives while
+ * partition_grads runs over the bucket's gradients; under
+ * offload_optimizer that makes, per gradient partition of n elements,
+ * a 16-bit copy on the GPU (grad_buffer.to(device)), the fp64 copy of
+ * _constant_buffered_norm2 (8 n bytes, freed once its norm is taken)
+ * and the fp32 copy _offload_grad_partition_at_boundary sends to the
+ * host (4 n), each freed before the next gradient (the H200 traces of
+ * ds-zero3-llama-1.1b-bf16 and ds-zero3-offload-llama-1.1b-bf16: the
+ * flat copies alone on the reduce stream without offload; 2 n, 8 n, 4
+ * n per gradient with it). The norms' few-byte tensors are left out.
+ *
  * Simplifications: parameters in one group in module order; gathering,
  * prefetch and release are decided at unit granularity (a block or the
  * root), the root kept gathered for the whole step; the
- * prefetch runs until max_live_parameters, not bucket by bucket; the
- * reduce stream's allocations (partition_grads: the reduced gradients'
- * norms and host copies under offload) are not
- * modelled; without contiguous_gradients the gradients are still
+ * prefetch runs until max_live_parameters, not bucket by bucket;
+ * without contiguous_gradients the gradients are still
  * freed as they are reduced; the optimizer is torch.optim's (the
  * harness's client optimizer), not DeepSpeed's FusedAdam.
  */
@@ -136,6 +147,10 @@ struct gm_ds_em {
 	uint32_t offbuf;        /* stage 1/2 offload: the largest
 				 * parameter's 16-bit buffer */
 	double ipg_fill;        /* elements in the bucket */
+	double *bk;             /* stage 3 with offload_optimizer: the
+				 * partition elements of each gradient in
+				 * the bucket, in the order they came */
+	size_t nbk, capbk;
 	bool have_states;
 	unsigned steps;         /* optimizer steps done */
 	uint32_t *gath;         /* stage 3: gathered parameters, (L + 1) x
@@ -408,13 +423,20 @@ static void setup_stage3(struct gm_em *e)
 	for (size_t j = 0; j < n; j++)
 		pp[j] = NONE;
 	each_param(e, partition_one, pp);
-	/* defragment: the partitions leave for the host, the flat buffer
-	 * is allocated and filled */
+	/* defragment (deepspeed/runtime/zero/utils.py): the partitions
+	 * leave for the host, gc.collect() and empty_cache(), then the flat
+	 * buffer is allocated and filled (the H200 traces of
+	 * ds-zero3-llama-1.1b-bf16 and ds-zero3-offload-llama-1.1b-bf16:
+	 * 114 segments, 2.38 GiB, released before defragment's 2.05 GiB
+	 * buffer); offload_param keeps the partitions on the host, with no
+	 * release (ds-zero3-offload-all-llama-1.1b-bf16) */
 	for (size_t j = 0; j < n; j++)
 		gm_em_free(e, &pp[j]);
 	free(pp);
-	if (!c->off_param)
+	if (!c->off_param) {
+		gm_em_empty_cache(e);
 		s->flat16 = gm_em_alloc(e, part * c->b, GM_SK_WEIGHT);
+	}
 	each_param(e, sub_group_add, &acc);
 	if (acc > 0)
 		s->sg[s->n_sg++] = acc;
@@ -680,7 +702,18 @@ static void reduce_bucket(struct gm_em *e, double n)
 	if (!(n > 0))
 		return;
 	if (c->stage == 3) {
-		t = gm_em_alloc(e, n * c->b, GM_SK_COMM);
+		t = gm_em_alloc(e, n * c->b, GM_SK_RCOMM);
+		for (size_t k = 0; k < s->nbk; k++) {
+			uint32_t g = gm_em_alloc(e, s->bk[k] * c->b,
+						 GM_SK_RTMP);
+			uint32_t x = gm_em_alloc(e, 8 * s->bk[k],
+						 GM_SK_RTMP);
+			gm_em_free(e, &x);
+			x = gm_em_alloc(e, 4 * s->bk[k], GM_SK_RTMP);
+			gm_em_free(e, &x);
+			gm_em_free(e, &g);
+		}
+		s->nbk = 0;
 		gm_em_free(e, &t);
 		return;
 	}
@@ -706,6 +739,19 @@ static void take_grad(struct gm_em *e, uint64_t row, int i)
 		s->ipg_fill = 0;
 	}
 	s->ipg_fill += n;
+	if (c->stage == 3 && c->off_opt) {
+		if (s->nbk == s->capbk) {
+			size_t m = s->capbk ? 2 * s->capbk : 64;
+			double *b = realloc(s->bk, m * sizeof(*b));
+			if (!b) {
+				gm_em_fail(e, GM_ENOMEM);
+				return;
+			}
+			s->bk = b;
+			s->capbk = m;
+		}
+		s->bk[s->nbk++] = n / c->d;
+	}
 	if (c->stage <= 2 && c->off_opt) {
 		/* the fp64 norm and fp32 copy of the reduced gradient */
 		uint32_t a = gm_em_alloc(e, 8 * n, GM_SK_OPT_TMP);
@@ -911,6 +957,7 @@ void gm_ds_free(struct gm_em *e)
 	free(s->gath);
 	free(s->sg);
 	free(s->mark);
+	free(s->bk);
 	free(s);
 	*gm_em_ds(e) = NULL;
 }

@@ -44,6 +44,9 @@ const struct gm_step_infer *gm_em_infer(const struct gm_em *e);
 /* Allocate bytes of kind k; free *id and set it to GM_EM_NONE. */
 uint32_t gm_em_alloc(struct gm_em *e, double bytes, enum gm_step_kind k);
 void gm_em_free(struct gm_em *e, uint32_t *id);
+/* torch.cuda.empty_cache() here (the sink's pool releases its cached
+ * segments). */
+void gm_em_empty_cache(struct gm_em *e);
 
 /* nn.LayerNorm over T tokens: its output (mean and rstd freed at once). */
 uint32_t gm_em_layer_norm(struct gm_em *e, double T);

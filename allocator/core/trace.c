@@ -218,7 +218,7 @@ static int csv_line(struct reader *r, const char *p, const char *le,
 	const char *name = r->name, *f = p;
 	unsigned long line = r->line;
 	struct gm_trace_event ev = {0};
-	bool fail = false, is_free = false, is_seg = false;
+	bool fail = false, is_free = false, is_seg = false, empty = false;
 	unsigned long size_col = 1, ptr_col = 1;
 	int col = 0;
 	bool header = r->fmt == F_CSV;
@@ -259,6 +259,8 @@ static int csv_line(struct reader *r, const char *p, const char *le,
 					fail = true;
 				else if (field_is(s, fe, "segment"))
 					is_seg = true;
+				else if (field_is(s, fe, "empty_cache"))
+					empty = true;
 				else
 					bad = 1;
 				break;
@@ -316,6 +318,8 @@ static int csv_line(struct reader *r, const char *p, const char *le,
 			(unsigned long)(le - p) + 1, col, r->ncols);
 	if (fail)
 		ev.action = GM_TRACE_ALLOC_FAILURE;
+	else if (empty)
+		ev.action = GM_TRACE_EMPTY_CACHE;
 	else if (is_seg)
 		ev.action = GM_TRACE_SEGMENT;
 	else if (is_free)
@@ -689,6 +693,15 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 				gm_sim_place_next(be, e->ptr, e->size);
 			continue;
 		}
+		if (e->action == GM_TRACE_EMPTY_CACHE) {
+			if (gm_pool_release_cached(pool)) {
+				err = gm_diag_set(diag, GM_EDEVICE, "line %u: "
+						  "empty_cache failed",
+						  e->line);
+				break;
+			}
+			continue;
+		}
 		r->events++;
 		s = e->ptr ? pm_slot(&m, e->ptr) : 0;
 		if (e->action == GM_TRACE_FREE) {
@@ -784,7 +797,7 @@ static int replay_pass(const struct gm_trace *t, struct gm_backend *be,
 	pm_free(&m);
 	pm_free(&failed);
 	gm_pool_destroy(pool);
-	return 0;
+	return err;
 }
 
 int gm_replay(const struct gm_trace *t, struct gm_backend *be,

@@ -5,7 +5,10 @@
  * Format (rapidsai/rmm logging_resource_adaptor): a
  * header line naming the columns Thread, Time, Action, Pointer, Size,
  * Stream in any order, then one event per line. Action is "allocate",
- * "free" or "allocate failure" (kept, not replayed), or, our addition,
+ * "free" or "allocate failure" (kept, not replayed), or, our additions,
+ * "empty_cache": the recorded program called torch.cuda.empty_cache()
+ * (the replay's pool releases its cached segments there; Pointer and
+ * Size 0), and
  * "segment": the recorded allocator took a segment of Size bytes at
  * Pointer for the allocation that follows (PyTorch's segment_alloc); a
  * replay on the simulated backend places its next segment of that size
@@ -56,6 +59,7 @@ enum gm_trace_action {
 	GM_TRACE_FREE,
 	GM_TRACE_ALLOC_FAILURE,
 	GM_TRACE_SEGMENT,
+	GM_TRACE_EMPTY_CACHE,
 };
 
 struct gm_trace_limits {

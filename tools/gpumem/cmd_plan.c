@@ -170,6 +170,7 @@ struct trace_buf {
 	struct trace_ev {
 		uint64_t addr, bytes;
 		bool alloc;
+		bool empty;     /* torch.cuda.empty_cache() (no block) */
 		struct gm_step_event info;
 	} *ev;
 	size_t n, cap;
@@ -188,11 +189,8 @@ static int trace_begin(void *ctx, const struct gm_sim_options *so,
 	return 0;
 }
 
-static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
-		       const struct gm_step_event *info)
+static int trace_push(struct trace_buf *t, const struct trace_ev *ev)
 {
-	struct trace_buf *t = ctx;
-
 	if (t->n == t->cap) {
 		size_t n = t->cap ? 2 * t->cap : 4096;
 		struct trace_ev *e = realloc(t->ev, n * sizeof(*e));
@@ -201,8 +199,20 @@ static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
 		t->ev = e;
 		t->cap = n;
 	}
-	t->ev[t->n++] = (struct trace_ev){addr, bytes, alloc, *info};
+	t->ev[t->n++] = *ev;
 	return 0;
+}
+
+static int trace_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		       const struct gm_step_event *info)
+{
+	return trace_push(ctx, &(struct trace_ev){addr, bytes, alloc, false,
+						   *info});
+}
+
+static int trace_empty(void *ctx, const struct gm_step_event *info)
+{
+	return trace_push(ctx, &(struct trace_ev){0, 0, false, true, *info});
 }
 
 /* Write t as RMM CSV (one thread, stream 0, Time = the event's index in
@@ -226,14 +236,15 @@ static int trace_write(const char *path, const struct trace_buf *t,
 		   "Reserved\n", f.fp) >= 0;
 	for (size_t i = 0; ok && i < t->n; i++) {
 		const struct trace_ev *e = &t->ev[i];
-		/* FSDP's collectives on their own streams (step.h) */
-		unsigned s = e->info.kind == GM_SK_GATHER ? 1 :
-			     e->info.kind == GM_SK_REDUCE ? 2 : 0;
+		/* collectives on their own streams (step.h) */
+		unsigned s = gm_step_kind_stream(e->info.kind);
 		ok = fprintf(f.fp, "0,%zu,%s,0x%" PRIx64 ",%" PRIu64 ",0x%x,"
 			     "%u,%s/%s,%" PRIu64 "\n", i,
+			     e->empty ? "empty_cache" :
 			     e->alloc ? "allocate" : "free", e->addr,
 			     e->bytes, s, e->info.step,
 			     gm_step_phase_name(e->info.phase),
+			     e->empty ? "empty_cache" :
 			     gm_step_kind_name(e->info.kind),
 			     e->info.reserved) > 0;
 	}
@@ -391,7 +402,8 @@ int gm_cmd_plan(int argc, char **argv)
 	const char *gpu = NULL, *trace = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
 	bool params = false;
 	struct trace_buf tb = {0};
-	struct gm_step_observer obs = {&tb, trace_begin, trace_event};
+	struct gm_step_observer obs = {&tb, trace_begin, trace_event,
+				       trace_empty};
 	struct gm_catalog catalog = {0};
 	struct gm_plan_args a;
 	uint64_t seen = 0;

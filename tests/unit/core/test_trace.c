@@ -178,6 +178,44 @@ static void failed_frees_and_streams(void **state)
 	be->ops->destroy(be);
 }
 
+/* "empty_cache" lines (gpumem plan --trace writes one where the step
+ * calls torch.cuda.empty_cache()): the replay's pool releases its
+ * cached segments there, so a later, larger block does not come on top
+ * of the freed one's segment: 30 MiB reserved at the peak, not 50. */
+static void empty_cache_releases(void **state)
+{
+	struct gm_sim_options so = {.total_bytes = 4 * GM_GiB};
+	const char *body[2] = {"", "1,3,empty_cache,0x0,0,0\n"};
+	uint64_t peak[2];
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct gm_replay_result r;
+		struct gm_backend *be;
+		struct gm_trace t;
+		struct gm_diag d;
+		char txt[512];
+		int n = snprintf(txt, sizeof(txt),
+			"Thread,Time,Action,Pointer,Size,Stream\n"
+			"1,1,allocate,0x1000,20971520,0\n"
+			"1,2,free,0x1000,20971520,0\n"
+			"%s"
+			"1,4,allocate,0x2000,31457280,0\n"
+			"1,5,free,0x2000,31457280,0\n", body[k]);
+
+		assert_int_equal(gm_trace_parse(txt, (size_t)n, "e.csv", &t,
+						&d), 0);
+		assert_int_equal(gm_sim_backend_create(&be, &so), 0);
+		assert_int_equal(gm_replay(&t, be, NULL, &r, &d), 0);
+		assert_int_equal(r.allocations, 2);
+		peak[k] = r.peak_reserved_bytes;
+		gm_trace_free(&t);
+		be->ops->destroy(be);
+	}
+	assert_int_equal(peak[0], 50 * GM_MiB);
+	assert_int_equal(peak[1], 30 * GM_MiB);
+}
+
 static void gzip_and_replay(void **state)
 {
 	char path[] = "/tmp/gm-trace-XXXXXX";
@@ -480,6 +518,7 @@ int main(void)
 		cmocka_unit_test(parses_rmm),
 		cmocka_unit_test(columns_any_order_and_us),
 		cmocka_unit_test(segment_hints),
+		cmocka_unit_test(empty_cache_releases),
 		cmocka_unit_test(bad_input),
 		cmocka_unit_test(gzip_and_replay),
 		cmocka_unit_test(failed_frees_and_streams),

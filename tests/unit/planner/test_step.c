@@ -86,7 +86,7 @@ static void c_step(void *ctx, unsigned s)
 static struct count *count_emit(const struct gm_step *st)
 {
 	struct count *c = calloc(1, sizeof(*c));
-	struct gm_step_sink sk = {c, c_alloc, c_free, c_step, NULL};
+	struct gm_step_sink sk = {c, c_alloc, c_free, c_step, NULL, NULL};
 
 	assert_non_null(c);
 	assert_int_equal(gm_step_emit(st, &sk), 0);
@@ -321,7 +321,7 @@ static void bad_description(void **state)
 {
 	struct gm_step st = small_step(1);
 	struct count c0;
-	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL, NULL};
+	struct gm_step_sink sk = {&c0, c_alloc, c_free, NULL, NULL, NULL};
 
 	(void)state;
 	st.layers = 0;
@@ -595,7 +595,7 @@ static int lrec_event(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
 static void loss_of(const struct gm_spec *s, struct lrec *r)
 {
 	struct gm_model_opts o = simulated();
-	struct gm_step_observer obs = {r, NULL, lrec_event};
+	struct gm_step_observer obs = {r, NULL, lrec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 
@@ -707,7 +707,7 @@ static void r_step(void *ctx, unsigned s)
 static struct rec *record(const struct gm_step *st)
 {
 	struct rec *r = calloc(1, sizeof(*r));
-	struct gm_step_sink sk = {r, r_alloc, r_free, r_step, NULL};
+	struct gm_step_sink sk = {r, r_alloc, r_free, r_step, NULL, NULL};
 
 	assert_non_null(r);
 	assert_int_equal(gm_step_emit(st, &sk), 0);
@@ -819,7 +819,7 @@ static void head_forward_order(void **state)
 	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
 	struct gm_model_opts o = simulated();
 	struct frec *r = calloc(1, sizeof(*r));
-	struct gm_step_observer obs = {r, frec_begin, frec_event};
+	struct gm_step_observer obs = {r, frec_begin, frec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 	int mask, mask_free, wcopy, norm = -1, icopy;
@@ -913,7 +913,7 @@ static void ckpt_drops_autocast_copies(void **state)
 	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
 	struct gm_model_opts o = simulated();
 	struct crec *r = calloc(1, sizeof(*r));
-	struct gm_step_observer obs = {r, crec_begin, crec_event};
+	struct gm_step_observer obs = {r, crec_begin, crec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 	/* per block: q, o 256 x 256; k, v 256 x 256 (kv_heads = heads);
@@ -949,7 +949,7 @@ static void autocast_copies_at_linears(void **state)
 	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
 	struct gm_model_opts o = simulated();
 	struct frec *r = calloc(1, sizeof(*r));
-	struct gm_step_observer obs = {r, frec_begin, frec_event};
+	struct gm_step_observer obs = {r, frec_begin, frec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 	int copies = 0, pairs = 0;
@@ -994,8 +994,8 @@ static void autocast_bias_copies(void **state)
 {
 	struct frec *r = calloc(1, sizeof(*r));
 	struct crec *c = calloc(1, sizeof(*c));
-	struct gm_step_observer fo = {r, frec_begin, frec_event};
-	struct gm_step_observer co = {c, crec_begin, crec_event};
+	struct gm_step_observer fo = {r, frec_begin, frec_event, NULL};
+	struct gm_step_observer co = {c, crec_begin, crec_event, NULL};
 	struct gm_model_opts o = simulated();
 	struct gm_plan p;
 	struct gm_diag d;
@@ -1076,7 +1076,7 @@ static void qlora_tied_head_copy(void **state)
 	struct gm_spec s = spec_llama(2, 256, 688, 4, 4, 1000);
 	struct gm_model_opts o = simulated();
 	struct crec *c = calloc(1, sizeof(*c));
-	struct gm_step_observer obs = {c, crec_begin, crec_event};
+	struct gm_step_observer obs = {c, crec_begin, crec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 
@@ -1112,7 +1112,7 @@ static void gpt2_embedding_order(void **state)
 	struct gm_spec s = spec_gpt2();
 	struct gm_model_opts o = simulated();
 	struct frec *r = calloc(1, sizeof(*r));
-	struct gm_step_observer obs = {r, frec_begin, frec_event};
+	struct gm_step_observer obs = {r, frec_begin, frec_event, NULL};
 	struct gm_plan p;
 	struct gm_diag d;
 	const uint64_t M = (uint64_t)1 << 20;

@@ -26,6 +26,8 @@ struct rec {
 	unsigned step;
 	double at[3][GM_SP_N][GM_SK_N]; /* step (0: set-up), phase, kind */
 	int bad;
+	int empties;            /* empty_cache() calls */
+	unsigned empty_step;    /* the step of the last one */
 };
 
 static double total(const double *k)
@@ -68,6 +70,15 @@ static int r_free(void *ctx, uint32_t id)
 	}
 	r->live[id] = 0;
 	r->live_kind[r->kind[id]] -= r->bytes[id];
+	return 0;
+}
+
+static int r_empty(void *ctx)
+{
+	struct rec *r = ctx;
+
+	r->empties++;
+	r->empty_step = r->step;
 	return 0;
 }
 
@@ -129,7 +140,7 @@ static void emit(const struct gm_step *st, struct rec *r)
 {
 	struct gm_step_sink sk = {.ctx = r, .alloc = r_alloc,
 				  .free = r_free, .step = r_step,
-				  .phase = r_phase};
+				  .phase = r_phase, .empty_cache = r_empty};
 
 	memset(r, 0, sizeof(*r));
 	assert_int_equal(gm_step_emit(st, &sk), 0);
@@ -246,6 +257,57 @@ static void offload_keeps_nothing_of_the_optimizer(void **state)
 	/* the bucket stays, the gradient partition is the host's */
 	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_COMM] == 5 * MiB * 2);
 	assert_true(r.at[2][GM_SP_FORWARD][GM_SK_GRAD] < 0.5);
+}
+
+/*
+ * Stage 3's set-up defragments (zero/utils.py defragment: the
+ * partitions to the host, empty_cache(), one flat buffer), unless
+ * offload_param keeps them there; its reduction runs on a stream of its
+ * own: the bucket's flat copy (GM_SK_RCOMM) and, under
+ * offload_optimizer, per gradient of n elements a 16-bit copy, the fp64
+ * copy of the norm (8 n) and the fp32 copy for the host (4 n), the
+ * first two live together (GM_SK_RTMP), as the H200 traces of
+ * ds-zero3-llama-1.1b-bf16 and ds-zero3-offload-llama-1.1b-bf16 show.
+ * Stage 2 does none of it.
+ */
+static void zero3_reduce_stream_and_defragment(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+	/* the largest gradient: a block's 16 MiB of bf16, 8 Mi elements */
+	const double n = BIG / 2;
+
+	(void)state;
+	describe(&st, 3, 1);
+	emit(&st, &r);
+	assert_int_equal(r.empties, 1);
+	assert_int_equal(r.empty_step, 0);          /* in the set-up */
+	assert_true(r.allocs[GM_SK_RCOMM] > 0);
+	/* one copy at a time: the largest, the block's 16 MiB tensor alone
+	 * in a bucket (larger than the bucket's 5 Mi elements) */
+	assert_true(r.peak_kind[GM_SK_RCOMM] == BIG);
+	assert_int_equal(r.allocs[GM_SK_RTMP], 0);
+	assert_int_equal(r.allocs[GM_SK_COMM], 1);  /* the bucket alone */
+
+	describe(&st, 3, 1);
+	st.ds.off_opt = true;
+	emit(&st, &r);
+	assert_int_equal(r.empties, 1);
+	/* 6 gradients a step (embedding, 2 x 2 block tensors, head), 3
+	 * copies each, 2 steps */
+	assert_int_equal(r.allocs[GM_SK_RTMP], 6 * 3 * 2);
+	assert_true(r.peak_kind[GM_SK_RTMP] == 2 * n + 8 * n);
+
+	describe(&st, 3, 1);
+	st.ds.off_opt = true;
+	st.ds.off_param = true;
+	emit(&st, &r);
+	assert_int_equal(r.empties, 0);
+
+	describe(&st, 2, 1);
+	emit(&st, &r);
+	assert_int_equal(r.empties, 0);
+	assert_int_equal(r.allocs[GM_SK_RCOMM] + r.allocs[GM_SK_RTMP], 0);
 }
 
 /*
@@ -385,6 +447,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(zero3_keeps_bucket_and_partition),
+		cmocka_unit_test(zero3_reduce_stream_and_defragment),
 		cmocka_unit_test(states_before_the_first_step),
 		cmocka_unit_test(zero1_keeps_gradients_to_the_end),
 		cmocka_unit_test(offload_keeps_nothing_of_the_optimizer),

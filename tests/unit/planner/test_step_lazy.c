@@ -79,8 +79,8 @@ static void same_result(const struct gm_step_result *a,
 static void compare(const struct gm_step *st, uint64_t cap)
 {
 	struct rec ra = {0}, rb = {0};
-	struct gm_step_observer oa = {&ra, NULL, rec_event};
-	struct gm_step_observer ob = {&rb, NULL, rec_event};
+	struct gm_step_observer oa = {&ra, NULL, rec_event, NULL};
+	struct gm_step_observer ob = {&rb, NULL, rec_event, NULL};
 	struct gm_step_result a, b;
 
 	assert_int_equal(gm_step_replay_observed(st, cap, &a, &oa), 0);
@@ -306,8 +306,8 @@ static void kept_across_cards(void **state)
 static void compare_peak(const struct gm_step *st, uint64_t cap)
 {
 	struct rec ra = {0}, rb = {0};
-	struct gm_step_observer oa = {&ra, NULL, rec_event};
-	struct gm_step_observer ob = {&rb, NULL, rec_event};
+	struct gm_step_observer oa = {&ra, NULL, rec_event, NULL};
+	struct gm_step_observer ob = {&rb, NULL, rec_event, NULL};
 	struct gm_step_result a, b;
 	struct gm_step_peak pa, pb;
 	int prc = -1;
