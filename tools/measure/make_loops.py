@@ -307,6 +307,28 @@ L = [
      dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024,
           framework="deepspeed", deepspeed_config="zero3-bf16"),
      dict(built_whole=True)),
+    # checks, added after the rules they test were written (ZeRO-3's
+    # reduce stream and set-up defragment, QLoRA's clone and tied head):
+    # other models, offloads and adapter targets than the runs above
+    ("ds-zero3-offload-llama-134m-bf16", "deepspeed", "llama-134m",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024,
+          framework="deepspeed", deepspeed_config="zero3-bf16-offload-opt"),
+     dict(offload_optimizer="cpu", built_whole=True)),
+    ("ds-zero3-gpt2-355m-bf16", "deepspeed", "gpt2-355m",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024,
+          framework="deepspeed", deepspeed_config="zero3-bf16"),
+     dict(built_whole=True)),
+    ("ds-zero3-offload-all-qwen3-0.6b-bf16", "deepspeed",
+     ("qwen3-0.6b", None),
+     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero3-bf16-offload-all"),
+     dict(offload_optimizer="cpu", offload_parameters="cpu",
+          built_whole=True)),
+    ("qlora-qwen3-0.6b-r16-qkvo-mb2", "native", ("qwen3-0.6b", None),
+     dict(precision="bf16-mixed", micro_batch_size=2, sequence_length=2048,
+          adapter="qlora", lora_rank=16,
+          lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"],
+          use_cache="auto")),
 ]
 
 # DeepSpeed on several GPUs (measure_frameworks.py): name, model, data
