@@ -148,9 +148,8 @@ struct gm_em {
 	uint32_t *cref;           /* (L + 1) autocast references */
 	uint64_t wl;              /* the block whose WCASTs are served */
 	bool wlin;                /* ... at their linears (cache_block) */
-	unsigned char wclaim[GM_PARAMS_MAX]; /* its parameters cast in this
-				  * forward or recompute */
-	unsigned char bclaim[GM_PARAMS_MAX]; /* ... its biases (BCAST) */
+	unsigned char claim[2][GM_PARAMS_MAX]; /* its weights and biases
+				  * cast in this forward or recompute */
 	uint32_t head_saved, held, lp[3], ws;
 	uint32_t ws_bwd;        /* the autograd thread's cuBLAS workspace */
 	uint32_t hw16[2];       /* the head's 16-bit weight gradients */
@@ -318,62 +317,66 @@ static void cache_unref(struct gm_em *e, uint64_t l)
 		efree(e, &e->c[pix(e, l, i)]);
 }
 
-/* The layer parameter of block l a WCAST of n elements casts: the
- * first with an autocast copy of that size not cast yet (claim: mark
- * it in e->wclaim); -1 when none. */
-static int wcast_param(struct gm_em *e, uint64_t l, double n, bool claim)
+/* The autocast copies a block program names (step.h): a weight's
+ * (GM_BOP_WCAST, gm_step_param.cache, ids e->c) or a bias's (GM_BOP_BCAST,
+ * bcache, e->bc); claims: those cast in this forward or recompute. */
+enum cast_of { CAST_WEIGHT, CAST_BIAS, CAST_N };
+
+static double cast_bytes(const struct gm_step_param *p, enum cast_of k)
+{
+	return k == CAST_BIAS ? p->bcache : p->cache;
+}
+
+static uint32_t *cast_id(struct gm_em *e, enum cast_of k, uint64_t l, int i)
+{
+	return &(k == CAST_BIAS ? e->bc : e->c)[pix(e, l, i)];
+}
+
+/* The layer parameter of block l a cast of kind k and n elements makes
+ * the copy of: the first with a copy of that size not cast yet (claim:
+ * mark it); -1 when none. */
+static int cast_param(struct gm_em *e, enum cast_of k, uint64_t l, double n,
+		      bool claim)
 {
 	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
 		const struct gm_step_param *p = par(e, l, i);
-		if (p->where != GM_STEP_LAYER || p->cache <= 0 ||
-		    e->wclaim[i] || fabs(p->elems - n) >= 0.5)
+		if (p->where != GM_STEP_LAYER || cast_bytes(p, k) <= 0 ||
+		    e->claim[k][i] || fabs(p->elems - n) >= 0.5)
 			continue;
 		if (claim)
-			e->wclaim[i] = 1;
+			e->claim[k][i] = 1;
 		return i;
 	}
 	return -1;
 }
 
-/* The same for a BCAST of n elements: the bias (bcache) of that many
- * elements not cast yet (e->bclaim). */
-static int bcast_param(struct gm_em *e, uint64_t l, double n, bool claim)
+/* The kind of cast op o (CAST_N: not a cast). */
+static enum cast_of cast_kind(const struct gm_step_blockop *o)
 {
-	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
-		const struct gm_step_param *p = par(e, l, i);
-		if (p->where != GM_STEP_LAYER || p->bcache <= 0 ||
-		    e->bclaim[i] || fabs(p->elems - n) >= 0.5)
-			continue;
-		if (claim)
-			e->bclaim[i] = 1;
-		return i;
-	}
-	return -1;
+	return o->op == GM_BOP_WCAST ? CAST_WEIGHT :
+	       o->op == GM_BOP_BCAST ? CAST_BIAS : CAST_N;
 }
 
-/* Whether program p's WCASTs and BCASTs name every autocast copy of
- * block l. */
+/* Whether program p's casts name every autocast copy of block l. */
 static bool wcast_covers(struct gm_em *e, const struct gm_step_block *p,
 			 uint64_t l)
 {
 	bool all = true;
 
-	memset(e->wclaim, 0, sizeof(e->wclaim));
-	memset(e->bclaim, 0, sizeof(e->bclaim));
-	for (int i = 0; i < p->n_fwd; i++)
-		if (p->op[i].op == GM_BOP_WCAST)
-			(void)wcast_param(e, l, p->op[i].bytes, true);
-		else if (p->op[i].op == GM_BOP_BCAST)
-			(void)bcast_param(e, l, p->op[i].bytes, true);
+	memset(e->claim, 0, sizeof(e->claim));
+	for (int i = 0; i < p->n_fwd; i++) {
+		enum cast_of k = cast_kind(&p->op[i]);
+		if (k != CAST_N)
+			(void)cast_param(e, k, l, p->op[i].bytes, true);
+	}
 	for (int i = 0; i < e->np && i < GM_PARAMS_MAX; i++) {
 		const struct gm_step_param *q = par(e, l, i);
-		if (q->where == GM_STEP_LAYER &&
-		    ((q->cache > 0 && !e->wclaim[i]) ||
-		     (q->bcache > 0 && !e->bclaim[i])))
-			all = false;
+		for (int k = 0; k < CAST_N && q->where == GM_STEP_LAYER; k++)
+			if (cast_bytes(q, (enum cast_of)k) > 0 &&
+			    !e->claim[k][i])
+				all = false;
 	}
-	memset(e->wclaim, 0, sizeof(e->wclaim));
-	memset(e->bclaim, 0, sizeof(e->bclaim));
+	memset(e->claim, 0, sizeof(e->claim));
 	return all;
 }
 
@@ -392,28 +395,19 @@ static void cache_block(struct gm_em *e, uint64_t l,
 	e->cref[l]++;
 }
 
-/* GM_BOP_WCAST of n elements (cache_block's block). */
-static void wcast_op(struct gm_em *e, double n)
+/* A cast op o (cache_block's block): its copy made. */
+static void cast_op(struct gm_em *e, const struct gm_step_blockop *o)
 {
+	enum cast_of k = cast_kind(o);
+	uint32_t *id;
 	int i;
 
-	if (!e->wlin || (i = wcast_param(e, e->wl, n, true)) < 0)
+	if (!e->wlin || k == CAST_N ||
+	    (i = cast_param(e, k, e->wl, o->bytes, true)) < 0)
 		return;
-	if (e->c[pix(e, e->wl, i)] == NONE)
-		e->c[pix(e, e->wl, i)] = ealloc(e, par(e, e->wl, i)->cache,
-						GM_SK_CACHE);
-}
-
-/* GM_BOP_BCAST of n elements (cache_block's block). */
-static void bcast_op(struct gm_em *e, double n)
-{
-	int i;
-
-	if (!e->wlin || (i = bcast_param(e, e->wl, n, true)) < 0)
-		return;
-	if (e->bc[pix(e, e->wl, i)] == NONE)
-		e->bc[pix(e, e->wl, i)] = ealloc(e, par(e, e->wl, i)->bcache,
-						 GM_SK_CACHE);
+	id = cast_id(e, k, e->wl, i);
+	if (*id == NONE)
+		*id = ealloc(e, cast_bytes(par(e, e->wl, i), k), GM_SK_CACHE);
 }
 
 /* An unsharded FSDP parameter's bytes per byte of its shard's element
@@ -867,10 +861,8 @@ static void prog_forward_ops(struct gm_em *e, const struct gm_step_block *p,
 			loop_hold(e, B[o->id], true);
 			break;
 		case GM_BOP_WCAST:
-			wcast_op(e, o->bytes);
-			break;
 		case GM_BOP_BCAST:
-			bcast_op(e, o->bytes);
+			cast_op(e, o);
 			break;
 		default:
 			break;
@@ -937,10 +929,8 @@ static void blk_recompute(struct gm_em *e, const struct gm_step_block *p,
 		const struct gm_step_blockop *o = &p->op[i];
 		if (!all && !o->core)
 			continue;
-		if (o->op == GM_BOP_WCAST && all) {
-			wcast_op(e, o->bytes);
-		} else if (o->op == GM_BOP_BCAST && all) {
-			bcast_op(e, o->bytes);
+		if (cast_kind(o) != CAST_N && all) {
+			cast_op(e, o);
 		} else if (o->op == GM_BOP_ALLOC) {
 			efree(e, &e->rec[o->id]);
 			e->rec[o->id] = ealloc(e, o->bytes, o->kind);
