@@ -16,7 +16,8 @@ cut into phases per step: setup (the weights), forward, loss, backward
 trace's phases follow the allocating Python frames: a step begins at the
 harness's input ids; loss_utils / cross_entropy frames open the loss;
 allocations without Python frames (autograd's engine) the backward;
-torch/optim and GradScaler frames the optimizer step.
+torch/optim and GradScaler frames the optimizer step; an embedding's
+output after a backward begins a step too (an optimizer on the host).
 
 For each step and phase it prints, measured vs planned: allocations (all
 and those of at least --big MiB, default 1), bytes requested, live bytes
@@ -49,6 +50,7 @@ OPT_FILES = ("adam.py", "adamw.py", "sgd.py", "optimizer.py",
              "grad_scaler.py", "adafactor.py")
 LOSS_MARKS = ("loss_utils.py", "functional.py:cross_entropy",
               "loss.py:forward")
+EMBED_MARK = "functional.py:embedding"
 MiB = 2 ** 20
 
 
@@ -75,7 +77,10 @@ def real_events(path):
         if act == "alloc":
             is_opt = any(tag.startswith(f) or ("<" + f) in tag
                          for f in OPT_FILES)
-            if tag and not is_opt and ph in ("setup", "optimizer"):
+            if tag and not is_opt and (ph in ("setup", "optimizer") or (
+                    ph == "backward" and EMBED_MARK in tag)):
+                # (the embedding's output after a backward: a step whose
+                # optimizer ran on the host, DeepSpeed's offload)
                 step += 1
                 ph = "forward"
             elif any(m in tag for m in LOSS_MARKS) and ph == "forward":
