@@ -445,17 +445,18 @@ static void recipe_row(const struct ctx *c, const struct gm_terms *T,
 	out->host = rs.host;
 }
 
-/* What the PyTorch loop keeps, where it is not the default, appended to
- * the recipe's name: "-keep-outputs" or "-lightning" (training.loop),
- * "-kv-cache" (past_key_values built in training, planner/loop.c). */
+/* What the loop keeps, where it is not the default, appended to the
+ * recipe's name: "-keep-outputs" or "-lightning" (training.loop, the
+ * PyTorch loop's), "-kv-cache" (past_key_values built in training,
+ * planner/loop.c; DeepSpeed's engine too). */
 static void recipe_loop(const struct gm_spec *sp, char *buf, size_t len)
 {
 	size_t n = strlen(buf);
 
-	if (sp->task != GM_TASK_TRAIN ||
-	    sp->training.framework != GM_FW_PYTORCH)
+	if (sp->task != GM_TASK_TRAIN)
 		return;
-	if (sp->training.loop != GM_LOOP_TRAINER && n < len)
+	if (sp->training.framework == GM_FW_PYTORCH &&
+	    sp->training.loop != GM_LOOP_TRAINER && n < len)
 		n += (size_t)snprintf(buf + n, len - n, "-%s",
 				      gm_loop_name(sp->training.loop));
 	if (gm_loop_kv_cache(sp) && n < len)

@@ -395,6 +395,9 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		li(out, "Training loop: %s%s.", loop_words[r->loop],
 		   r->kv_cache_in_training ? "; the model builds "
 		   "past_key_values in training (use_cache)" : "");
+	else if (r->train && r->kv_cache_in_training)
+		li(out, "The model builds past_key_values in training "
+		   "(use_cache).");
 	/* named where the spec chose it (the key is refused where the
 	 * step is not torch.optim's) */
 	if (r->train && r->optimizer_implementation != GM_OPT_IMPL_FOREACH)

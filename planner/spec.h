@@ -305,9 +305,9 @@ int gm_spec_apply(struct gm_spec *spec, const char *const *sets, int n_sets,
 
 /*
  * Refuse what a loaded spec asks for that `gpumem plan` does not model
- * yet (planner/README.md, "Not modelled"): a framework other than
- * pytorch, training.loop keep-outputs, past_key_values built in training
- * (use_cache true or auto without checkpointing), LoRA / QLoRA. gm_spec_load() accepts them (their values are
+ * yet (planner/README.md, "Not modelled", lists each case: under
+ * DeepSpeed a loop other than trainer or an adapter, under Megatron-LM
+ * other families, ...). gm_spec_load() accepts them (their values are
  * read and checked); plan and fit call this after loading. Returns 0 or
  * GM_EINVAL with diag "file:line:column: KEY: ... is not modelled yet".
  */

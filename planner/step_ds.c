@@ -101,8 +101,10 @@
  *
  * Stage 3 reduces a bucket on its own stream (stage3.py
  * __reduce_and_partition_ipg_grads, reduce_and_partition_stream): the
- * flat copy reduce_scatter_coalesced makes of the bucket lives while
- * partition_grads runs over the bucket's gradients; under
+ * flat copy reduce_scatter_coalesced makes of the bucket (none for one
+ * gradient that splits evenly: comm/coalesced_collectives.py reduces it
+ * in place) lives while partition_grads runs over the bucket's
+ * gradients; under
  * offload_optimizer that makes, per gradient partition of n elements,
  * a 16-bit copy on the GPU (grad_buffer.to(device)), the fp64 copy of
  * _constant_buffered_norm2 (8 n bytes, freed once its norm is taken)
@@ -128,6 +130,7 @@
 #include "step_emit.h"
 #include "error.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define NONE UINT32_MAX
@@ -147,6 +150,7 @@ struct gm_ds_em {
 	uint32_t offbuf;        /* stage 1/2 offload: the largest
 				 * parameter's 16-bit buffer */
 	double ipg_fill;        /* elements in the bucket */
+	size_t ipg_n;           /* gradients in the bucket */
 	double *bk;             /* stage 3 with offload_optimizer: the
 				 * partition elements of each gradient in
 				 * the bucket, in the order they came */
@@ -691,18 +695,25 @@ static void setup_buckets(struct gm_em *e)
 		s->ipg2 = gm_em_alloc(e, c->bucket * c->b, GM_SK_COMM);
 }
 
-/* A bucket of n elements is reduced: stage 3 reduce-scatters a flat copy
- * of it; the first reduction allocates the stage 1/2 partition. */
-static void reduce_bucket(struct gm_em *e, double n)
+/* The bucket is reduced and emptied: stage 3 reduce-scatters a flat copy
+ * of it (none for a single gradient that splits evenly over the ranks:
+ * reduce_scatter_coalesced reduces it in place); the first reduction
+ * allocates the stage 1/2 partition. */
+static void reduce_bucket(struct gm_em *e)
 {
 	const struct gm_step_ds *c = cfg(e);
 	struct gm_ds_em *s = ds_of(e);
-	uint32_t t;
+	double n = s->ipg_fill;
+	bool one = s->ipg_n == 1 && fmod(n, c->d) == 0;
+	uint32_t t = NONE;
 
+	s->ipg_fill = 0;
+	s->ipg_n = 0;
 	if (!(n > 0))
 		return;
 	if (c->stage == 3) {
-		t = gm_em_alloc(e, n * c->b, GM_SK_RCOMM);
+		if (!one)
+			t = gm_em_alloc(e, n * c->b, GM_SK_RCOMM);
 		for (size_t k = 0; k < s->nbk; k++) {
 			uint32_t g = gm_em_alloc(e, s->bk[k] * c->b,
 						 GM_SK_RTMP);
@@ -714,7 +725,8 @@ static void reduce_bucket(struct gm_em *e, double n)
 			gm_em_free(e, &g);
 		}
 		s->nbk = 0;
-		gm_em_free(e, &t);
+		if (t != NONE)
+			gm_em_free(e, &t);
 		return;
 	}
 	if (!c->off_opt && s->gpart == NONE)
@@ -722,23 +734,48 @@ static void reduce_bucket(struct gm_em *e, double n)
 				       GM_SK_GRAD);
 }
 
+/* Elements of (row, i)'s gradient: its parameter's; a tied lm_head holds
+ * no weight of its own (the embedding's) but the whole gradient. */
+static double grad_elems(struct gm_em *e, uint64_t row, int i)
+{
+	const struct gm_step_param *p = gm_em_param(e, row, i);
+
+	return (p->weight > 0 ? p->weight : p->grad) / cfg(e)->b;
+}
+
+/* Whether head parameter i is an lm_head tied to the input embedding
+ * (whose gradient is the head's, gm_step_param.grad_shared): autograd
+ * accumulates both uses before the shared parameter's hook runs, after
+ * the embedding's backward. */
+static bool tied_head(const struct gm_step *st, int i)
+{
+	if (st->p[i].where != GM_STEP_HEAD || !st->p[i].grad_at_loss)
+		return false;
+	for (int j = 0; j < st->n_param; j++)
+		if (st->p[j].where == GM_STEP_EMBED && st->p[j].grad_shared)
+			return true;
+	return false;
+}
+
 /* The gradient of (row, i) is ready: into the bucket (stages 1-3), its
- * own tensor freed; stage 0 keeps it. */
+ * own tensor freed; stage 0 keeps it. The bucket is reduced first when
+ * the gradient would overflow it (stage3.py
+ * reduce_independent_p_g_buckets_and_remove_grads, stage_1_and_2.py
+ * likewise). */
 static void take_grad(struct gm_em *e, uint64_t row, int i)
 {
 	const struct gm_step_ds *c = cfg(e);
 	struct gm_ds_em *s = ds_of(e);
 	uint32_t *g = gm_em_gid(e, row, i);
-	double n = elems(e, row, i);
+	double n = grad_elems(e, row, i);
 
 	if (*g == NONE)
 		return;
 	setup_buckets(e);
-	if (s->ipg_fill + n > c->bucket) {
-		reduce_bucket(e, s->ipg_fill);
-		s->ipg_fill = 0;
-	}
+	if (s->ipg_fill + n > c->bucket)
+		reduce_bucket(e);
 	s->ipg_fill += n;
+	s->ipg_n++;
 	if (c->stage == 3 && c->off_opt) {
 		if (s->nbk == s->capbk) {
 			size_t m = s->capbk ? 2 * s->capbk : 64;
@@ -815,9 +852,10 @@ void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 			return;
 		each_param(e, take_one, NULL);
 	} else {
-		/* the head's gradients are ready before the blocks' */
+		/* the head's gradients are ready before the blocks', but
+		 * a tied lm_head's after the embedding's backward */
 		for (int i = st->n_param; i-- > 0;)
-			if (st->p[i].where == GM_STEP_HEAD)
+			if (st->p[i].where == GM_STEP_HEAD && !tied_head(st, i))
 				take_grad(e, L, i);
 		for (int i = st->n_param; u < L && i-- > 0;)
 			if (in_row(e, u, i))
@@ -825,11 +863,10 @@ void gm_ds_post_backward(struct gm_em *e, uint64_t u)
 		if (u < L)
 			return;
 		for (int i = st->n_param; i-- > 0;)
-			if (st->p[i].where == GM_STEP_EMBED)
+			if (st->p[i].where == GM_STEP_EMBED || tied_head(st, i))
 				take_grad(e, L, i);
 	}
-	reduce_bucket(e, s->ipg_fill);
-	s->ipg_fill = 0;
+	reduce_bucket(e);
 	if (st->ds.stage <= 2) {
 		gm_em_free(e, &s->ipg);
 		gm_em_free(e, &s->ipg2);

@@ -273,7 +273,9 @@ L = [
           adapter="qlora", lora_rank=16,
           use_cache="auto")),
     # DeepSpeed on one GPU; measure_loops.py builds the model whole on the
-    # GPU before deepspeed.initialize (no zero.Init): ZeRO-3 rows say so
+    # GPU before deepspeed.initialize (no zero.Init): ZeRO-3 rows say so.
+    # The engine is called with no use_cache (gmspec's default, auto: the
+    # config's True); files() writes it into every deepspeed row
     ("ds-zero0-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero0-bf16")),
@@ -496,6 +498,8 @@ def files():
         name, runner, model, t = row[:4]
         par = row[4] if len(row) > 4 else {}
         extra = row[5] if len(row) > 5 else {}
+        if runner == "deepspeed":
+            t = dict(t, use_cache="auto")
         out[f"loops/specs/{name}.yaml"] = train_spec(name, model, t, par)
         man.append(dict({"name": name, "spec": f"specs/{name}.yaml",
                          "set": [], "runner": runner}, **extra,
@@ -509,7 +513,8 @@ def files():
     for name, model, dp, ds, par in DSM:
         t = dict(precision="bf16-mixed", micro_batch_size=4,
                  sequence_length=2048 if model == "llama-1.1b" else 1024,
-                 framework="deepspeed", deepspeed_config=ds)
+                 framework="deepspeed", deepspeed_config=ds,
+                 use_cache="auto")
         out[f"ds-multi/specs/{name}.yaml"] = train_spec(
             name, model, t, dict(data_parallel=dp, **par))
         man.append({"name": name, "spec": f"specs/{name}.yaml", "set": [],

@@ -23,6 +23,7 @@ struct rec {
 	unsigned char live[MAXID];
 	double live_kind[GM_SK_N], peak_kind[GM_SK_N], peak;
 	uint64_t allocs[GM_SK_N];
+	double last_rtmp;       /* bytes of the last GM_SK_RTMP of step 1 */
 	unsigned step;
 	double at[3][GM_SP_N][GM_SK_N]; /* step (0: set-up), phase, kind */
 	int bad;
@@ -52,6 +53,8 @@ static int r_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	r->bytes[id] = (double)bytes;
 	r->kind[id] = k;
 	r->allocs[k]++;
+	if (k == GM_SK_RTMP && r->step == 1)
+		r->last_rtmp = (double)bytes;
 	r->live_kind[k] += (double)bytes;
 	if (r->live_kind[k] > r->peak_kind[k])
 		r->peak_kind[k] = r->live_kind[k];
@@ -263,7 +266,9 @@ static void offload_keeps_nothing_of_the_optimizer(void **state)
  * Stage 3's set-up defragments (zero/utils.py defragment: the
  * partitions to the host, empty_cache(), one flat buffer), unless
  * offload_param keeps them there; its reduction runs on a stream of its
- * own: the bucket's flat copy (GM_SK_RCOMM) and, under
+ * own: the bucket's flat copy (GM_SK_RCOMM; none for a bucket of one
+ * gradient that splits evenly, which reduce_scatter_coalesced reduces
+ * in place, comm/coalesced_collectives.py) and, under
  * offload_optimizer, per gradient of n elements a 16-bit copy, the fp64
  * copy of the norm (8 n) and the fp32 copy for the host (4 n), the
  * first two live together (GM_SK_RTMP), as the H200 traces of
@@ -282,12 +287,17 @@ static void zero3_reduce_stream_and_defragment(void **state)
 	emit(&st, &r);
 	assert_int_equal(r.empties, 1);
 	assert_int_equal(r.empty_step, 0);          /* in the set-up */
-	assert_true(r.allocs[GM_SK_RCOMM] > 0);
-	/* one copy at a time: the largest, the block's 16 MiB tensor alone
-	 * in a bucket (larger than the bucket's 5 Mi elements) */
-	assert_true(r.peak_kind[GM_SK_RCOMM] == BIG);
+	/* 5 Mi elements a bucket: every gradient alone in one */
+	assert_int_equal(r.allocs[GM_SK_RCOMM], 0);
 	assert_int_equal(r.allocs[GM_SK_RTMP], 0);
 	assert_int_equal(r.allocs[GM_SK_COMM], 1);  /* the bucket alone */
+	/* 12 Mi: [head 4, block 1's 2], [block 1's 8, block 0's 2],
+	 * [block 0's 8, embedding 4] a step, one copy at a time */
+	describe(&st, 3, 1);
+	st.ds.bucket = 12 * MiB;
+	emit(&st, &r);
+	assert_int_equal(r.allocs[GM_SK_RCOMM], 3 * 2);
+	assert_true(r.peak_kind[GM_SK_RCOMM] == (BIG + EMB));
 
 	describe(&st, 3, 1);
 	st.ds.off_opt = true;
@@ -308,6 +318,40 @@ static void zero3_reduce_stream_and_defragment(void **state)
 	emit(&st, &r);
 	assert_int_equal(r.empties, 0);
 	assert_int_equal(r.allocs[GM_SK_RCOMM] + r.allocs[GM_SK_RTMP], 0);
+}
+
+/*
+ * A tied lm_head (the embedding's gradient is the head's, which holds no
+ * weight of its own): the shared parameter's hook runs once autograd has
+ * accumulated both uses, after the embedding's backward, with the whole
+ * gradient's elements (the H200 trace of
+ * ds-zero3-offload-all-qwen3-0.6b-bf16: the 1187 MiB fp64 copy of its
+ * 151936 x 1024 gradient last, after every block's).
+ */
+static void zero3_tied_head_last(void **state)
+{
+	static struct gm_step st;
+	static struct rec r;
+
+	(void)state;
+	describe(&st, 3, 1);
+	st.ds.off_opt = true;
+	st.p[0].grad_shared = true;
+	st.p[3].weight = 0;
+	st.p[3].grad = EMB;
+	emit(&st, &r);
+	/* 5 gradients a step (the tied head, 2 x 2 block tensors), 3
+	 * copies each, 2 steps; the last the head's fp32 copy */
+	assert_int_equal(r.allocs[GM_SK_RTMP], 5 * 3 * 2);
+	assert_true(r.last_rtmp == 4 * (EMB / 2));
+	/* untied: the head's first, the embedding's last */
+	describe(&st, 3, 1);
+	st.ds.off_opt = true;
+	st.p[3].grad = HEAD / 2;
+	st.p[3].weight = HEAD / 2;
+	emit(&st, &r);
+	assert_int_equal(r.allocs[GM_SK_RTMP], 6 * 3 * 2);
+	assert_true(r.last_rtmp == 4 * (EMB / 2));
 }
 
 /*
@@ -448,6 +492,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(zero3_keeps_bucket_and_partition),
 		cmocka_unit_test(zero3_reduce_stream_and_defragment),
+		cmocka_unit_test(zero3_tied_head_last),
 		cmocka_unit_test(states_before_the_first_step),
 		cmocka_unit_test(zero1_keeps_gradients_to_the_end),
 		cmocka_unit_test(offload_keeps_nothing_of_the_optimizer),
