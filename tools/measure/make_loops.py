@@ -275,7 +275,8 @@ L = [
     # DeepSpeed on one GPU; measure_loops.py builds the model whole on the
     # GPU before deepspeed.initialize (no zero.Init): ZeRO-3 rows say so.
     # The engine is called with no use_cache (gmspec's default, auto: the
-    # config's True); files() writes it into every deepspeed row
+    # config's True); files() writes it into every deepspeed row that
+    # says none
     ("ds-zero0-llama-1.1b-bf16", "deepspeed", "llama-1.1b",
      dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
           framework="deepspeed", deepspeed_config="zero0-bf16")),
@@ -331,6 +332,24 @@ L = [
           adapter="qlora", lora_rank=16,
           lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"],
           use_cache="auto")),
+    # checks of DeepSpeed's past_key_values, tied lm_head and one-gradient
+    # bucket rules: stages 1-3 on tied models, the cache turned off
+    ("ds-zero2-offload-qwen3-0.6b-bf16", "deepspeed", ("qwen3-0.6b", None),
+     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero2-bf16-offload-opt"),
+     dict(offload_optimizer="cpu")),
+    ("ds-zero3-qwen3-0.6b-bf16", "deepspeed", ("qwen3-0.6b", None),
+     dict(precision="bf16-mixed", micro_batch_size=4, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero3-bf16"),
+     dict(built_whole=True)),
+    ("ds-zero3-gpt2-355m-bf16-nocache", "deepspeed", "gpt2-355m",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=1024,
+          framework="deepspeed", deepspeed_config="zero3-bf16",
+          use_cache="false"),
+     dict(built_whole=True)),
+    ("ds-zero1-gpt2-124m-bf16", "deepspeed", "gpt2-124m",
+     dict(precision="bf16-mixed", micro_batch_size=16, sequence_length=1024,
+          framework="deepspeed", deepspeed_config="zero1-bf16")),
 ]
 
 # DeepSpeed on several GPUs (measure_frameworks.py): name, model, data
@@ -498,7 +517,7 @@ def files():
         name, runner, model, t = row[:4]
         par = row[4] if len(row) > 4 else {}
         extra = row[5] if len(row) > 5 else {}
-        if runner == "deepspeed":
+        if runner == "deepspeed" and "use_cache" not in t:
             t = dict(t, use_cache="auto")
         out[f"loops/specs/{name}.yaml"] = train_spec(name, model, t, par)
         man.append(dict({"name": name, "spec": f"specs/{name}.yaml",
