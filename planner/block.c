@@ -276,7 +276,14 @@ static int cast(struct gm_blk *b, int x, double eb)
 }
 
 /* x as an op on autocast's lower-precision list reads it: a copy in the
- * compute dtype under autocast where x is in another, else x itself. */
+ * compute dtype under autocast where x is in another, else x itself.
+ * An op casts its arguments the last first: WrapFunction_ passes
+ * cached_cast(..., args, ...)... to it (torch 2.11
+ * aten/src/ATen/autocast_mode.h), an argument list whose order of
+ * evaluation C++ leaves to the compiler, and GCC, which builds PyTorch's
+ * Linux wheels, evaluates it right to left: the H200 traces show
+ * F.linear's bias, weight, then input copies, and sdpa's 8 MiB key cast
+ * before its 64 MiB query cast (trainer-llama-1.1b-bf16mixed-fullckpt). */
 static int autocast_in(struct gm_blk *b, int x)
 {
 	const struct gm_step_shape *sh = b->sh;
@@ -300,8 +307,9 @@ static int linear(struct gm_blk *b, int x, double in, double out, bool bias)
 	int xc, o;
 	struct nd *d;
 
-	/* autocast's cached_cast of F.linear's arguments, the last first:
-	 * the bias's copy, the weight's, then the input's (the H200 trace
+	/* autocast's cached_cast of F.linear's arguments, the last first
+	 * (autocast_in()): the bias's copy, the weight's, then the
+	 * input's (the H200 trace
 	 * of bert-large-mlm-selective-eager: each linear's 2 KiB bias
 	 * copy, its 2 MiB weight copy, its input's 16 MiB one); of
 	 * Conv1D's addmm(bias, x, W): the weight's, the input's, then the
@@ -667,11 +675,12 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 	if (sh->ckpt == GM_STEP_CKPT_SELECTIVE)
 		node(b, NULL, NULL, (int[]){q, k, v, END});
 	b->core = true;
-	/* sdpa is on autocast's list: its three inputs cast first */
+	/* sdpa is on autocast's list: its three inputs cast first, the
+	 * last first (autocast_in()) */
 	if (!sh->eager) {
-		qc = autocast_in(b, q);
-		kc = autocast_in(b, k);
 		vc = autocast_in(b, v);
+		kc = autocast_in(b, k);
+		qc = autocast_in(b, q);
 	}
 	if (!sh->eager) {
 		double e = b->t[qc].eb, hd = aw->hd;
@@ -746,8 +755,8 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		 * strides); bmm copies q, a transposed view, into
 		 * contiguous batches, and k too unless it is repeat_kv's
 		 * contiguous output, whose transpose it reads as it is */
-		qa = autocast_in(b, q);
 		ka = autocast_in(b, kc);
+		qa = autocast_in(b, q);
 		e = b->t[qa].eb;
 		qm = op(b, T * Q, e, (int[]){qa, END}, NULL);
 		km = rep ? ka : op(b, T * Q, e, (int[]){ka, END}, NULL);
@@ -791,8 +800,8 @@ static int attention_w(struct gm_blk *b, int q, int k, int v,
 		if (pq != p)
 			drop(b, p);
 		pd = dropout(b, pq);
-		pm = autocast_in(b, pd);
 		va = autocast_in(b, vc);
+		pm = autocast_in(b, pd);
 		vm = rep ? va : op(b, T * Qv, b->t[va].eb, (int[]){va, END},
 				   NULL);
 		o1 = op(b, T * Qv, b->t[pm].eb, (int[]){pm, vm, END},

@@ -90,7 +90,7 @@ static void balanced(const struct gm_step_block *p)
 /* LlamaDecoderLayer, bf16 autocast, sdpa (modeling_llama.py; the trace
  * of llama-134m-bf16mixed-adamw): RMSNorm's pow, x*rsqrt, weight*;
  * each linear's input cast and output; RoPE per q and k (x*cos, -x2,
- * cat, *sin, +); sdpa's casts of q and k, output and logsumexp;
+ * cat, *sin, +); sdpa's casts of k and q, output and logsumexp;
  * o_proj; the residual add; the MLP. */
 static void llama_mixed(void **state)
 {
@@ -209,6 +209,36 @@ static void llama_eager_gqa(void **state)
 	(void)state;
 	s.eager = true;
 	s.bf16 = true;
+	s.kv = 16;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	for (int i = 0; i < p.n_fwd; i++) {
+		if (p.op[i].op != GM_BOP_ALLOC || !p.op[i].core)
+			continue;
+		assert_true(k < (int)(sizeof(f) / sizeof(f[0])));
+		if (p.op[i].bytes != f[k] * 4) {
+			print_error("core allocation %d: %g B, want %g\n", k,
+				    p.op[i].bytes, f[k] * 4);
+			fail();
+		}
+		k++;
+	}
+	assert_int_equal(k, sizeof(f) / sizeof(f[0]));
+	balanced(&p);
+}
+
+/* Llama with GQA (4 heads, 1 kv head), autocast, sdpa: autocast casts
+ * sdpa's arguments the last first (block.c autocast_in()), the fp32
+ * rotary k (32 B a token in bf16) before the fp32 rotary q (128 B), as
+ * the H200 trace of trainer-llama-1.1b-bf16mixed-fullckpt shows (8 MiB,
+ * then 64 MiB); v is bf16 already. Then the output and logsumexp. */
+static void llama_sdpa_cast_order(void **state)
+{
+	static const double f[] = {32, 128, 128, 16};
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
+	struct gm_step_block p;
+	int k = 0;
+
+	(void)state;
 	s.kv = 16;
 	assert_int_equal(gm_block_build(&s, &p), 0);
 	for (int i = 0; i < p.n_fwd; i++) {
@@ -584,6 +614,7 @@ int main(void)
 		cmocka_unit_test(llama_eager_true),
 		cmocka_unit_test(bert_eager),
 		cmocka_unit_test(llama_eager_gqa),
+		cmocka_unit_test(llama_sdpa_cast_order),
 		cmocka_unit_test(llama_sdpa_padded_head),
 		cmocka_unit_test(checkpointing),
 		cmocka_unit_test(bias_staging),
