@@ -581,23 +581,6 @@ static int pick_family(struct hf_ctx *h)
 	return 0;
 }
 
-/*
- * The config's path: relative to the spec file's directory when the
- * spec file gave it, as written when --set did (or when absolute).
- */
-static void resolve(const struct gm_spec *s, char *buf, size_t len)
-{
-	const char *slash = strrchr(s->path, '/');
-
-	if (s->hf_config[0] == '/' || !slash ||
-	    s->where[GM_K_HF_CONFIG].origin == GM_SPEC_SET) {
-		gm_text_copy(buf, len, s->hf_config);
-		return;
-	}
-	snprintf(buf, len, "%.*s/%s", (int)(slash - s->path), s->path,
-		 s->hf_config);
-}
-
 int gm__hf_config_apply(struct gm__spec_ctx *c)
 {
 	struct gm_spec *s = c->spec;
@@ -607,7 +590,9 @@ int gm__hf_config_apply(struct gm__spec_ctx *c)
 
 	if (!given(s, GM_K_HF_CONFIG))
 		return 0;
-	resolve(s, s->hf_path, sizeof(s->hf_path));
+	if (!gm__spec_path(s, GM_K_HF_CONFIG, s->hf_config, s->hf_path,
+			   sizeof(s->hf_path)))
+		return gm__spec_blame(c, GM_K_HF_CONFIG, "the path is too long");
 	rc = gm_json_tree_load(s->hf_path, GM_JSON_STRICT, &h.j, &d);
 	if (rc == GM_EIO)
 		return gm__spec_blame(c, GM_K_HF_CONFIG, "%s", d.msg);

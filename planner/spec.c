@@ -411,6 +411,21 @@ static int fail_value(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 	return rc;
 }
 
+bool gm__spec_path(const struct gm_spec *s, int id, const char *value,
+		   char *out, size_t len)
+{
+	const char *slash = strrchr(s->path, '/');
+	size_t dir = slash ? (size_t)(slash - s->path) + 1 : 0;
+
+	if (value[0] == '/' || s->where[id].origin == GM_SPEC_SET)
+		dir = 0;
+	if (dir + strlen(value) >= len)
+		return false;
+	memcpy(out, s->path, dir);
+	strcpy(out + dir, value);
+	return true;
+}
+
 int gm__spec_blame(struct gm__spec_ctx *c, int id, const char *fmt, ...)
 {
 	const struct gm_spec_where *w = &c->spec->where[id];

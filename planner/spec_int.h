@@ -134,6 +134,16 @@ struct gm__spec_ctx {
 };
 
 /*
+ * The path of file key id names (model.hf_config,
+ * training.deepspeed_config): relative to the spec file's directory
+ * when the spec file gave it; as written when --set gave it (relative
+ * to the working directory, as a shell's path is) or when absolute.
+ * Returns false when it does not fit in len bytes.
+ */
+bool gm__spec_path(const struct gm_spec *s, int id, const char *value,
+		   char *out, size_t len);
+
+/*
  * Blame key id for a broken rule: the message is prefixed with where
  * the key's value came from (the file position, or "--set KEY"), or
  * with its section's position when the value is a default. Returns

@@ -81,10 +81,11 @@ static void name(struct gm_recipe_states *o, const struct gm_recipe_in *in)
 	bool oo = in->offload_optimizer == GM_OFFLOAD_CPU;
 	bool op = in->offload_parameters == GM_OFFLOAD_CPU;
 
-	snprintf(o->name, sizeof(o->name), "deepspeed-zero%u%s", in->zero,
+	snprintf(o->name, sizeof(o->name), "deepspeed-zero%u%s-%s", in->zero,
 		 oo && op ? "-offload-optimizer-parameters"
 		 : oo     ? "-offload-optimizer"
-		 : op     ? "-offload-parameters" : "");
+		 : op     ? "-offload-parameters" : "",
+		 gm_precision_name(in->precision));
 	o->wrap = GM_WRAP_DEEPSPEED;
 }
 

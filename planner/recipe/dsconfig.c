@@ -834,23 +834,6 @@ static void zero_defaults(struct gm_spec_deepspeed *ds)
 	ds->contiguous_gradients = true;
 }
 
-/* The JSON's path as opened: relative to the spec's directory.
- * Returns false when it does not fit in len bytes. */
-static bool resolve(const struct gm_spec *sp, char *out, size_t len)
-{
-	const char *p = sp->training.deepspeed_config;
-	const char *slash = strrchr(sp->path, '/');
-	size_t dir = slash ? (size_t)(slash - sp->path) + 1 : 0;
-
-	if (p[0] == '/')
-		dir = 0;
-	if (dir + strlen(p) >= len)
-		return false;
-	memcpy(out, sp->path, dir);
-	strcpy(out + dir, p);
-	return true;
-}
-
 int gm__spec_deepspeed(struct gm__spec_ctx *c)
 {
 	struct gm_spec *sp = c->spec;
@@ -864,7 +847,8 @@ int gm__spec_deepspeed(struct gm__spec_ctx *c)
 	ds->n_assumed = 0;
 	if (!sp->training.deepspeed_config[0])
 		return 0;
-	if (!resolve(sp, ds->path, sizeof(ds->path)))
+	if (!gm__spec_path(sp, GM_K_DS_CONFIG, sp->training.deepspeed_config,
+			   ds->path, sizeof(ds->path)))
 		return gm__spec_blame(c, GM_K_DS_CONFIG, "the path is too long");
 	rc = gm_json_tree_load(ds->path, GM_JSON_COMMENTS |
 			       GM_JSON_TRAILING_COMMAS, &j, c->diag);

@@ -29,6 +29,8 @@ done
 	--global-batch 512 > "$out/fit-mig.txt"
 "$gpumem" fit "$data/gpt2-a100.yaml" --gpu h100 --gpu l4 --global-batch 512 \
 	--fraction 0.9 > "$out/fit-fraction.txt"
+"$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 --gpu l4 --global-batch 8 \
+	> "$out/fit-batch-bound.txt"
 "$gpumem" fit "$root/models/gpt2-large.yaml" --gpu 'NVIDIA H200 MIG 1g.18gb' \
 	--gpu l4 --gpu h100 > "$out/fit-change.txt"
 "$gpumem" fit "$root/models/gpt3-175b-finetune.yaml" --gpu a100-40gb \
@@ -46,7 +48,7 @@ for f in txt json; do
 		> "$out/fit-min-gpus-none.$f" || true
 done
 # the source tree's path as check_cli.py writes it
-sed -i "s|$root|<ROOT>|g" "$out"/fit-*.json
+sed -i "s|$root|<ROOT>|g" "$out"/fit-*.json "$out"/fit-*.txt
 "$gpumem" plan --help > "$out/plan-help.txt"
 "$gpumem" gpus --format csv > "$out/gpus.csv"
 # Every bundled spec, as JSON (tests/golden/models/).

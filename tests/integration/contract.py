@@ -259,8 +259,9 @@ DS = path("ds.yaml", "name: t\nmodel:\n  hf_config: %s\ntraining:\n"
           "  zero_stage: 3\n  offload_optimizer: cpu\n" %
           os.path.join(ROOT, "models", "configs", "llama-2-7b.json"))
 p, d = plan_json(DS, "--gpu", "h100")
-check(d is not None and d.get("recipe") == "deepspeed-zero3-offload-optimizer",
-      "recipe deepspeed-zero3-offload-optimizer: %r" %
+check(d is not None and d.get("recipe") ==
+      "deepspeed-zero3-offload-optimizer-bf16-mixed",
+      "recipe deepspeed-zero3-offload-optimizer-bf16-mixed: %r" %
       (d and d.get("recipe")))
 check(d is not None and d.get("host_bytes", 0) > 0,
       "host_bytes of an optimizer offloaded to the host")

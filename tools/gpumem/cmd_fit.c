@@ -69,12 +69,13 @@ static void help(void)
 	       "global batch kept; inference: a\nsmaller batch), activation "
 	       "checkpointing (selective, then full), a higher\nZeRO stage "
 	       "or Megatron-LM's distributed optimizer (data_parallel above "
-	       "1),\nDeepSpeed's CPU offload (optimizer, then parameters), "
-	       "more data-parallel\nGPUs, tensor parallel (x2, x4, ... "
-	       "up to 8), an adapter\n(lora, then qlora); only values "
-	       "gpumem plan models. Where nothing fits, the\nwidest change "
-	       "searched and its headroom. JSON: fits_as_given,\n"
-	       "smallest_change, widest_change (planner/README.md).\n\n"
+	       "1;\nDeepSpeed's stage at 1 too), DeepSpeed's CPU offload "
+	       "(optimizer, then\nparameters), more data-parallel GPUs, "
+	       "tensor parallel (x2, x4, ... up to 8),\nan adapter (lora, "
+	       "then qlora); only values gpumem plan models.\nWhere nothing "
+	       "fits, the widest change searched and its headroom. JSON:\n"
+	       "fits_as_given, smallest_change, widest_change "
+	       "(planner/README.md).\nThe spec's keys: models/README.md.\n\n"
 	       "  --gpu NAME        a catalog GPU; may repeat\n"
 	       "  --catalog FILE    add this file's GPUs to the built-in "
 	       "catalog (same name:\n                    replaces)\n"
@@ -161,6 +162,45 @@ static void progress_end(struct progress *pr)
 	if (pr->shown)
 		fputs("\r\033[K", stderr);
 	pr->shown = false;
+}
+
+/*
+ * Below a training table: the global batch every row holds to and where
+ * it came from, and how many rows it bounds (a row's micro-batch divides
+ * global / data_parallel, so a row at that whole quotient may fit a
+ * larger micro-batch under a larger --global-batch). gb: --global-batch,
+ * 0 when not given. 0 or -1 (a write error).
+ */
+static int batch_note(const struct gm_spec *spec, uint64_t gb,
+		      const struct gm_fit *f, size_t m)
+{
+	uint64_t dp = spec->parallelism.data_parallel ?
+		      spec->parallelism.data_parallel : 1;
+	uint64_t g = gb ? gb : spec->training.global_batch_size, top;
+	char where[1200] = "--global-batch";
+	size_t bound = 0;
+
+	if (spec->task != GM_TASK_TRAIN || !g)
+		return 0;
+	top = g / dp;
+	for (size_t i = 0; i < m; i++)
+		bound += f[i].max_micro_batch == top;
+	if (!gb && !gm_spec_given(spec, "training.global_batch_size"))
+		snprintf(where, sizeof(where), "the spec's micro-batch x "
+			 "data_parallel: training.global_batch_size not given");
+	else if (!gb)
+		gm_spec_where(spec, "training.global_batch_size", where,
+			      sizeof(where));
+	printf("\nglobal batch %llu sequences a step (%s): micro-batch x "
+	       "accumulation steps x %llu data-parallel rank%s\n",
+	       (unsigned long long)g, where, (unsigned long long)dp,
+	       dp == 1 ? "" : "s");
+	if (bound)
+		printf("%zu row%s at micro-batch %llu, the whole global "
+		       "batch a rank: bounded by the batch, not by memory "
+		       "(--global-batch N searches a larger one)\n", bound,
+		       bound == 1 ? "" : "s", (unsigned long long)top);
+	return fflush(stdout) || ferror(stdout) ? -1 : 0;
 }
 
 /*
@@ -632,7 +672,9 @@ int gm_cmd_fit(int argc, char **argv)
 			gm_error("cannot print the report");
 		goto out;
 	}
-	if (a.format == GM_FORMAT_TABLE && changes_print(fits, changes, m)) {
+	if (a.format == GM_FORMAT_TABLE &&
+	    (batch_note(spec, gb, fits, m) ||
+	     changes_print(fits, changes, m))) {
 		gm_error("cannot print the report");
 		goto out;
 	}

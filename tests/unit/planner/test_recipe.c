@@ -132,7 +132,8 @@ static void deepspeed_rows_meet_estimators(void **state)
 				     &cpu, &gpu);
 		assert_true(gm_recipe_gpu_bytes(&s) >= (double)gpu);
 		assert_true(s.host > 0);
-		assert_string_equal(s.name, "deepspeed-zero2-offload-optimizer");
+		assert_string_equal(s.name, "deepspeed-zero2-offload-optimizer-"
+				    "bf16-mixed");
 		for (int k = 0; k < 3; k++) {
 			in = ds_in(3, dp, k >= 1, k == 2);
 			assert_int_equal(gm_recipe_deepspeed(&in, &s, &diag), 0);
@@ -143,7 +144,7 @@ static void deepspeed_rows_meet_estimators(void **state)
 		}
 	}
 	assert_string_equal(s.name, "deepspeed-zero3-offload-optimizer-"
-				    "parameters");
+				    "parameters-bf16-mixed");
 	assert_true(s.weights == 0 && s.optimizer == 0);
 	/* fp32 master 4 + Adam 8 + fp32 gradient 4 + bf16 params and
 	 * gradients 2 + 2, per parameter over 64 ranks, on the host */

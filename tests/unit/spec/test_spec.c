@@ -525,6 +525,22 @@ static void deepspeed_config(void **state)
 	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
 	assert_int_equal(spec.training.optimizer, GM_OPT_ADAMW);
 	assert_int_equal(spec.parallelism.zero_stage, 3);
+	/* a path --set gives is the shell's: relative to the working
+	 * directory, as --set model.hf_config's (the spec's own is
+	 * relative to the spec's directory) */
+	{
+		char set2[128], cwd[512];
+		const char *sets2[] = {set2};
+
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		assert_int_equal(chdir("/tmp"), 0);
+		snprintf(set2, sizeof(set2), "training.deepspeed_config=%s/"
+			 "ds.json", dir + strlen("/tmp/"));
+		assert_int_equal(load("x.yaml", LLAMA "parallelism:\n"
+				      "  data_parallel: 4\n", sets2, 1), 0);
+		assert_int_equal(spec.parallelism.zero_stage, 3);
+		assert_int_equal(chdir(cwd), 0);
+	}
 	assert_int_equal(spec.parallelism.offload_optimizer, GM_OFFLOAD_CPU);
 	assert_int_equal(spec.parallelism.offload_parameters, GM_OFFLOAD_NONE);
 	assert_int_equal(spec.deepspeed.reduce_bucket_size, 200000000);
