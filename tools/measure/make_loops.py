@@ -350,6 +350,23 @@ L = [
     ("ds-zero1-gpt2-124m-bf16", "deepspeed", "gpt2-124m",
      dict(precision="bf16-mixed", micro_batch_size=16, sequence_length=1024,
           framework="deepspeed", deepspeed_config="zero1-bf16")),
+    # checks of full activation checkpointing under DeepSpeed's engine
+    # (transformers' gradient_checkpointing_enable, non-reentrant), as the
+    # bundled llama-2-7b-deepspeed spec plans it
+    ("ds-zero2-llama-1.1b-bf16-fullckpt", "deepspeed", "llama-1.1b",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero2-bf16",
+          activation_checkpointing="full")),
+    ("ds-zero3-offload-llama-1.1b-bf16-fullckpt", "deepspeed", "llama-1.1b",
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero3-bf16-offload-opt",
+          activation_checkpointing="full"),
+     dict(offload_optimizer="cpu", built_whole=True)),
+    ("ds-zero3-qwen3-0.6b-bf16-fullckpt", "deepspeed", ("qwen3-0.6b", None),
+     dict(precision="bf16-mixed", micro_batch_size=8, sequence_length=2048,
+          framework="deepspeed", deepspeed_config="zero3-bf16",
+          activation_checkpointing="full"),
+     dict(built_whole=True)),
 ]
 
 # DeepSpeed on several GPUs (measure_frameworks.py): name, model, data
