@@ -569,6 +569,10 @@ int gm_cmd_fit(int argc, char **argv)
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
 		rc = gm_spec_check_modelled(spec, &diag);
+	/* the GPU the spec names is checked as plan checks it, though fit
+	 * compares the catalog's (or each --gpu) */
+	if (!rc && spec->gpu[0])
+		rc = gm_spec_check_gpu_catalog(spec, cat, &diag);
 	if (!rc)
 		gm_plan_spec_warn("fit", spec);
 	if (!rc)

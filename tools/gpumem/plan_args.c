@@ -3,6 +3,7 @@
  * cmd.h): --set, --format, --svg, --catalog, --reserve-model, --fraction,
  * --limit, and their missing-value / unknown-option messages.
  */
+#include "arch/family.h"
 #include "cmd.h"
 
 #include "error.h"
@@ -170,6 +171,40 @@ static const char *where_key(const struct gm_spec *spec, const char *key,
 	return buf;
 }
 
+/*
+ * A length past model.max_positions_embeddings where the family has no
+ * position table (rotary: nothing refuses it, so the spec's validation
+ * does not): the model was not trained that far, a config's rope
+ * scaling may be what the user meant. The plan is of the length asked.
+ */
+static void length_warn(const char *name, const struct gm_spec *spec)
+{
+	bool infer = spec->task == GM_TASK_INFERENCE;
+	uint64_t max = spec->model.max_position_embeddings, n;
+	const char *key;
+	char where[1200], from[1200];
+
+	if (!max || gm_family(spec->model.architecture)->learned_positions ||
+	    !gm_spec_given(spec, "model.max_position_embeddings"))
+		return;
+	n = infer ? spec->inference.prompt_length +
+		    spec->inference.generate_length :
+		    spec->training.sequence_length;
+	if (n <= max)
+		return;
+	key = !infer ? "training.sequence_length" :
+	      gm_spec_given(spec, "inference.generate_length") ?
+	      "inference.generate_length" : "inference.prompt_length";
+	gm_spec_where(spec, "model.max_position_embeddings", from,
+		      sizeof(from));
+	fprintf(stderr, "gpumem %s: warning: %s: %s%llu tokens is more than "
+		"model.max_position_embeddings %llu (%s), the positions the "
+		"model was trained for; planned as asked\n", name,
+		where_key(spec, key, where, sizeof(where)),
+		infer ? "prompt_length + generate_length = " : "",
+		(unsigned long long)n, (unsigned long long)max, from);
+}
+
 void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 {
 	char where[1200];
@@ -181,7 +216,8 @@ void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 			gm_spec_ds_assumed(spec, i, where, sizeof(where)));
 	/* a section the task does not read, either way round */
 	if (gm_spec_given(spec, infer ? "training" : "inference"))
-		fprintf(stderr, "gpumem %s: %s: ignored for task %s\n", name,
+		fprintf(stderr, "gpumem %s: warning: %s: ignored for task "
+			"%s\n", name,
 			where_key(spec, infer ? "training" : "inference",
 				  where, sizeof(where)),
 			infer ? "inference" : "train");
@@ -197,6 +233,7 @@ void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 			"plan is one replica's)\n", name,
 			where_key(spec, key, where, sizeof(where)));
 	}
+	length_warn(name, spec);
 	/*
 	 * FlashAttention runs fp16 and bf16 only: PyTorch's sdpa flash
 	 * backend takes half and bfloat16 (torch 2.11 aten/src/ATen/native/
