@@ -11,6 +11,7 @@
 #include "fit.h"
 
 #include "cap.h"
+#include "custom_layers.h"
 #include "error.h"
 
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 
 /* Plans a fit remembers (each search makes O(log) of them). */
+/* The largest tensor-parallel degree inference's min_gpus tries. */
+#define GM_FIT_INFER_TP_MAX 8
 #define GM_FIT_SEEN 256
 
 /* What a search varies, and how candidates are numbered. */
@@ -355,6 +358,55 @@ out:
 	return rc;
 }
 
+/*
+ * Inference: data parallel replicates the model (each replica plans
+ * alike), so the fewest GPUs of a replica is the smallest tensor-parallel
+ * degree that fits at batch mb: the spec's, twice it, ... up to
+ * GM_FIT_TP_MAX, as the smallest change's tensor-parallel lever tries
+ * them (fit_search.c); a degree the spec's validation refuses (heads it
+ * does not divide) is not a run. *tp: 0 where none fits.
+ */
+static int min_tp(struct probe *p, uint64_t mb, uint64_t *tp,
+		  struct gm_diag *diag)
+{
+	const struct gm_spec *spec = p->spec;
+	uint64_t t0 = spec->parallelism.tensor_parallel ?
+		      spec->parallelism.tensor_parallel : 1;
+	struct gm_plan *plan = malloc(sizeof(*plan));
+	struct gm_spec *s = malloc(sizeof(*s));
+	int rc = 0;
+
+	*tp = 0;
+	if (!plan || !s) {
+		free(plan);
+		free(s);
+		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
+	}
+	for (uint64_t t = t0; t == t0 || t <= GM_FIT_INFER_TP_MAX; t *= 2) {
+		char set[64];
+		const char *sets[] = {set};
+		struct gm_diag d = {{0}};
+
+		if (t != t0 && !gm_model_has_shape(spec))
+			break;
+		*s = *spec;
+		s->inference.batch_size = mb;
+		s->training.micro_batch_size = mb;
+		snprintf(set, sizeof(set), "parallelism.tensor_parallel=%llu",
+			 (unsigned long long)t);
+		if (t != t0 && gm_spec_apply(s, sets, 1, &d))
+			continue;
+		rc = gm_plan_capped(s, p->gpu, p->o, plan, diag);
+		if (rc || plan->fits) {
+			*tp = rc ? 0 : t;
+			break;
+		}
+	}
+	free(plan);
+	free(s);
+	return rc;
+}
+
 /* gm_fit_observed() with its search state in p (zeroed, on the heap:
  * it remembers GM_FIT_SEEN plans). */
 static int fit_run(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
@@ -426,6 +478,23 @@ figures:
 	 * spec's degree, so some degree does). */
 	spec_mb = spec->task == GM_TASK_TRAIN ? spec->training.micro_batch_size
 					      : spec->inference.batch_size;
+	if (spec->task != GM_TASK_TRAIN) {
+		uint64_t tp;
+
+		rc = min_tp(pp, spec_mb, &tp, diag);
+		out->min_gpus_micro_batch = spec_mb;
+		if (!rc && !tp && mb && mb != spec_mb) {
+			rc = min_tp(pp, mb, &tp, diag);
+			out->min_gpus_micro_batch = mb;
+		}
+		if (rc)
+			return rc;
+		out->min_data_parallel = tp ? 1 : 0;
+		out->min_gpus_micro_batch = tp ? out->min_gpus_micro_batch : 0;
+		out->min_gpus = tp * (par->pipeline_parallel ?
+				      par->pipeline_parallel : 1);
+		return 0;
+	}
 	rc = min_dp(pp, spec_mb, dp, &out->min_data_parallel, diag);
 	if (rc)
 		return rc;

@@ -65,7 +65,10 @@ const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,
  * micro-batch that fits), with the global batch as gm_plan() takes it,
  * the fewest ranks whose per-GPU plan fits, the one fewer not: 1, else
  * a search over [2, GM_FIT_MAX] (per-GPU memory from 2 on only falls
- * with the degree). Errors: 0, GM_EINVAL or GM_ENOMEM.
+ * with the degree). Inference: min_gpus is one replica's, the smallest
+ * tensor-parallel degree (the spec's, twice it, ... up to 8) whose plan
+ * fits at the spec's batch (else at max_micro_batch), times pipeline
+ * parallel; min_data_parallel 1. Errors: 0, GM_EINVAL or GM_ENOMEM.
  */
 int gm_fit(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	   const struct gm_model_opts *opts, uint64_t global_batch,

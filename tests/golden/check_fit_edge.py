@@ -4,8 +4,8 @@ replay's): for bundled specs on several cards, fit's largest micro-batch
 plans as fitting and the next candidate (micro-batch + 1, or the next
 divisor of global / data_parallel when training with a global batch)
 does not; its fewest GPUs plan as fitting at the micro-batch it names
-and one degree fewer does not; min gpus is never 0 next to a micro-batch
-that fits.
+and one degree fewer does not (inference: the tensor-parallel degree, and
+half of it); min gpus is never 0 next to a micro-batch that fits.
 
 usage: check_fit_edge.py GPUMEM MODELS_DIR
 """
@@ -23,6 +23,11 @@ CASES = [
     ("transformer-300m-8x-a100.yaml", [], ["a100-40gb"]),
     ("gpt2.yaml", ["task=inference", "inference.prompt_length=1000",
                    "inference.generate_length=16"], ["NVIDIA L4"]),
+    ("llama-3-8b.yaml", ["task=inference", "inference.batch_size=16",
+                         "inference.prompt_length=4096",
+                         "inference.generate_length=64",
+                         "parallelism.data_parallel=1",
+                         "parallelism.zero_stage=0"], ["rtx-4090"]),
 ]
 
 
@@ -78,7 +83,9 @@ def check(gpumem, path, spec, kv, g, train):
                 extra = [f"training.micro_batch_size={mb}",
                          f"inference.batch_size={mb}"]
                 if dp is not None:
-                    extra.append(f"parallelism.data_parallel={dp}")
+                    # inference's degree is tensor parallel (a replica)
+                    extra.append(f"parallelism.data_parallel={dp}" if train
+                                 else f"parallelism.tensor_parallel={dp}")
                 p = run(gpumem, ["plan", path, "--gpu", g, "--format",
                                  "json"] + sets(kv + extra))
                 return p["fits"], p
@@ -114,10 +121,12 @@ def check(gpumem, path, spec, kv, g, train):
             k = f["min_gpus"]
             smb = 1
             for line in spec_txt.splitlines():
-                if line.strip().startswith("micro_batch_size:"):
+                # (the CASES' inference specs have no inference section)
+                if train and line.strip().startswith("micro_batch_size:"):
                     smb = int(line.split(":")[1])
             for s in kv:
-                if s.startswith("training.micro_batch_size="):
+                if s.startswith("training.micro_batch_size=") or (
+                        not train and s.startswith("inference.batch_size=")):
                     smb = int(s.split("=")[1])
             kmb = f.get("min_gpus_micro_batch", smb)
             print(f"{where}: max micro batch {mb} (next {nxt}), "
@@ -134,6 +143,16 @@ def check(gpumem, path, spec, kv, g, train):
                 if lower and train and fits(kmb, lower[0])[0]:
                     errs.append(f"{where}: {lower[0]} GPUs fit too at "
                                 f"micro {kmb} (fit said {k})")
+                if not train and kmb != smb:
+                    for t in (2, 4, 8):
+                        if fits(smb, t)[0]:
+                            errs.append(f"{where}: the spec's batch {smb} "
+                                        f"fits at tensor parallel {t} "
+                                        f"(fit said {k} at batch {kmb})")
+                            break
+                if not train and k > 1 and fits(kmb, k // 2)[0]:
+                    errs.append(f"{where}: tensor parallel {k // 2} fits "
+                                f"too at batch {kmb} (fit said {k})")
     return errs
 
 
