@@ -219,8 +219,10 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 		gm_obj_set_uint(o, "host_bytes", u(p->host));
 	gm_obj_set_bool(o, "fits", p->fits);
 	gm_obj_set_int(o, "headroom_bytes", p->headroom_bytes);
-	gm_obj_set_uint(o, "gradient_accumulation_steps",
-			p->gradient_accumulation_steps);
+	/* a key of the JSON contract; a table shows it for training only */
+	if (!table || p->run.train)
+		gm_obj_set_uint(o, "gradient_accumulation_steps",
+				p->gradient_accumulation_steps);
 	if (p->n_stages > 1) {
 		st = gm_val_arr();
 		for (unsigned i = 0; i < p->n_stages; i++) {
@@ -261,13 +263,17 @@ static void min_gpus_set(struct gm_val *r, const struct gm_fit *f,
 	char why[48];
 	const char *none = gm_fit_min_gpus_none(f, why, sizeof(why));
 
+	/* a table speaks of inference's batch, the JSON keeps one schema */
+	const char *mb = table && !f->training ? "min_gpus_batch" :
+			 "min_gpus_micro_batch";
+
 	if (table && none) {
 		gm_obj_set_str(r, "min_gpus", none);
-		gm_obj_set_str(r, "min_gpus_micro_batch", "-");
+		gm_obj_set_str(r, mb, "-");
 		return;
 	}
 	gm_obj_set_uint(r, "min_gpus", f->min_gpus);
-	gm_obj_set_uint(r, "min_gpus_micro_batch", f->min_gpus_micro_batch);
+	gm_obj_set_uint(r, mb, f->min_gpus_micro_batch);
 	if (table)
 		return;
 	if (none)
@@ -468,9 +474,14 @@ static struct gm_val *fit_row(const struct gm_fit *f,
 	 * "bandwidth GB/s" (emit.h) */
 	gm_obj_set_real(r, "bandwidth_gbps", f->gpu.bandwidth_gbps);
 	tflops_set(r, f, "bf16_tflops", table);
-	gm_obj_set_uint(r, "max_micro_batch", f->max_micro_batch);
-	gm_obj_set_uint(r, "gradient_accumulation_steps",
-			f->gradient_accumulation_steps);
+	if (table && !f->training) {
+		/* inference: a batch, no accumulation */
+		gm_obj_set_uint(r, "max_batch", f->max_micro_batch);
+	} else {
+		gm_obj_set_uint(r, "max_micro_batch", f->max_micro_batch);
+		gm_obj_set_uint(r, "gradient_accumulation_steps",
+				f->gradient_accumulation_steps);
+	}
 	min_gpus_set(r, f, table);
 	gm_obj_set_uint(r, "device_used_bytes", u(f->device_used));
 	if (!ch || table)

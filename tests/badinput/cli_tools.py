@@ -368,9 +368,9 @@ expect("plan-train-no-ignored-warning", "ignored" not in p.stderr,
 
 # The plan table's batch shape says where an unwritten length came from.
 p = run(["plan", INF, "--gpu", "h200"])
-expect("plan-shape-inference", "batch shape                  batch 1 x 1024 "
-       "prompt tokens (default: model.max_position_embeddings) + 0 generated"
-       in p.stdout, p.stdout[:400])
+expect("plan-shape-inference", "batch shape batch 1 x 1024 prompt tokens "
+       "(default: model.max_position_embeddings) + 0 generated"
+       in " ".join(p.stdout.split()), p.stdout[:400])
 LL = path("llama-noseq.yaml", "model:\n  architecture: llama\n"
           "  layers: 2\n  hidden_size: 64\n  attention_heads: 2\n"
           "  vocab_size: 100\ntraining:\n  micro_batch_size: 3\n")
