@@ -72,6 +72,20 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 	return 0;
 }
 
+bool gm_plan_gpu_lacks_bf16(const struct gm_spec *spec,
+			    const struct gm_plan_gpu *g)
+{
+	enum gm_precision p = spec->task == GM_TASK_TRAIN ?
+			      spec->training.precision :
+			      spec->inference.precision;
+
+	if (g->sm_major >= 8)
+		return false;
+	return p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE ||
+	       (spec->task == GM_TASK_INFERENCE &&
+		spec->inference.kv_cache_dtype == GM_KV_BF16);
+}
+
 void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
 {
 	enum gm_precision p = spec->task == GM_TASK_TRAIN ?

@@ -24,6 +24,14 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 			const char *option, struct gm_diag *diag);
 
 /*
+ * Whether spec asks g for bf16 it lacks (compute capability below 8.0):
+ * a bf16 precision, or an inference KV cache in bf16. gm_plan_gpu_warn()
+ * says it for one named GPU; fit over the catalog counts them.
+ */
+bool gm_plan_gpu_lacks_bf16(const struct gm_spec *spec,
+			    const struct gm_plan_gpu *g);
+
+/*
  * Warn (gm_warn, stderr) what the spec asks of g that its compute
  * capability cannot run: bf16 precisions or a bf16 KV cache, and
  * FlashAttention (FlashAttention-2 and PyTorch's flash SDPA kernel), all

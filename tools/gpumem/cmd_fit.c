@@ -463,7 +463,7 @@ int gm_cmd_fit(int argc, char **argv)
 	unsigned jobs = 0;
 	struct gm_val *v = NULL;
 	unsigned long long gb = 0;
-	size_t n = 0, m = 0, unbound = 0;
+	size_t n = 0, m = 0, unbound = 0, nobf16 = 0;
 	int c, rc, code = GM_EXIT_USAGE, any = 0;
 	bool named;
 	char *end;
@@ -643,6 +643,7 @@ int gm_cmd_fit(int argc, char **argv)
 		any |= fits[k].max_micro_batch > 0;
 		unbound += !named && gpus[k].cap_bytes >
 				     gm_plan_gpu_usable(&gpus[k]);
+		nobf16 += !named && gm_plan_gpu_lacks_bf16(spec, &gpus[k]);
 	}
 	progress_end(&pr);
 	/* over the catalog: one line for the GPUs a --limit is above (each
@@ -652,6 +653,13 @@ int gm_cmd_fit(int argc, char **argv)
 			"the usable memory of %zu of the %zu GPUs planned: on "
 			"those it never binds, and the plan is against the "
 			"card\n", (double)a.limit / (double)GM_GiB, unbound, m);
+	if (nobf16)
+		fprintf(stderr, "gpumem fit: warning: %zu of the %zu GPUs "
+			"planned (compute capability below 8.0) have no bf16: "
+			"their rows plan the spec's bf16 as asked, which those "
+			"cards cannot run; fit fp16 there (--set "
+			"training.precision or inference.precision)\n", nobf16,
+			m);
 	if (a.svg && gm_plan_write_svg(a.svg, plans, fits, m, &diag)) {
 		fprintf(stderr, "gpumem fit: --svg: %s\n", diag.msg);
 		goto out;
