@@ -63,9 +63,18 @@ static void run_words(FILE *out, const struct gm_spec *s,
 	fputs("</ul>\n", out);
 }
 
+/* The plans' (n of them: a fit page's cards) outside-the-allocator
+ * figure, from the smallest to the largest where the cards differ. */
 static void assumptions(FILE *out, const struct gm_model_opts *o,
-			const struct gm_plan *p)
+			const struct gm_plan *p, size_t n)
 {
+	double lo = (double)p->gpu.context_bytes, hi = lo;
+
+	for (size_t i = 1; i < n; i++) {
+		double c = (double)p[i].gpu.context_bytes;
+		lo = c < lo ? c : lo;
+		hi = c > hi ? c : hi;
+	}
 	fputs("<ul>\n<li>Peak reserved (what "
 	      "<code>torch.cuda.max_memory_reserved()</code> would report): ",
 	      out);
@@ -78,11 +87,19 @@ static void assumptions(FILE *out, const struct gm_model_opts *o,
 		fputs("PyTorch's rounding and segment rules applied to the "
 		      "peak's tensors, plus a share for fragmentation "
 		      "(the analytic model).", out);
-	fprintf(out, "</li>\n<li>Outside the allocator: %.2f GiB a GPU for the "
-		"CUDA context and the libraries' modules (the catalog's "
-		"figure for this generation: measured on an H200, estimated "
-		"for the others; <code>gpumem gpus --format json</code>)",
-		gib((double)p->gpu.context_bytes));
+	fputs("</li>\n<li>Outside the allocator: ", out);
+	if (hi > lo)
+		fprintf(out, "%.2f to %.2f GiB a GPU, by the card, for the "
+			"CUDA context and the libraries' modules (the "
+			"catalog's figure for each card's generation: measured "
+			"on an H200, estimated for the others; <code>gpumem "
+			"gpus --format json</code>)", gib(lo), gib(hi));
+	else
+		fprintf(out, "%.2f GiB a GPU for the CUDA context and the "
+			"libraries' modules (the catalog's figure for this "
+			"generation: measured on an H200, estimated for the "
+			"others; <code>gpumem gpus --format json</code>)",
+			gib(lo));
 	if (p->per_gpu.nccl > 0)
 		fprintf(out, ", plus %.2f GiB of NCCL buffers",
 			gib(p->per_gpu.nccl));
@@ -371,7 +388,7 @@ static void plan_page(FILE *out, const struct gm_spec *s,
 	fputs("<h2>How the run is built</h2>\n", out);
 	run_words(out, s, p, false);
 	fputs("<h2>Assumptions</h2>\n", out);
-	assumptions(out, o, p);
+	assumptions(out, o, p, 1);
 }
 
 static void fit_page(FILE *out, const struct gm_spec *s,
@@ -414,7 +431,7 @@ static void fit_page(FILE *out, const struct gm_spec *s,
 	fputs("<h2>How the run is built</h2>\n", out);
 	run_words(out, s, &plans[0], true);
 	fputs("<h2>Assumptions</h2>\n", out);
-	assumptions(out, o, &plans[0]);
+	assumptions(out, o, plans, n);
 }
 
 int gm_plan_html(FILE *out, const struct gm_spec *spec,

@@ -117,6 +117,13 @@ for row in j["gpus"]:
         s = " ".join("--set " + x for x in c["set"])
         want(s in t, f"fit page: {row['gpu']}'s change '{s}' missing")
 want("none / -" not in t.replace("\u2013", "-"), "fit page: 'none / -'")
+# outside the allocator: each card's figure, not the first row's
+ctx = sorted({g["cuda_context_bytes"] for g in json.loads(run(
+    ["gpus", "--format", "json"])) if g["name"] in
+    [r["gpu"] for r in j["gpus"]]})
+want(len(ctx) < 2 or "%.2f to %.2f GiB a GPU, by the card" %
+     (ctx[0] / 2**30, ctx[-1] / 2**30) in t,
+     f"fit page: outside the allocator not {ctx[0]}..{ctx[-1]} B")
 # inference fit: batch, no accumulation
 h = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
                "--gpu", "h100", "--gpu", "l4"]))
