@@ -404,8 +404,14 @@ void gm_run_html(FILE *out, const struct gm_run *r, const char *recipe,
 		li(out, "Optimizer step: torch.optim's %s implementation "
 		   "(%s).", gm_opt_impl_name(r->optimizer_implementation),
 		   opt_impl_words[r->optimizer_implementation]);
-	li(out, "GPUs: %s; %s.", gm_run_gpus_text(r, buf, sizeof(buf)),
-	   gm_run_sharding_text(r, buf + 256, sizeof(buf) - 256));
+	/* the parallelism line says more than the GPUs' product only with
+	 * a wrapper or sharding after its "data parallel N" */
+	gm_run_sharding_text(r, buf + 256, sizeof(buf) - 256);
+	if (strchr(buf + 256, ','))
+		li(out, "GPUs: %s; %s.", gm_run_gpus_text(r, buf, 256),
+		   buf + 256);
+	else
+		li(out, "GPUs: %s.", gm_run_gpus_text(r, buf, 256));
 	if (r->offload_optimizer != GM_OFFLOAD_NONE ||
 	    r->offload_parameters != GM_OFFLOAD_NONE)
 		li(out, "Offload (DeepSpeed ZeRO-Offload): optimizer states "
