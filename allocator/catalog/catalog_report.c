@@ -82,6 +82,10 @@ struct gm_val *gm_gpu_report(const struct gm_gpu *g, unsigned flags)
 	if (!o)
 		return NULL;
 	gm_obj_set_str(o, "name", g->name);
+	/* the table's short name to type (--gpu): the first alias */
+	if (brief)
+		gm_obj_set_str(o, "short_name", g->n_aliases ? g->aliases[0] :
+			       "-");
 	if (!brief)
 		set_identity(o, g, flags);
 	gm_obj_set_str(o, "marketed", g->marketed);
