@@ -456,7 +456,10 @@ int gm_verify_emulated(const struct gm_verify_emu *p,
 		tested = o->max_bytes & ~15ULL;
 	r->free_bytes = p->reported_bytes;
 	r->allocated_bytes = tested;
-	while (tested / scale > GM_EMU_FULL_BYTES)
+	/* the scale holds both the range tested and the card's real memory
+	 * in host memory (a --limit below a large card tests part of it) */
+	while ((tested > p->real_bytes ? tested : p->real_bytes) / scale >
+	       GM_EMU_FULL_BYTES)
 		scale *= 2;
 	tested = tested / scale & ~15ULL;
 	card.real_words = (p->real_bytes / scale / 8) & ~1ULL;

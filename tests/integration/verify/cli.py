@@ -84,6 +84,15 @@ code, dev = emulate("claimed=8GB,real=7GB", "--quick")
 check(code == 1 and dev is not None and dev.get("real_bytes") == 7 << 30,
       "claimed=8GB,real=7GB: real_bytes %r" % (dev and dev.get("real_bytes")))
 
+# A --limit below a large emulated card tests part of it: the emulation's
+# scale holds the card's real memory too (it tried to back all 76 GiB at
+# 1/1 and exited 3, a driver's code)
+for spec in ("claimed=80GB", "claimed=80GB,real=76GiB"):
+    code, dev = emulate(spec, "--quick", "--limit", "256MiB")
+    check(code == 0 and dev is not None and dev["verdict"] == "ok" and
+          dev["verified_bytes"] == 256 << 20,
+          "%s --limit 256MiB: %d %r" % (spec, code, dev and dev["verdict"]))
+
 # Without an estimate of the real size (JSON leaves real_bytes out) the
 # table shows "-", not 0.00 GiB, and CSV an empty cell.
 code, out, _ = run("--emulate", "claimed=80GB,reported=76GiB", "--quick")
