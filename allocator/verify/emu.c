@@ -48,9 +48,13 @@ static int parse_size_key(const char *key, const char *val, uint64_t *out,
 {
 	int rc = gm_claimed_size_parse(val, out);
 
-	if (rc)
-		return gm_diag_set(d, rc, "--emulate: %s='%s' is not a size",
-				   key, val);
+	if (rc) {
+		char why[256];
+
+		gm_size_error(val, why, sizeof(why));
+		return gm_diag_set(d, rc, "--emulate: %s='%s' is not a size: "
+				   "%s", key, val, why);
+	}
 	/* a card below 1 MiB written without a unit is a forgotten unit */
 	if (*out && gm_size_bare_small(val))
 		return gm_diag_set(d, GM_EINVAL, "--emulate: %s='%s' has no "

@@ -350,6 +350,27 @@ for cmd in ("plan", "fit"):
            p.returncode in (0, 1), p.stderr[-400:])
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
+# run's bare --limit is warned about once, not again by the library in
+# each process of the command (it was three times for sh -c 'true; true')
+p = run(["run", "--limit", "12", "--", "sh", "-c", "true; true"])
+expect("run-limit-bare-once", p.stderr.count("has no unit") == 1,
+       p.stderr[-400:])
+# replay's and verify's sizes give the reason as every other option does;
+# replay's bare --cap below 1 MiB warns as every cap does (--cap 1 is one
+# byte, 1.0 the whole card)
+check("replay-capacity-unit", ["replay", TRACE, "--capacity", "80gb"], 2,
+      "--capacity: '80gb' is not a size: unknown unit 'gb'")
+check("replay-cap-unit", ["replay", TRACE, "--cap", "80gb"], 2,
+      "(a fraction has a decimal point: 1.0 is the whole card): unknown "
+      "unit 'gb'")
+p = run(["replay", TRACE, "--cap", "1"])
+expect("replay-cap-bare-warns", "warning: --cap 1 has no unit and is read "
+       "as 1 bytes" in p.stderr and p.returncode == 1, p.stderr[-400:])
+check("verify-limit-unit", ["verify", "--emulate", "claimed=8GB", "--limit",
+                            "80gb"], 2,
+      "--limit: '80gb' is not a size: unknown unit 'gb'")
+check("verify-emulate-unit", ["verify", "--emulate", "claimed=80gb"], 2,
+      "--emulate: claimed='80gb' is not a size: unknown unit 'gb'")
 
 # An inference spec's training section is ignored, with one warning.
 INF = path("inf-training.yaml", "task: inference\nmodel:\n"

@@ -169,10 +169,25 @@ static int take_option(struct ropts *o, int c, char *msg, size_t len)
 		if (gm_size_or_fraction_parse(optarg, &o->po.cap_bytes,
 					      &o->po.cap_fraction) ||
 		    (!o->po.cap_bytes && o->po.cap_fraction <= 0)) {
+			char why[256] = "";
+			uint64_t b;
+
+			if (!strchr(optarg, '.') && gm_size_parse(optarg, &b)) {
+				strcpy(why, ": ");
+				gm_size_error(optarg, why + 2, sizeof(why) - 2);
+			}
 			snprintf(msg, len, "--cap: '%s' is not a size or a "
-				 "fraction in (0, 1]", optarg);
+				 "fraction in (0, 1] (a fraction has a "
+				 "decimal point: 1.0 is the whole card)%s",
+				 optarg, why);
 			return GM_EXIT_USAGE;
 		}
+		/* as every cap without a unit (allocator/README.md) */
+		if (o->po.cap_bytes && gm_size_bare_small(optarg))
+			fprintf(stderr, "gpumem replay: warning: --cap %s has "
+				"no unit and is read as %s bytes (write e.g. "
+				"%sGiB, or 1.0 for the whole card)\n", optarg,
+				optarg, optarg);
 		return 0;
 	case 'v':
 		o->po.virtual_segments = true;
@@ -217,7 +232,13 @@ static int take_option(struct ropts *o, int c, char *msg, size_t len)
 		return 0;
 	}
 	}
-	snprintf(msg, len, "--capacity: '%s' is not a size", optarg);
+	{
+		char why[256];
+
+		gm_size_error(optarg, why, sizeof(why));
+		snprintf(msg, len, "--capacity: '%s' is not a size: %s",
+			 optarg, why);
+	}
 	return GM_EXIT_USAGE;
 }
 

@@ -259,11 +259,20 @@ int gm_cmd_run(int argc, char **argv)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
 					c == 'l' ? "limit" : "claimed", optarg);
-			if (c == 'l' && gm_size_bare_small(optarg))
+			if (c == 'l' && gm_size_bare_small(optarg)) {
+				char b[64];
+
 				fprintf(stderr, "gpumem run: warning: --limit "
 					"%s has no unit and is read as %s bytes "
 					"(write e.g. %sGiB)\n", optarg, optarg,
 					optarg);
+				/* said once: the library, in each process
+				 * of the command, reads it with its unit */
+				snprintf(b, sizeof(b), "%lluB",
+					 (unsigned long long)bytes);
+				setenv("GPUMEM_LIMIT", b, 1);
+				break;
+			}
 			setenv(c == 'l' ? "GPUMEM_LIMIT" : "GPUMEM_CLAIMED",
 			       optarg, 1);
 			break;

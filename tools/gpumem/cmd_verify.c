@@ -199,10 +199,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case O_CLAIMED:
 			if (gm_claimed_size_parse(optarg, &a->o.claimed_bytes) ||
-			    !a->o.claimed_bytes)
+			    !a->o.claimed_bytes) {
+				char why[256];
+
+				gm_size_error(optarg, why, sizeof(why));
 				return gm_cmd_usage_error("verify",
 					"--claimed: '%s' is not a size such as "
-					"80GB or 80GiB", optarg);
+					"80GB or 80GiB: %s", optarg, why);
+			}
 			if (gm_size_bare_small(optarg))
 				return gm_cmd_usage_error("verify",
 					"--claimed: '%s' has no unit (a card's "
@@ -227,11 +231,18 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->vmm = optarg;
 			break;
 		case O_LIMIT:
-			if (gm_size_parse(optarg, &a->o.max_bytes) ||
-			    a->o.max_bytes < 16)
+			if (gm_size_parse(optarg, &a->o.max_bytes)) {
+				char why[256];
+
+				gm_size_error(optarg, why, sizeof(why));
 				return gm_cmd_usage_error("verify",
-					"--limit: '%s' is not a size of at "
-					"least 16 bytes", optarg);
+					"--limit: '%s' is not a size: %s",
+					optarg, why);
+			}
+			if (a->o.max_bytes < 16)
+				return gm_cmd_usage_error("verify",
+					"--limit: '%s' is below 16 bytes",
+					optarg);
 			break;
 		case O_SEED:
 			errno = 0;
