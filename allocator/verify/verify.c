@@ -423,10 +423,12 @@ void gm_verify_judge(struct gm_verify_result *r)
 		r->verdict = GM_VERDICT_FAULTY;
 		bits_text(bits, sizeof(bits), r->flip_bits);
 		snprintf(r->reason, sizeof(r->reason),
-			 "%llu wrong reads: %llu flipped bits (data bits %s), "
-			 "%llu garbage; first at offset 0x%llx",
+			 "%llu wrong read%s: %llu flipped bit%s (data bits "
+			 "%s), %llu garbage; first at offset 0x%llx",
 			 (unsigned long long)r->errors,
+			 r->errors == 1 ? "" : "s",
 			 (unsigned long long)r->flip_errors,
+			 r->flip_errors == 1 ? "" : "s",
 			 r->flip_errors ? bits : "-",
 			 (unsigned long long)r->garbage_errors,
 			 (unsigned long long)r->first_bad_offset);
