@@ -62,7 +62,9 @@ static void usage(FILE *out)
 		"(GPUMEM_PINNED=off)\n"
 		"  -h, --help         this help\n\n"
 		"Each option sets the GPUMEM_* variable of the same name "
-		"(see allocator/README.md).\n");
+		"(see allocator/README.md).\n\n"
+		"Exit status: the command's own (127: it cannot be run), or 2 "
+		"for a bad\noption before it starts.\n");
 }
 
 /*
