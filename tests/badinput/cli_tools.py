@@ -350,6 +350,13 @@ for cmd in ("plan", "fit"):
            p.returncode in (0, 1), p.stderr[-400:])
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
+# gpus NAME...: those entries, found as --gpu finds them
+p = run(["gpus", "h100", "l40s"])
+expect("gpus-names", p.returncode == 0 and len(p.stdout.splitlines()) == 3
+       and "NVIDIA H100 80GB HBM3" in p.stdout and "NVIDIA L40S" in
+       p.stdout, p.stdout + p.stderr)
+check("gpus-unknown-name", ["gpus", "h1000"], 2,
+      "unknown GPU 'h1000'; closest: h100")
 # run's bare --limit is warned about once, not again by the library in
 # each process of the command (it was three times for sh -c 'true; true')
 p = run(["run", "--limit", "12", "--", "sh", "-c", "true; true"])

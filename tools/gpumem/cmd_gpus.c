@@ -7,6 +7,7 @@
 #include "catalog.h"
 #include "emit.h"
 #include "error.h"
+#include "spec.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -15,17 +16,18 @@ static void gpus_usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: gpumem gpus [--format table|json|yaml|csv] "
-		"[--catalog FILE]\n\n"
-		"Print the GPU catalog: nvidia-smi names, capacities (GiB in "
-		"tables,\nbytes elsewhere), memory bandwidth, dense bf16 "
-		"TFLOP/s (\"(fp16)\": a card\nwithout bf16, its fp16 figure), "
-		"architecture and the CUDA context of a\ntraining process. "
-		"The table shows the main columns, a short name to type after "
-		"--gpu\namong them; json, yaml and csv add every alias (a list; "
-		"one\ncomma-separated string in csv), compute "
-		"capability,\nSM count "
-		"(multiprocessors), PCI ids, ECC and driver-era totals, the "
-		"undersized-\ncheck floor (min_total_bytes) and sources.\n\n"
+		"[--catalog FILE] [NAME...]\n\n"
+		"Print the GPU catalog, or the entries NAME... names (as --gpu "
+		"finds them:\na name or an alias; exit 2 for one it does not "
+		"know, with the closest):\nnvidia-smi names, capacities (GiB "
+		"in tables, bytes elsewhere), memory\nbandwidth, dense bf16 "
+		"TFLOP/s (\"(fp16)\": a card without bf16, its fp16\nfigure), "
+		"architecture and the CUDA context of a training process. The "
+		"table\nshows the main columns, among them a short name to type "
+		"after --gpu; json,\nyaml and csv add every alias (a list; one "
+		"comma-separated string in csv),\ncompute capability, SM count "
+		"(multiprocessors), PCI ids, ECC and driver-era\ntotals, the "
+		"undersized-check floor (min_total_bytes) and sources.\n\n"
 		"Options:\n"
 		"  --format FORMAT  table (default), json, yaml or csv\n"
 		"  --catalog FILE   add this file's GPUs to the built-in "
@@ -49,6 +51,7 @@ int gm_cmd_gpus(int argc, char **argv)
 	struct gm_diag diag = {{0}};
 	struct gm_val *report;
 	uint64_t seen = 0;
+	unsigned flags;
 	int opt, rc;
 
 	optind = 1;
@@ -73,9 +76,6 @@ int gm_cmd_gpus(int argc, char **argv)
 			return gm_cmd_option_error("gpus", opt, argv, opts);
 		}
 	}
-	if (optind < argc)
-		return gm_cmd_usage_error("gpus", "unexpected argument '%s'",
-					  argv[optind]);
 	cat = gm_catalog_builtin();
 	if (path) {
 		rc = gm_catalog_load_over(&loaded, path, NULL, &diag);
@@ -85,10 +85,30 @@ int gm_cmd_gpus(int argc, char **argv)
 		}
 		cat = &loaded;
 	}
-	report = gm_catalog_report(cat, format == GM_FORMAT_TABLE ?
-				   GM_GPU_REPORT_BRIEF :
-				   format == GM_FORMAT_CSV ?
-				   GM_GPU_REPORT_FLAT : 0);
+	flags = format == GM_FORMAT_TABLE ? GM_GPU_REPORT_BRIEF :
+		format == GM_FORMAT_CSV ? GM_GPU_REPORT_FLAT : 0;
+	if (optind == argc) {
+		report = gm_catalog_report(cat, flags);
+	} else {
+		/* NAME...: those entries, by name or alias, as --gpu finds
+		 * them */
+		report = gm_val_arr();
+		for (int i = optind; report && i < argc; i++) {
+			const struct gm_gpu *g = gm_catalog_find(cat, argv[i]);
+			char near[512];
+
+			if (!g) {
+				gm_spec_gpu_suggest(cat, argv[i], near,
+						    sizeof(near));
+				gm_val_free(report);
+				gm_catalog_free(&loaded);
+				return gm_cmd_usage_error("gpus", "unknown GPU "
+							  "'%s'%s", argv[i],
+							  near);
+			}
+			gm_arr_push(report, gm_gpu_report(g, flags));
+		}
+	}
 	rc = report ? gm_emit(stdout, report, format) : GM_ENOMEM;
 	gm_val_free(report);
 	gm_catalog_free(&loaded);
