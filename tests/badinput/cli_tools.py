@@ -350,6 +350,16 @@ for cmd in ("plan", "fit"):
            p.returncode in (0, 1), p.stderr[-400:])
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
+# a plan under a cap writes the card and the cap into its trace: replay
+# fails at the same request, over the cap (it said "the card is full" on
+# a card of the cap's size)
+CT = path("capped.csv")
+run(["plan", os.path.join(ROOT, "models", "llama-2-7b.yaml"), "--gpu",
+     "h100", "--limit", "12GiB", "--trace", CT])
+p = run(["replay", CT])
+expect("replay-capped-plan-trace", p.returncode == 1 and "failed (over the "
+       "cap): 11.45 GiB allocated, 11.99 GiB reserved on a 79.20 GiB card"
+       in p.stderr, p.stderr[-400:])
 # gpus NAME...: those entries, found as --gpu finds them
 p = run(["gpus", "h100", "l40s"])
 expect("gpus-names", p.returncode == 0 and len(p.stdout.splitlines()) == 3

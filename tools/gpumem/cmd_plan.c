@@ -538,6 +538,14 @@ int gm_cmd_plan(int argc, char **argv)
 		code = GM_EXIT_USAGE;
 		goto out;
 	}
+	/* under a cap the plan's replay ran on a card of the cap's size;
+	 * the trace says the card and the cap, so that replay names the
+	 * cap where a request does not fit under it (the same figures) */
+	if (trace && g.cap_bytes && tb.so.total_bytes == g.cap_bytes &&
+	    g.cap_bytes < gm_plan_gpu_usable(&g)) {
+		tb.so.total_bytes = gm_plan_gpu_usable(&g);
+		tb.po.cap_bytes = g.cap_bytes;
+	}
 	if (trace && trace_write(trace, &tb, &diag)) {
 		fprintf(stderr, "gpumem plan: --trace: %s\n", diag.msg);
 		code = GM_EXIT_USAGE;
