@@ -19,8 +19,6 @@
 #include <string.h>
 
 /* Plans a fit remembers (each search makes O(log) of them). */
-/* The largest tensor-parallel degree inference's min_gpus tries. */
-#define GM_FIT_INFER_TP_MAX 8
 #define GM_FIT_SEEN 256
 
 /* What a search varies, and how candidates are numbered. */
@@ -382,7 +380,7 @@ static int min_tp(struct probe *p, uint64_t mb, uint64_t *tp,
 		free(s);
 		return gm_diag_set(diag, GM_ENOMEM, "out of memory");
 	}
-	for (uint64_t t = t0; t == t0 || t <= GM_FIT_INFER_TP_MAX; t *= 2) {
+	for (uint64_t t = t0; t == t0 || t <= GM_FIT_TP_MAX; t *= 2) {
 		char set[64];
 		const char *sets[] = {set};
 		struct gm_diag d = {{0}};

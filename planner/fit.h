@@ -41,6 +41,13 @@ const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,
 /* Largest value searched for micro-batch and data-parallel degree. */
 #define GM_FIT_MAX 65536
 
+/* Largest tensor-parallel degree searched (the smallest change's lever,
+ * inference's min_gpus): one server of 8 GPUs, the first takeaway of
+ * Narayanan et al., "Efficient Large-Scale Language Model Training on
+ * GPU Clusters Using Megatron-LM" (SC'21, arXiv:2104.04473): tensor
+ * parallel up to the GPUs of one server, pipeline across them. */
+#define GM_FIT_TP_MAX 8
+
 /* Largest global batch (training.global_batch_size's bound too). */
 #define GM_FIT_MAX_GLOBAL (1ULL << 30)
 

@@ -21,12 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tensor parallel stays within one server of 8 GPUs, the first
- * takeaway of Narayanan et al., "Efficient Large-Scale Language Model
- * Training on GPU Clusters Using Megatron-LM" (SC'21, arXiv:2104.04473):
- * tensor parallel up to the GPUs of one server, pipeline across them. */
-#define GM_FIT_TP_MAX 8
-
 /* Probes a search remembers (each makes a few dozen). */
 #define GM_FIT_MEMO 256
 

@@ -35,6 +35,23 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
+ * The usage error of option opt (e.g. "--limit") whose value text is
+ * not a size: "--limit: '80gb' is not a size: unknown unit 'gb' ..."
+ * (gm_size_error says why). Returns GM_EXIT_USAGE.
+ */
+int gm_cmd_size_error(const char *name, const char *opt, const char *text);
+
+/*
+ * Warn that a cap opt was given as text, a number below 1 MiB without a
+ * unit (gm_size_bare_small), read as bytes: "gpumem NAME: warning: OPT
+ * TEXT has no unit and is read as TEXT bytes (write e.g. TEXTGiB)",
+ * more (e.g. ", or 1.0 for the whole card") before the parenthesis
+ * closes.
+ */
+void gm_cmd_bare_size_warn(const char *name, const char *opt,
+			   const char *text, const char *more);
+
+/*
  * Report getopt_long's error c ('?' unknown option, ':' missing value;
  * the optstring must start with ':' and opterr be 0) the same way in
  * every subcommand: "option '--x' needs a value" or "unknown option

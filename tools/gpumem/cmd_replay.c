@@ -184,10 +184,8 @@ static int take_option(struct ropts *o, int c, char *msg, size_t len)
 		}
 		/* as every cap without a unit (allocator/README.md) */
 		if (o->po.cap_bytes && gm_size_bare_small(optarg))
-			fprintf(stderr, "gpumem replay: warning: --cap %s has "
-				"no unit and is read as %s bytes (write e.g. "
-				"%sGiB, or 1.0 for the whole card)\n", optarg,
-				optarg, optarg);
+			gm_cmd_bare_size_warn("replay", "--cap", optarg,
+					      ", or 1.0 for the whole card");
 		return 0;
 	case 'v':
 		o->po.virtual_segments = true;

@@ -248,15 +248,10 @@ int gm_cmd_run(int argc, char **argv)
 		case 'l':
 		case 'c':
 			if ((c == 'l' ? gm_size_parse(optarg, &bytes) :
-			     gm_claimed_size_parse(optarg, &bytes))) {
-				char why[256];
-
-				gm_size_error(optarg, why, sizeof(why));
-				return gm_cmd_usage_error("run", "--%s: '%s' "
-					"is not a size: %s",
-					c == 'l' ? "limit" : "claimed", optarg,
-					why);
-			}
+			     gm_claimed_size_parse(optarg, &bytes)))
+				return gm_cmd_size_error("run", c == 'l' ?
+							 "--limit" :
+							 "--claimed", optarg);
 			if (!bytes)
 				return gm_cmd_usage_error("run", "--%s: '%s' "
 					"is not a size such as 40GiB or 80GB",
@@ -264,10 +259,8 @@ int gm_cmd_run(int argc, char **argv)
 			if (c == 'l' && gm_size_bare_small(optarg)) {
 				char b[64];
 
-				fprintf(stderr, "gpumem run: warning: --limit "
-					"%s has no unit and is read as %s bytes "
-					"(write e.g. %sGiB)\n", optarg, optarg,
-					optarg);
+				gm_cmd_bare_size_warn("run", "--limit", optarg,
+						      "");
 				/* said once: the library, in each process
 				 * of the command, reads it with its unit */
 				snprintf(b, sizeof(b), "%lluB",

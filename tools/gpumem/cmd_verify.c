@@ -231,14 +231,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->vmm = optarg;
 			break;
 		case O_LIMIT:
-			if (gm_size_parse(optarg, &a->o.max_bytes)) {
-				char why[256];
-
-				gm_size_error(optarg, why, sizeof(why));
-				return gm_cmd_usage_error("verify",
-					"--limit: '%s' is not a size: %s",
-					optarg, why);
-			}
+			if (gm_size_parse(optarg, &a->o.max_bytes))
+				return gm_cmd_size_error("verify", "--limit",
+							 optarg);
 			if (a->o.max_bytes < 16)
 				return gm_cmd_usage_error("verify",
 					"--limit: '%s' is below 16 bytes",

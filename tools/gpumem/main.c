@@ -7,6 +7,7 @@
 #include "log.h"
 #include "spec.h"
 #include "text.h"
+#include "units.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -43,6 +44,23 @@ int gm_cmd_usage_error(const char *name, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry 'gpumem %s --help'.\n", name);
 	return GM_EXIT_USAGE;
+}
+
+int gm_cmd_size_error(const char *name, const char *opt, const char *text)
+{
+	char why[256];
+
+	gm_size_error(text, why, sizeof(why));
+	return gm_cmd_usage_error(name, "%s: '%s' is not a size: %s", opt,
+				  text, why);
+}
+
+void gm_cmd_bare_size_warn(const char *name, const char *opt,
+			   const char *text, const char *more)
+{
+	fprintf(stderr, "gpumem %s: warning: %s %s has no unit and is read as "
+		"%s bytes (write e.g. %sGiB%s)\n", name, opt, text, text, text,
+		more);
 }
 
 /* "; did you mean '--gpu'?" for an unknown long option among opts (the

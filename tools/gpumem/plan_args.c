@@ -117,21 +117,14 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 						  optarg);
 		return 0;
 	case 'L':
-		if (gm_size_parse(optarg, &a->limit)) {
-			char why[256];
-
-			gm_size_error(optarg, why, sizeof(why));
-			return gm_cmd_usage_error(name, "--limit: '%s' is not "
-						  "a size: %s", optarg, why);
-		}
+		if (gm_size_parse(optarg, &a->limit))
+			return gm_cmd_size_error(name, "--limit", optarg);
 		if (a->limit == 0)
 			return gm_cmd_usage_error(name, "--limit: '%s' is not "
 						  "a size above 0 (e.g. 40GiB, "
 						  "80GB)", optarg);
 		if (gm_size_bare_small(optarg))
-			fprintf(stderr, "gpumem %s: warning: --limit %s has "
-				"no unit and is read as %s bytes (write e.g. "
-				"%sGiB)\n", name, optarg, optarg, optarg);
+			gm_cmd_bare_size_warn(name, "--limit", optarg, "");
 		return 0;
 	case ':':
 		return gm_cmd_usage_error(name, "%s needs a value",
