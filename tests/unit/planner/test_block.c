@@ -49,6 +49,27 @@ static void expect_forward(const struct gm_step_block *p,
 	assert_int_equal(k, n);
 }
 
+/* The attention function's (core) ALLOC sizes of the forward in order,
+ * bytes per token. */
+static void expect_core(const struct gm_step_block *p, const double *per_tok,
+			int n)
+{
+	int k = 0;
+
+	for (int i = 0; i < p->n_fwd; i++) {
+		if (p->op[i].op != GM_BOP_ALLOC || !p->op[i].core)
+			continue;
+		assert_true(k < n);
+		if (p->op[i].bytes != per_tok[k] * 4) {
+			print_error("core allocation %d: %g B, want %g\n", k,
+				    p->op[i].bytes, per_tok[k] * 4);
+			fail();
+		}
+		k++;
+	}
+	assert_int_equal(k, n);
+}
+
 static int forward_allocs(const struct gm_step_block *p)
 {
 	int k = 0;
@@ -204,25 +225,13 @@ static void llama_eager_gqa(void **state)
 		32, 128, 128};                     /* cast, p v, contig */
 	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
 	struct gm_step_block p;
-	int k = 0;
 
 	(void)state;
 	s.eager = true;
 	s.bf16 = true;
 	s.kv = 16;
 	assert_int_equal(gm_block_build(&s, &p), 0);
-	for (int i = 0; i < p.n_fwd; i++) {
-		if (p.op[i].op != GM_BOP_ALLOC || !p.op[i].core)
-			continue;
-		assert_true(k < (int)(sizeof(f) / sizeof(f[0])));
-		if (p.op[i].bytes != f[k] * 4) {
-			print_error("core allocation %d: %g B, want %g\n", k,
-				    p.op[i].bytes, f[k] * 4);
-			fail();
-		}
-		k++;
-	}
-	assert_int_equal(k, sizeof(f) / sizeof(f[0]));
+	expect_core(&p, f, sizeof(f) / sizeof(f[0]));
 	balanced(&p);
 }
 
@@ -236,23 +245,11 @@ static void llama_sdpa_cast_order(void **state)
 	static const double f[] = {32, 128, 128, 16};
 	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
 	struct gm_step_block p;
-	int k = 0;
 
 	(void)state;
 	s.kv = 16;
 	assert_int_equal(gm_block_build(&s, &p), 0);
-	for (int i = 0; i < p.n_fwd; i++) {
-		if (p.op[i].op != GM_BOP_ALLOC || !p.op[i].core)
-			continue;
-		assert_true(k < (int)(sizeof(f) / sizeof(f[0])));
-		if (p.op[i].bytes != f[k] * 4) {
-			print_error("core allocation %d: %g B, want %g\n", k,
-				    p.op[i].bytes, f[k] * 4);
-			fail();
-		}
-		k++;
-	}
-	assert_int_equal(k, sizeof(f) / sizeof(f[0]));
+	expect_core(&p, f, sizeof(f) / sizeof(f[0]));
 	balanced(&p);
 }
 
