@@ -175,8 +175,7 @@ static void progress_end(struct progress *pr)
 static int batch_note(const struct gm_spec *spec, uint64_t gb,
 		      const struct gm_fit *f, size_t m)
 {
-	uint64_t dp = spec->parallelism.data_parallel ?
-		      spec->parallelism.data_parallel : 1;
+	uint64_t dp = gm_spec_data_parallel(spec);
 	uint64_t g = gb ? gb : spec->training.global_batch_size, top;
 	char where[1200] = "--global-batch";
 	size_t bound = 0;

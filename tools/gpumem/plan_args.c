@@ -165,7 +165,7 @@ static const char *where_key(const struct gm_spec *spec, const char *key,
 }
 
 /*
- * A length past model.max_positions_embeddings where the family has no
+ * A length past model.max_position_embeddings where the family has no
  * position table (rotary: nothing refuses it, so the spec's validation
  * does not): the model was not trained that far, a config's rope
  * scaling may be what the user meant. The plan is of the length asked.
