@@ -2530,6 +2530,9 @@ struct lz_cyc {
  * seldom start a cycle, a decode step's do) */
 #define LZ_SNAP_TRIES 64
 #define LZ_SNAP_EVERY 64
+/* a failed cycle's length bounds the next one's for this many
+ * checkpoints (lz.minlen) */
+#define LZ_MINLEN_AGE 64
 
 struct lz {
 	bool on;
@@ -2574,7 +2577,8 @@ struct lz {
 	struct lz_words tst;
 	struct lz_fp tst_fp;
 	struct lz_words tmp;
-	size_t minlen;          /* a new cycle must be longer */
+	size_t minlen;          /* a new cycle must be longer ... */
+	unsigned minlen_age;    /* ... for this many more checkpoints */
 	uint64_t served;        /* requests answered from a cycle */
 };
 
@@ -2867,6 +2871,7 @@ static int lz_flush(struct rp *p)
 	z->minlen = 0;
 	if (++c->fails > c->passes) {
 		z->minlen = c->n;
+		z->minlen_age = LZ_MINLEN_AGE;
 		c->n = 0;
 	}
 	return gm_pool_device_calls(p->pool) != dc ? GM_EINVAL : 0;
@@ -2987,6 +2992,7 @@ static int lz_trial(struct rp *p, bool alloc, uint64_t x, uint64_t addr)
 		z->trial = false;
 		if (z->ntcyc > z->minlen)
 			z->minlen = z->ntcyc;
+		z->minlen_age = LZ_MINLEN_AGE;
 		return 0;
 	}
 	if (++z->tpos < z->ntcyc)
@@ -3039,6 +3045,13 @@ static int lz_checkpoint(struct rp *p, uint64_t rel)
 	}
 	if (z->armed || z->trial)
 		return 0;
+	/* The requests that made a cycle fail may be past (a decode step
+	 * whose card filled changes the blocks its layers get): after
+	 * LZ_MINLEN_AGE checkpoints a shorter cycle may be found again */
+	if (z->minlen && !--z->minlen_age) {
+		z->minlen = 0;
+		z->scanned = false;
+	}
 	/* Nothing logged, kept, reset or armed since the newest checkpoint,
 	 * whose search found nothing without taking the state: this one's
 	 * would find nothing the same way (the same fingerprint, the same
