@@ -72,25 +72,34 @@ int gm_plan_gpu_resolve(struct gm_plan_gpu *g, const struct gm_spec *spec,
 	return 0;
 }
 
+/* The precision the spec's task runs in. */
+static enum gm_precision task_precision(const struct gm_spec *spec)
+{
+	return spec->task == GM_TASK_TRAIN ? spec->training.precision :
+	       spec->inference.precision;
+}
+
+static bool precision_bf16(enum gm_precision p)
+{
+	return p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE;
+}
+
+static bool kv_bf16(const struct gm_spec *spec)
+{
+	return spec->task == GM_TASK_INFERENCE &&
+	       spec->inference.kv_cache_dtype == GM_KV_BF16;
+}
+
 bool gm_plan_gpu_lacks_bf16(const struct gm_spec *spec,
 			    const struct gm_plan_gpu *g)
 {
-	enum gm_precision p = spec->task == GM_TASK_TRAIN ?
-			      spec->training.precision :
-			      spec->inference.precision;
-
-	if (g->sm_major >= 8)
-		return false;
-	return p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE ||
-	       (spec->task == GM_TASK_INFERENCE &&
-		spec->inference.kv_cache_dtype == GM_KV_BF16);
+	return g->sm_major < 8 &&
+	       (precision_bf16(task_precision(spec)) || kv_bf16(spec));
 }
 
 void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
 {
-	enum gm_precision p = spec->task == GM_TASK_TRAIN ?
-			      spec->training.precision :
-			      spec->inference.precision;
+	enum gm_precision p = task_precision(spec);
 	uint64_t usable = gm_plan_gpu_usable(g);
 
 	/* a --limit above the card: no allocation can reach it (the card
@@ -104,12 +113,11 @@ void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
 			(double)GM_GiB);
 	if (g->sm_major >= 8)
 		return;
-	if (p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE)
+	if (precision_bf16(p))
 		gm_warn("%s (compute capability %d.x) has no bf16: %s needs "
 			"sm_80 or newer (Ampere); plan with fp16 precision",
 			g->name, g->sm_major, gm_precision_name(p));
-	if (spec->task == GM_TASK_INFERENCE &&
-	    spec->inference.kv_cache_dtype == GM_KV_BF16)
+	if (kv_bf16(spec))
 		gm_warn("%s (compute capability %d.x) has no bf16: "
 			"kv_cache_dtype bf16 needs sm_80 or newer (Ampere)",
 			g->name, g->sm_major);
