@@ -48,6 +48,14 @@ int gm_size_bare_small(const char *text);
  */
 int gm_claimed_size_parse(const char *text, uint64_t *bytes);
 
+/* How far below a claimed capacity a genuine card's total may be (the
+ * driver keeps 1-2% for itself): NVML's total within GM_CLAIM_TOL_NVML of
+ * it, CUDA's (cudaMemGetInfo, which also leaves out NVML's reserved
+ * part) within GM_CLAIM_TOL_CUDA. gpumem verify and the preload
+ * library's start-up check judge a claim with no catalog entry so. */
+#define GM_CLAIM_TOL_NVML 0.01
+#define GM_CLAIM_TOL_CUDA 0.02
+
 /*
  * Parse either a fraction in (0, 1] ("0.5") or a size; *fraction is set
  * (and *bytes 0) for a fraction, *bytes (and *fraction 0) for a size.

@@ -1,5 +1,6 @@
 /* claimed.c - the claim a card is checked against (see claimed.h). */
 #include "claimed.h"
+#include "units.h"
 
 #ifdef GM_HAVE_CATALOG
 #include "catalog.h"
@@ -13,7 +14,7 @@ void gm_pl_claimed(const char *name, uint32_t pci_id, uint64_t override,
 	if (override) {
 		*claimed = override;
 		*min_total = (uint64_t)((double)override *
-					GM_PL_CLAIMED_MIN_SHARE);
+					(1.0 - GM_CLAIM_TOL_CUDA));
 		return;
 	}
 #ifdef GM_HAVE_CATALOG

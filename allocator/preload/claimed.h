@@ -2,8 +2,9 @@
  * claimed.h - what a card should report, for the undersized-card check
  * at start-up (claimed.c).
  *
- * With GPUMEM_CLAIMED the claim is that size and a genuine card reports
- * at least 97% of it (the driver keeps 1-2% for itself). Otherwise the
+ * With GPUMEM_CLAIMED the claim is that size and a genuine card's CUDA
+ * total is at most GM_CLAIM_TOL_CUDA (2%) below it, as gpumem verify
+ * judges it (units.h). Otherwise the
  * GPU catalog (models/gpus.yaml, compiled in; no YAML is read in the
  * target process) is searched by device name, then by PCI device id, and
  * gives the smallest total a genuine card of that model reports. Builds
@@ -13,9 +14,6 @@
 #define GM_PL_CLAIMED_H
 
 #include <stdint.h>
-
-/* Share of GPUMEM_CLAIMED a genuine card reports at least. */
-#define GM_PL_CLAIMED_MIN_SHARE 0.97
 
 /*
  * Look the card up: *claimed = capacity it is sold as, *min_total = the

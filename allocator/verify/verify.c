@@ -19,8 +19,6 @@
  * deviceQuery outputs models/gpus.yaml cites):
  * NVML's total matches the catalog within ~0.5% on R5xx+ drivers; CUDA's
  * total is NVML's minus the reserved part, 0.4-0.9% less on HBM parts. */
-#define GM_TOL_NVML 0.01
-#define GM_TOL_CUDA 0.02
 /* A lost tail shorter than this is a fault, not a missing capacity. */
 #define GM_TAIL_MIN_BYTES (1ULL << 20)
 
@@ -327,7 +325,7 @@ static void bits_text(char *buf, size_t len, uint64_t bits)
 static bool judge_report(struct gm_verify_result *r)
 {
 	const struct gm_verify_ident *id = &r->id;
-	double tol = id->nvml ? GM_TOL_NVML : GM_TOL_CUDA;
+	double tol = id->nvml ? GM_CLAIM_TOL_NVML : GM_CLAIM_TOL_CUDA;
 	char a[32], b[32];
 
 	if (!r->claimed_bytes || !r->reported_bytes)

@@ -372,6 +372,17 @@ def case_genuine_quiet(c):
     check('undersized' not in p.stderr, p.stderr)
 
 
+def case_undersized_claim_edge(c):
+    """GPUMEM_CLAIMED is judged as gpumem verify judges CUDA's total: at
+    most 2% below the claim (80 GiB = 81920 MiB: 80281.6 MiB)."""
+    p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='80200M', GPUMEM_CLAIMED='80GiB')
+    check('undersized' in p.stderr, p.stderr)
+    p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
+                FAKECUDA_TOTAL='80300M', GPUMEM_CLAIMED='80GiB')
+    check('undersized' not in p.stderr, p.stderr)
+
+
 def case_undersized_catalog(c):
     """Needs the catalog built in: the name alone gives the claim."""
     p = c.probe('plain', FAKECUDA_NAME='NVIDIA A100-SXM4-80GB',
