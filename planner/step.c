@@ -2531,8 +2531,10 @@ struct lz_cyc {
 #define LZ_SNAP_TRIES 64
 #define LZ_SNAP_EVERY 64
 /* a failed cycle's length bounds the next one's for this many
- * checkpoints (lz.minlen) */
+ * checkpoints (lz.minlen), twice as many each time it is set again
+ * before a cycle passes */
 #define LZ_MINLEN_AGE 64
+#define LZ_MINLEN_AGE_MAX (1u << 30)
 
 struct lz {
 	bool on;
@@ -2579,6 +2581,7 @@ struct lz {
 	struct lz_words tmp;
 	size_t minlen;          /* a new cycle must be longer ... */
 	unsigned minlen_age;    /* ... for this many more checkpoints */
+	unsigned age_next;      /* the next bound's (0: LZ_MINLEN_AGE) */
 	uint64_t served;        /* requests answered from a cycle */
 };
 
@@ -2833,6 +2836,17 @@ static void lz_log(struct lz *z, bool alloc, uint64_t x, uint64_t addr)
 	z->log[z->nlog++] = (struct lz_op){x, addr, alloc};
 }
 
+/* minlen was set: it holds for the next bound's checkpoints, and
+ * the one after it for twice as many (a shorter cycle found again only
+ * to fail again costs a trial each time) */
+static void lz_bound(struct lz *z)
+{
+	unsigned a = z->age_next ? z->age_next : LZ_MINLEN_AGE;
+
+	z->minlen_age = a;
+	z->age_next = a < LZ_MINLEN_AGE_MAX ? 2 * a : a;
+}
+
 /* Make the lagging requests (the armed cycle's first pos) on the real
  * pool; the log then starts at the cycle's start state with them. */
 static int lz_flush(struct rp *p)
@@ -2871,7 +2885,7 @@ static int lz_flush(struct rp *p)
 	z->minlen = 0;
 	if (++c->fails > c->passes) {
 		z->minlen = c->n;
-		z->minlen_age = LZ_MINLEN_AGE;
+		lz_bound(z);
 		c->n = 0;
 	}
 	return gm_pool_device_calls(p->pool) != dc ? GM_EINVAL : 0;
@@ -2913,6 +2927,7 @@ static bool lz_serve(struct rp *p, bool alloc, uint64_t x, uint64_t bytes,
 	if (++z->pos == c->n) {
 		z->pos = 0; /* back in the start state, which the pool holds */
 		c->passes++;
+		z->age_next = 0;
 	}
 	return true;
 }
@@ -2992,7 +3007,7 @@ static int lz_trial(struct rp *p, bool alloc, uint64_t x, uint64_t addr)
 		z->trial = false;
 		if (z->ntcyc > z->minlen)
 			z->minlen = z->ntcyc;
-		z->minlen_age = LZ_MINLEN_AGE;
+		lz_bound(z);
 		return 0;
 	}
 	if (++z->tpos < z->ntcyc)
