@@ -224,8 +224,10 @@ struct gm_spec_deepspeed {
 	bool overlap_comm;               /* default: stage == 3 */
 	bool overlap_comm_given;
 	/* "auto" values the HF Trainer fills from a TrainingArguments
-	 * field the spec does not write (gm_spec_ds_assumed() words
-	 * them): which one, and where the "auto" stands in the JSON */
+	 * field the spec does not write, with that field's default
+	 * (GM_DS_TRAINER_MICRO_BATCH; bf16 and fp16 False: fp32;
+	 * gradient_accumulation_steps 1; gm_spec_ds_assumed() words them):
+	 * which one, and where the "auto" stands in the JSON */
 	struct gm_ds_assumed {
 		enum gm_ds_auto_arg {
 			GM_DS_AUTO_MICRO,     /* per_device_train_batch_size */
@@ -237,6 +239,10 @@ struct gm_spec_deepspeed {
 	} assumed[3];
 	unsigned n_assumed;
 };
+
+/* TrainingArguments.per_device_train_batch_size's default (transformers
+ * 5.17 training_args.py) */
+#define GM_DS_TRAINER_MICRO_BATCH 8
 
 /*
  * Where a key's value came from, for messages that blame it later (e.g.
@@ -354,7 +360,7 @@ char *gm_spec_where(const struct gm_spec *spec, const char *key, char *buf,
  * (0 <= i < spec->deepspeed.n_assumed), in words, into buf: "ds.json:
  * 2:37: train_micro_batch_size_per_gpu: "auto" is the HF Trainer's
  * per_device_train_batch_size, which the spec does not write; assumed
- * training.micro_batch_size 1 (the spec's default)". Call it after
+ * 8 (TrainingArguments' default)". Call it after
  * gm_spec_load() (the values are the final ones). Returns buf.
  */
 char *gm_spec_ds_assumed(const struct gm_spec *spec, unsigned i, char *buf,

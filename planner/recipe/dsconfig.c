@@ -659,30 +659,37 @@ static void assume(struct ds_read *r, const struct gm_json_node *v, int id,
  * args.bf16 (trainer_config_process), for which training.precision
  * stands (fp16-* / bf16-*). When the spec does not write it, an
  * explicit true in the JSON decides (the run's arguments must agree
- * with it, or the Trainer stops on the mismatch), else the spec's
- * default, bf16-mixed (gm__spec_defaults), is assumed.
+ * with it, or the Trainer stops on the mismatch), else TrainingArguments'
+ * defaults, bf16 and fp16 False (transformers 5.17 training_args.py),
+ * are assumed: both disabled, fp32.
  */
-static void auto_precision(struct ds_read *r)
+static int auto_precision(struct ds_read *r)
 {
 	struct gm_spec *sp = r->c->spec;
 	bool written = sp->where[GM_K_PRECISION].origin != GM_SPEC_DEFAULT;
-	int p = written ? (int)sp->training.precision : GM_PREC_BF16_MIXED;
+	int p = written ? (int)sp->training.precision : GM_PREC_FP32;
 	bool any_true = r->fp16 == 1 || r->bf16 == 1;
 	bool f16 = p == GM_PREC_FP16_MIXED || p == GM_PREC_FP16_TRUE;
 	bool b16 = p == GM_PREC_BF16_MIXED || p == GM_PREC_BF16_TRUE;
+	const struct gm_json_node *at = r->bf16_auto ? r->bf16_auto :
+					r->fp16_auto;
+	int id;
 
-	if (!r->fp16_auto && !r->bf16_auto)
-		return;
+	if (!at)
+		return 0;
 	if (!written && any_true)
 		f16 = b16 = false;
 	if (r->fp16_auto)
 		r->fp16 = f16;
 	if (r->bf16_auto)
 		r->bf16 = b16;
-	if (!written && !any_true)
-		assume(r, r->bf16_auto ? r->bf16_auto : r->fp16_auto,
-		       find(r->bf16_auto ? S_BF16 : S_FP16, "enabled"),
-		       GM_DS_AUTO_PRECISION);
+	if (written || any_true)
+		return 0;
+	id = find(r->bf16_auto ? S_BF16 : S_FP16, "enabled");
+	assume(r, at, id, GM_DS_AUTO_PRECISION);
+	return adopt_enum(r, at, id, GM_K_PRECISION,
+			  (int *)&sp->training.precision, GM_PREC_FP32,
+			  prec_name);
 }
 
 /*
@@ -695,9 +702,10 @@ static int precision(struct ds_read *r)
 {
 	struct gm_spec *sp = r->c->spec;
 	const struct gm_json_node *at = r->bf16_n ? r->bf16_n : r->fp16_n;
-	int p = GM_PREC_FP32;
+	int p = GM_PREC_FP32, rc;
 
-	auto_precision(r);
+	if ((rc = auto_precision(r)))
+		return rc;
 	if (r->fp16 == 1 && r->bf16 == 1)
 		return fail(r, r->bf16_n ? r->bf16_n : r->bf16_auto, -1,
 			    "bf16.enabled and fp16.enabled are both true%s; "
@@ -708,7 +716,7 @@ static int precision(struct ds_read *r)
 	else if (r->bf16 == 1)
 		p = GM_PREC_BF16_MIXED, at = r->bf16_n;
 	if (!at && (r->fp16_auto || r->bf16_auto))
-		return 0; /* training.precision, written or its default */
+		return 0; /* training.precision, written or assumed */
 	if (!at) {
 		/* left out: DeepSpeed's default fills only a default */
 		if (sp->where[GM_K_PRECISION].origin == GM_SPEC_DEFAULT) {
@@ -736,6 +744,23 @@ static int batch(struct ds_read *r)
 	uint64_t micro = r->micro, tbs = r->tbs;
 	int rc;
 
+	/* "auto": the Trainer's per_device_train_batch_size
+	 * (trainer_config_process), which training.micro_batch_size stands
+	 * for; where the spec does not write it, TrainingArguments' default
+	 * (transformers 5.17 training_args.py), which DeepSpeed then checks
+	 * the other batch keys against */
+	if (r->micro_auto) {
+		if (sp->where[GM_K_MICRO_BATCH].origin == GM_SPEC_DEFAULT) {
+			assume(r, r->micro_auto, 1, GM_DS_AUTO_MICRO);
+			rc = adopt_u64(r, r->micro_auto, 1, GM_K_MICRO_BATCH,
+				       &sp->training.micro_batch_size,
+				       GM_DS_TRAINER_MICRO_BATCH);
+			if (rc)
+				return rc;
+		}
+		micro = sp->training.micro_batch_size;
+	}
+
 	if (micro && r->gas && tbs && tbs != micro * r->gas * dp)
 		return fail(r, r->tbs_n, 0, "%llu is not "
 			    "train_micro_batch_size_per_gpu %llu * "
@@ -754,7 +779,7 @@ static int batch(struct ds_read *r)
 				    (unsigned long long)dp);
 		micro = tbs / (r->gas * dp);
 	}
-	if (micro) {
+	if (micro && !r->micro_auto) {
 		rc = adopt_u64(r, r->micro_n ? r->micro_n : r->tbs_n, 1,
 			       GM_K_MICRO_BATCH,
 			       &sp->training.micro_batch_size, micro);
@@ -770,13 +795,9 @@ static int batch(struct ds_read *r)
 		if (rc)
 			return rc;
 	}
-	/* "auto": the Trainer's per_device_train_batch_size and
-	 * gradient_accumulation_steps (trainer_config_process), which
-	 * training.micro_batch_size and global_batch_size stand for; the
-	 * spec's defaults where it writes neither */
-	if (r->micro_auto &&
-	    sp->where[GM_K_MICRO_BATCH].origin == GM_SPEC_DEFAULT)
-		assume(r, r->micro_auto, 1, GM_DS_AUTO_MICRO);
+	/* "auto": the Trainer's gradient_accumulation_steps
+	 * (trainer_config_process), which global_batch_size stands for;
+	 * TrainingArguments' default, 1, where the spec does not write it */
 	if (r->gas_auto &&
 	    sp->where[GM_K_GLOBAL_BATCH].origin == GM_SPEC_DEFAULT)
 		assume(r, r->gas_auto, 2, GM_DS_AUTO_GAS);
@@ -902,17 +923,16 @@ char *gm_spec_ds_assumed(const struct gm_spec *spec, unsigned i, char *buf,
 	a = &spec->deepspeed.assumed[i];
 	switch (a->arg) {
 	case GM_DS_AUTO_MICRO:
-		snprintf(val, sizeof(val), "training.micro_batch_size %llu "
-			 "(the spec's default)",
-			 (unsigned long long)spec->training.micro_batch_size);
+		snprintf(val, sizeof(val), "%d (TrainingArguments' default)",
+			 GM_DS_TRAINER_MICRO_BATCH);
 		break;
 	case GM_DS_AUTO_GAS:
 		snprintf(val, sizeof(val), "1 (as without "
 			 "training.global_batch_size)");
 		break;
 	case GM_DS_AUTO_PRECISION:
-		snprintf(val, sizeof(val), "training.precision %s",
-			 gm_precision_name(spec->training.precision));
+		snprintf(val, sizeof(val), "both False, TrainingArguments' "
+			 "defaults: training.precision fp32");
 		break;
 	}
 	snprintf(buf, len, "%s:%u:%u: %s: \"auto\" is the HF Trainer's %s, "

@@ -701,27 +701,48 @@ static void deepspeed_auto(void **state)
 	assert_int_equal(spec.deepspeed.reduce_bucket_size, 16777216);
 	assert_int_equal(spec.deepspeed.prefetch_bucket_size, 15099494);
 	assert_int_equal(spec.deepspeed.param_persistence_threshold, 40960);
-	/* bf16 "auto" with no training.precision: the spec's default, not
-	 * DeepSpeed's fp32 for a config without fp16/bf16 */
-	assert_int_equal(spec.training.precision, GM_PREC_BF16_MIXED);
-	assert_int_equal(spec.training.micro_batch_size, 1);
+	/* bf16 "auto" with no training.precision: TrainingArguments' bf16
+	 * and fp16 default False, so DeepSpeed runs in fp32; its
+	 * per_device_train_batch_size defaults to 8 */
+	assert_int_equal(spec.training.precision, GM_PREC_FP32);
+	assert_int_equal(spec.training.micro_batch_size, 8);
 	assert_int_equal(spec.deepspeed.n_assumed, 3);
 	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 0, buf, sizeof(buf)),
 			       "/ds.json:1:22: bf16.enabled: \"auto\" is the HF "
 			       "Trainer's bf16 / fp16, which the spec does not "
-			       "write; assumed training.precision bf16-mixed"));
+			       "write; assumed both False, TrainingArguments' "
+			       "defaults: training.precision fp32"));
 	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 1, buf, sizeof(buf)),
 			       "/ds.json:2:36: train_micro_batch_size_per_gpu: "
 			       "\"auto\" is the HF Trainer's "
 			       "per_device_train_batch_size, which the spec "
-			       "does not write; assumed "
-			       "training.micro_batch_size 1 (the spec's "
-			       "default)"));
+			       "does not write; assumed 8 "
+			       "(TrainingArguments' default)"));
 	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 2, buf, sizeof(buf)),
 			       "ds.json:3:33: gradient_accumulation_steps: "
 			       "\"auto\" is the HF Trainer's "
 			       "gradient_accumulation_steps, which the spec "
 			       "does not write; assumed 1"));
+	/* a micro-batch "auto" is the Trainer's 8 when the spec writes
+	 * none, and DeepSpeed checks the batch keys written against it */
+	write_file("ds.json", "{\"train_micro_batch_size_per_gpu\": \"auto\",\n"
+		   " \"gradient_accumulation_steps\": 2,\n"
+		   " \"train_batch_size\": 64}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\nparallelism:\n  data_parallel: 4\n",
+			      NULL, 0), 0);
+	assert_int_equal(spec.training.micro_batch_size, 8);
+	assert_int_equal(spec.training.global_batch_size, 64);
+	write_file("ds.json", "{\"train_micro_batch_size_per_gpu\": \"auto\",\n"
+		   " \"gradient_accumulation_steps\": 2,\n"
+		   " \"train_batch_size\": 32}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\nparallelism:\n  data_parallel: 4\n",
+			      NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:3:22: train_batch_size: 32 "
+				       "is not train_micro_batch_size_per_gpu "
+				       "8 * gradient_accumulation_steps 2 * "
+				       "data_parallel 4"));
 	/* an explicit fp16 true decides over a bf16 "auto" */
 	write_file("ds.json", "{\"fp16\": {\"enabled\": true},\n"
 		   " \"bf16\": {\"enabled\": \"auto\"}}\n");
