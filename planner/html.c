@@ -166,10 +166,12 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 
 	fprintf(out, "<table>\n<tr><th>GPU</th><th>capacity GiB</th>"
 		"<th>usable GiB</th>%s"
-		"<th>largest %s</th>%s<th>fewest GPUs</th><th>GiB used</th>"
+		"<th>largest %s</th>%s<th>fewest GPUs</th><th>GiB used at "
+		"the largest %s</th>"
 		"<th>bandwidth GB/s</th><th>bf16 TFLOP/s</th>%s</tr>\n",
 		cap ? "<th>cap GiB</th>" : "", train ? "micro-batch" : "batch",
 		train ? "<th>accumulation steps</th>" : "",
+		train ? "micro-batch" : "batch",
 		ch ? "<th>smallest change that fits</th>" : "");
 	for (size_t i = 0; i < n; i++) {
 		fputs("<tr><td>", out);

@@ -606,7 +606,13 @@ char *gm_fit_change_text(const struct gm_fit_change *c, char *buf,
 		return buf;
 	}
 	if (c->fits_as_given) {
-		snprintf(buf, len, "fits as given (headroom %.2f GiB)",
+		/* at the spec's own batch, which a table's other columns
+		 * (the largest micro-batch's) need not be */
+		snprintf(buf, len, "fits as given (%s %llu: device used %.2f "
+			 "GiB, headroom %.2f GiB)",
+			 c->training ? "micro-batch" : "batch",
+			 (unsigned long long)c->given.micro_batch,
+			 c->given.device_used / (double)GM_GiB,
 			 gib_signed(c->given.headroom_bytes));
 		return buf;
 	}

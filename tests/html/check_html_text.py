@@ -124,6 +124,21 @@ ctx = sorted({g["cuda_context_bytes"] for g in json.loads(run(
 want(len(ctx) < 2 or "%.2f to %.2f GiB a GPU, by the card" %
      (ctx[0] / 2**30, ctx[-1] / 2**30) in t,
      f"fit page: outside the allocator not {ctx[0]}..{ctx[-1]} B")
+# a row that fits as given: its change cell gives the spec's own
+# micro-batch, and that plan's device used + headroom = the usable memory
+# (the row's other cells are at its largest micro-batch)
+args = ["fit", M("models", "mixtral-8x7b.yaml"), "--gpu", "h100",
+        "--gpu", "h200"]
+t = text(page(args))
+given = re.findall(r"fits as given \(micro-batch (\d+): device used "
+                   r"([\d.]+) GiB, headroom (-?[\d.]+) GiB\)", t)
+want(len(given) == 2, f"fit page: {len(given)} 'fits as given' cells of 2")
+for (mb, used, room), row in zip(given, json.loads(run(
+        args + ["--format", "json"]))["gpus"]):
+    u = row["usable_bytes"] / 2**30
+    want(abs(float(used) + float(room) - u) < 0.015,
+         f"fit page: {row['gpu']}: {used} + {room} GiB is not the usable "
+         f"{u:.2f} GiB")
 # inference fit: batch, no accumulation
 h = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
                "--gpu", "h100", "--gpu", "l4"]))
