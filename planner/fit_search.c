@@ -734,49 +734,64 @@ static bool lever_usable(const struct search *s, int l)
 }
 
 /*
- * Where nothing fits: the widest change searched (every lever the
- * search could move at its last value, data parallel's for the
- * micro-batch that gives) into out's sets and figures, planned in full
- * with fo; none where the validator refuses it.
+ * Where nothing fits: the widest change searched that the validator
+ * accepts, into out's sets and figures, planned in full with fo: every
+ * lever the search could move at its last value (data parallel's for
+ * the micro-batch that gives); where that is refused (LoRA on more than
+ * one GPU, say), the widest of fewer levers, in the reverse of the
+ * search's order (masks, n of them, sorted by mask_cmp). With no lever
+ * to move, the spec as given (every lever at its last step). None where
+ * the validator refuses every one.
  */
 static int widest(struct search *s, const struct gm_model_opts *fo,
+		  const unsigned *masks, unsigned n_masks,
 		  struct gm_fit_change *out, struct gm_diag *diag)
 {
-	bool dp = false;
-	size_t n;
-	int rc;
+	static const unsigned none = 0;
 
-	memset(s->in, 0, sizeof(s->in));
-	for (int l = 0; l < GM_FL_N; l++) {
-		if (!lever_usable(s, l))
-			continue;
-		if (l == GM_FL_DATA_PARALLEL) {
-			dp = true;
-			continue;
+	if (!n_masks) {
+		masks = &none;
+		n_masks = 1;
+	}
+	for (unsigned i = n_masks; i-- > 0;) {
+		bool dp = false;
+		size_t n;
+		int rc;
+
+		memset(s->in, 0, sizeof(s->in));
+		for (int l = 0; l < GM_FL_N; l++) {
+			if (!(masks[i] & (1u << l)))
+				continue;
+			if (l == GM_FL_DATA_PARALLEL) {
+				dp = true;
+				continue;
+			}
+			s->in[l] = true;
+			s->pick[l] = s->vals[l][s->n_vals[l] - 1];
 		}
-		s->in[l] = true;
-		s->pick[l] = s->vals[l][s->n_vals[l] - 1];
-	}
-	if (dp && build(s)) {
-		n = levers[GM_FL_DATA_PARALLEL].values(s->base, &s->cur,
-							s->searched,
-							GM_FIT_VALUES);
-		s->in[GM_FL_DATA_PARALLEL] = n > 0;
-		s->pick[GM_FL_DATA_PARALLEL] = n ? s->searched[n - 1] : 0;
-	}
-	if (!build(s))
+		if (dp && build(s)) {
+			n = levers[GM_FL_DATA_PARALLEL].values(s->base, &s->cur,
+								s->searched,
+								GM_FIT_VALUES);
+			s->in[GM_FL_DATA_PARALLEL] = n > 0;
+			s->pick[GM_FL_DATA_PARALLEL] = n ? s->searched[n - 1]
+							 : 0;
+		}
+		if (!build(s))
+			continue;
+		rc = gm_plan_capped(&s->cur, s->gpu, fo, &s->plan, diag);
+		if (rc == GM_EINVAL)
+			continue;
+		if (rc)
+			return rc;
+		out->n_sets += change_sets(s, out->sets + out->n_sets);
+		for (int l = 0; l < GM_FL_N; l++)
+			if (s->in[l])
+				out->levers |= 1u << l;
+		figures(&s->cur, &s->plan, &out->change);
+		out->widest = true;
 		return 0;
-	rc = gm_plan_capped(&s->cur, s->gpu, fo, &s->plan, diag);
-	if (rc == GM_EINVAL)
-		return 0;
-	if (rc)
-		return rc;
-	out->n_sets += change_sets(s, out->sets + out->n_sets);
-	for (int l = 0; l < GM_FL_N; l++)
-		if (s->in[l])
-			out->levers |= 1u << l;
-	figures(&s->cur, &s->plan, &out->change);
-	out->widest = true;
+	}
 	return 0;
 }
 
@@ -828,7 +843,7 @@ static int change_run(struct search *s, const struct gm_model_opts *fo,
 			return rc;
 	out->plans = s->plans;
 	if (!ok)
-		return widest(s, fo, out, diag);
+		return widest(s, fo, masks, n_masks, out, diag);
 	out->n_sets += change_sets(s, out->sets + out->n_sets);
 	for (int l = 0; l < GM_FL_N; l++)
 		if (s->in[l])

@@ -111,6 +111,18 @@ def main():
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         want(r.returncode != 0 and len(lines) == 1,
              " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    # nothing searched fits and every lever's last step together is
+    # refused (LoRA on more than one GPU): the widest change is the
+    # widest the validator accepts, QLoRA at micro-batch 1 on one GPU
+    lora = os.path.join(os.path.dirname(os.path.abspath(spec)),
+                        "llama-2-7b-lora.yaml")
+    r = run([g, "fit", lora, "--gpu", "a100-40gb:1g.5gb", "--format",
+             "json"])
+    w = json.loads(r.stdout)["gpus"][0].get("widest_change") or {}
+    want(w.get("set") == ["training.micro_batch_size=1",
+                          "training.adapter=qlora"] and w.get("gpus") == 1
+         and w.get("headroom_bytes", 0) < 0,
+         "fit: LoRA on a 1g.5gb slice has its widest change", r)
     # nothing searched fits and no lever has a step left (inference at
     # batch 1, tensor parallel 8): the hint names no empty change
     models = os.path.dirname(os.path.abspath(spec))
