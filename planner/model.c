@@ -315,13 +315,16 @@ static bool pytorch_keep(const struct ctx *c)
  * Whether FSDP runs under MixedPrecisionPolicy: zero_stage 2 or 3 with a
  * *-mixed precision under framework pytorch and
  * fsdp_mixed_precision param-dtype (torch/distributed/fsdp/
- * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy).
+ * _fully_shard/_fsdp_api.py, MixedPrecisionPolicy), on more than one
+ * data-parallel rank (on one, PyTorch's recipe plans the model unwrapped:
+ * recipe/pytorch.c).
  */
 static bool fsdp_param_dtype(const struct gm_spec *sp)
 {
 	enum gm_precision p = sp->training.precision;
 
 	return sp->task == GM_TASK_TRAIN && sp->parallelism.zero_stage >= 2 &&
+	       gm_spec_data_parallel(sp) > 1 &&
 	       sp->training.framework == GM_FW_PYTORCH &&
 	       (p == GM_PREC_BF16_MIXED || p == GM_PREC_FP16_MIXED) &&
 	       sp->parallelism.fsdp_mixed_precision == GM_FSDP_MP_PARAM_DTYPE;

@@ -111,6 +111,18 @@ def main():
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         want(r.returncode != 0 and len(lines) == 1,
              " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    # PyTorch's recipe plans one data-parallel rank unwrapped: the ZeRO
+    # stage moves nothing there (FSDP's mixed-precision policy included)
+    l7 = os.path.join(os.path.dirname(os.path.abspath(spec)),
+                      "llama-2-7b.yaml")
+    got = []
+    for z in ("0", "3"):
+        r = run([g, "plan", l7, "--gpu", "h100", "--format", "json",
+                 "--set", "parallelism.data_parallel=1",
+                 "--set", "parallelism.zero_stage=" + z])
+        got.append(json.loads(r.stdout)["per_gpu"])
+    want(got[0] == got[1], "plan at data_parallel 1: zero_stage 3 differs "
+         "from 0", r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU
