@@ -575,6 +575,8 @@ static int check_adapter(struct gm__spec_ctx *c)
 	const struct gm_spec_training *t = &s->training;
 	const char *const *names = gm_family(s->model.architecture)->linears;
 
+	if (s->task != GM_TASK_TRAIN)
+		return 0; /* the training section is ignored (warned) */
 	if (t->adapter == GM_ADAPTER_NONE) {
 		if (given(s, GM_K_LORA_RANK))
 			return gm__spec_blame(c, GM_K_LORA_RANK, "applies to "
@@ -589,8 +591,6 @@ static int check_adapter(struct gm__spec_ctx *c)
 				      "model shape (modelled: a causal-lm "
 				      "head on llama, qwen3 or gpt2)",
 				      gm_adapter_name(t->adapter));
-	if (s->task != GM_TASK_TRAIN)
-		return gm__spec_blame(c, GM_K_ADAPTER, "applies to task train");
 	for (unsigned i = 0; i < t->n_lora_targets; i++) {
 		const char *n = t->lora_targets[i];
 		bool ok = false;

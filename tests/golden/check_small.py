@@ -111,6 +111,13 @@ def main():
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         want(r.returncode != 0 and len(lines) == 1,
              " ".join(args[:1]) + " > /dev/full: one error, non-zero", r)
+    # under task inference a LoRA spec's training section is ignored,
+    # its adapter with it, with the section's warning (not an error)
+    r = run([g, "plan", os.path.join(os.path.dirname(os.path.abspath(spec)),
+                                     "llama-2-7b-lora.yaml"),
+             "--set", "task=inference", "--gpu", "h100"])
+    want(r.returncode == 0 and "training: ignored for task inference" in
+         r.stderr, "LoRA spec under --set task=inference", r)
     # PyTorch's recipe plans one data-parallel rank unwrapped: the ZeRO
     # stage moves nothing there (FSDP's mixed-precision policy included)
     l7 = os.path.join(os.path.dirname(os.path.abspath(spec)),
