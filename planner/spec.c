@@ -688,10 +688,27 @@ static int list_add(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 }
 
 /* A list key given as one scalar: comma-separated words ("q_proj,
- * v_proj", as --set gives it, or "all-linear"). */
+ * v_proj", as --set gives it, or "all-linear"), or those words in
+ * YAML's brackets ("[q_proj, v_proj]", as a spec file writes the list
+ * inline). */
 static int set_list_text(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 			 const char *s)
 {
+	char in[512];
+	size_t len;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	len = strlen(s);
+	while (len && isspace((unsigned char)s[len - 1]))
+		len--;
+	if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+		if (len - 2 >= sizeof(in))
+			return fail_value(c, m, id, "the list is too long");
+		memcpy(in, s + 1, len - 2);
+		in[len - 2] = '\0';
+		s = in;
+	}
 	c->spec->training.n_lora_targets = 0;
 	memset(c->spec->training.lora_target_at, 0,
 	       sizeof(c->spec->training.lora_target_at));
@@ -874,6 +891,85 @@ static size_t sectioned(const char *word, char *buf, size_t len)
 }
 
 /*
+ * Names other tools give the planner's keys (Hugging Face
+ * TrainingArguments and config.json, DeepSpeed, Megatron-LM, torchrun):
+ * an unknown key among them is answered with the planner's name.
+ */
+static const struct {
+	int section;       /* where it is written */
+	const char *name;  /* the other tool's name */
+	int id;            /* the planner's key */
+	const char *note;  /* how it maps, or NULL */
+} foreign[] = {
+	{GM_K_TRAINING, "gradient_checkpointing", GM_K_CKPT,
+	 "none, selective or full"},
+	{GM_K_TRAINING, "gradient_accumulation_steps", GM_K_GLOBAL_BATCH,
+	 "the accumulation steps are global_batch_size / (micro_batch_size x "
+	 "data_parallel)"},
+	{GM_K_TRAINING, "per_device_train_batch_size", GM_K_MICRO_BATCH, NULL},
+	{GM_K_TRAINING, "train_micro_batch_size_per_gpu", GM_K_MICRO_BATCH,
+	 NULL},
+	{GM_K_TRAINING, "batch_size", GM_K_MICRO_BATCH,
+	 "per GPU; global_batch_size is the step's"},
+	{GM_K_TRAINING, "microbatch", GM_K_MICRO_BATCH, NULL},
+	{GM_K_TRAINING, "train_batch_size", GM_K_GLOBAL_BATCH, NULL},
+	{GM_K_TRAINING, "max_seq_length", GM_K_SEQ_LEN, NULL},
+	{GM_K_TRAINING, "max_length", GM_K_SEQ_LEN, NULL},
+	{GM_K_TRAINING, "seq_length", GM_K_SEQ_LEN, NULL},
+	{GM_K_TRAINING, "seq_len", GM_K_SEQ_LEN, NULL},
+	{GM_K_TRAINING, "block_size", GM_K_SEQ_LEN, NULL},
+	{GM_K_TRAINING, "bf16", GM_K_PRECISION, "bf16-mixed or bf16-true"},
+	{GM_K_TRAINING, "fp16", GM_K_PRECISION, "fp16-mixed or fp16-true"},
+	{GM_K_TRAINING, "mixed_precision", GM_K_PRECISION,
+	 "bf16-mixed, fp16-mixed, ..."},
+	{GM_K_TRAINING, "optim", GM_K_OPTIMIZER, NULL},
+	{GM_K_TRAINING, "lora_r", GM_K_LORA_RANK, NULL},
+	{GM_K_TRAINING, "target_modules", GM_K_LORA_TARGETS, NULL},
+	{GM_K_PARALLELISM, "tp", GM_K_TP, NULL},
+	{GM_K_PARALLELISM, "tp_size", GM_K_TP, NULL},
+	{GM_K_PARALLELISM, "tensor_model_parallel_size", GM_K_TP, NULL},
+	{GM_K_PARALLELISM, "pp", GM_K_PP, NULL},
+	{GM_K_PARALLELISM, "pipeline_model_parallel_size", GM_K_PP, NULL},
+	{GM_K_PARALLELISM, "dp", GM_K_DP, NULL},
+	{GM_K_PARALLELISM, "world_size", GM_K_DP,
+	 "data_parallel x tensor_parallel x pipeline_parallel GPUs in all"},
+	{GM_K_PARALLELISM, "num_gpus", GM_K_DP,
+	 "data_parallel x tensor_parallel x pipeline_parallel GPUs in all"},
+	{GM_K_PARALLELISM, "fsdp", GM_K_ZERO,
+	 "FSDP's FULL_SHARD is zero_stage: 3, SHARD_GRAD_OP zero_stage: 2"},
+	{GM_K_PARALLELISM, "zero", GM_K_ZERO, NULL},
+	{GM_K_PARALLELISM, "ep", GM_K_EP, NULL},
+	{GM_K_PARALLELISM, "expert_model_parallel_size", GM_K_EP, NULL},
+	{GM_K_MODEL, "num_hidden_layers", GM_K_LAYERS, NULL},
+	{GM_K_MODEL, "n_layer", GM_K_LAYERS, NULL},
+	{GM_K_MODEL, "num_layers", GM_K_LAYERS, NULL},
+	{GM_K_MODEL, "num_attention_heads", GM_K_HEADS, NULL},
+	{GM_K_MODEL, "n_head", GM_K_HEADS, NULL},
+	{GM_K_MODEL, "num_key_value_heads", GM_K_KV_HEADS, NULL},
+	{GM_K_MODEL, "intermediate_size", GM_K_FFN, NULL},
+	{GM_K_MODEL, "n_embd", GM_K_HIDDEN, NULL},
+	{GM_K_MODEL, "num_local_experts", GM_K_EXPERTS, NULL},
+	{GM_K_MODEL, "num_experts", GM_K_EXPERTS, NULL},
+	{GM_K_MODEL, "n_routed_experts", GM_K_EXPERTS, NULL},
+	{GM_K_MODEL, "num_experts_per_tok", GM_K_EXPERTS_PER_TOKEN, NULL},
+	{GM_K_INFERENCE, "max_new_tokens", GM_K_GENERATE, NULL},
+	{GM_K_INFERENCE, "prompt_len", GM_K_PROMPT, NULL},
+	{GM_K_INFERENCE, "input_length", GM_K_PROMPT, NULL},
+};
+
+/* The planner's key for another tool's name in section, or -1. */
+static int foreign_key(int section, const char *name, const char **note)
+{
+	for (size_t i = 0; i < GM_N(foreign); i++)
+		if (foreign[i].section == section &&
+		    !strcmp(foreign[i].name, name)) {
+			*note = foreign[i].note;
+			return foreign[i].id;
+		}
+	return -1;
+}
+
+/*
  * "unknown key 'x' in model; did you mean 'y'?" at line:col (or the --set
  * being applied). A dotted key at the top level ("model.layers:") gets
  * told to nest it.
@@ -908,6 +1004,17 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 		if (sectioned(name, both, sizeof(both)))
 			return fail_at(c, line, col, "unknown key '%s' %s; "
 				       "did you mean %s?", name, where, both);
+	}
+	if (section >= 0) {
+		const char *note = NULL;
+		int k = foreign_key(section, name, &note);
+
+		if (k >= 0)
+			return fail_at(c, line, col, "unknown key '%s' %s; "
+				       "gpumem's key is '%s'%s%s%s", name,
+				       where, gm__spec_keys[k].name,
+				       note ? " (" : "", note ? note : "",
+				       note ? ")" : "");
 	}
 	if (gm_text_suggest_list(name, cands, n, near, sizeof(near)))
 		return fail_at(c, line, col,

@@ -151,6 +151,36 @@ static void override_errors(void **state)
 			    "be a positive integer, got 0");
 }
 
+/* Another tool's name for a key (HF TrainingArguments, config.json,
+ * Megatron-LM) gets the planner's name, from --set and from the file;
+ * a list key from --set takes YAML's inline brackets too. */
+static void foreign_names(void **state)
+{
+	const char *ck[] = {"training.gradient_checkpointing=full"};
+	const char *tp[] = {"parallelism.tensor_model_parallel_size=2"};
+	const char *lt[] = {"training.adapter=lora",
+			    "training.lora_targets=[q_proj, v_proj]"};
+
+	(void)state;
+	assert_int_equal(load("e.yaml", LLAMA, ck, 1), GM_EINVAL);
+	assert_string_equal(diag.msg, "--set training.gradient_checkpointing: "
+			    "unknown key 'gradient_checkpointing' in "
+			    "training; gpumem's key is "
+			    "'activation_checkpointing' (none, selective or "
+			    "full)");
+	assert_int_equal(load("e.yaml", LLAMA, tp, 1), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "gpumem's key is 'tensor_parallel'"));
+	assert_int_equal(load("e.yaml", "model:\n  num_hidden_layers: 4\n",
+			      NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "e.yaml:2:3: unknown key "
+				       "'num_hidden_layers' in model; gpumem's "
+				       "key is 'layers'"));
+	assert_int_equal(load("e.yaml", LLAMA, lt, 2), 0);
+	assert_int_equal(spec.training.n_lora_targets, 2);
+	assert_string_equal(spec.training.lora_targets[0], "q_proj");
+	assert_string_equal(spec.training.lora_targets[1], "v_proj");
+}
+
 /* Every name of every enum loads to its value and prints back. */
 static void enums(void **state)
 {
@@ -781,6 +811,7 @@ int main(void)
 		cmocka_unit_test(defaults_bert),
 		cmocka_unit_test(overrides),
 		cmocka_unit_test(override_errors),
+		cmocka_unit_test(foreign_names),
 		cmocka_unit_test(enums),
 		cmocka_unit_test(enum_prefix_hint),
 		cmocka_unit_test(numbers),
