@@ -179,10 +179,31 @@ static bool rank_before(const struct rank *a, const struct rank *b)
 }
 
 /* The best candidate of one GPU for the normalized word, into r. */
-static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
-		     struct rank *r)
+/* The normalized card and profile of a slice's name ("a100-80gb:3g.40gb":
+ * "a10080gb", "3g40gb"); false for a name without ':'. */
+static bool slice_parts(const char *name, char *card, char *prof, size_t len)
 {
-	char have[GM__CATALOG_NORM_MAX];
+	const char *colon = strchr(name, ':');
+	char head[GM__CATALOG_NORM_MAX];
+
+	if (!colon || (size_t)(colon - name) >= sizeof(head))
+		return false;
+	memcpy(head, name, (size_t)(colon - name));
+	head[colon - name] = '\0';
+	gm__catalog_normalize(card, len, head);
+	gm__catalog_normalize(prof, len, colon + 1);
+	return *card && *prof;
+}
+
+/* r: g's best name for want (normalized). A slice's name asked as
+ * CARD:PROFILE (wcard, wprof; "" when the name has no ':') contains it
+ * when its profile is that profile and its card's name contains CARD
+ * ("a100:3g.40gb" is a100-80gb:3g.40gb's). */
+static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
+		     const char *wcard, const char *wprof, struct rank *r)
+{
+	char have[GM__CATALOG_NORM_MAX], card[GM__CATALOG_NORM_MAX];
+	char prof[GM__CATALOG_NORM_MAX];
 
 	r->text = NULL;
 	r->index = index;
@@ -192,6 +213,12 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
 		gm__catalog_normalize(have, sizeof(have), c.text);
 		c.misses = strstr(have, want) ? 0 : 1;
 		c.distance = gm_text_distance(want, have);
+		if (c.misses && *wprof &&
+		    slice_parts(c.text, card, prof, sizeof(card)) &&
+		    !strcmp(prof, wprof) && strstr(card, wcard)) {
+			c.misses = 0;
+			c.distance = gm_text_distance(wcard, card);
+		}
 		if (!r->text || rank_before(&c, r))
 			*r = c;
 	}
@@ -208,7 +235,8 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
 size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 			  const char **out, size_t max)
 {
-	char want[GM__CATALOG_NORM_MAX];
+	char want[GM__CATALOG_NORM_MAX], wcard[GM__CATALOG_NORM_MAX];
+	char wprof[GM__CATALOG_NORM_MAX];
 	struct rank best[16];
 	size_t n = 0, limit;
 	bool slices;
@@ -225,13 +253,15 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 	if (limit < 2)
 		limit = 2;
 	slices = strchr(name, ':') || strcasestr(name, "mig");
+	if (!slice_parts(name, wcard, wprof, sizeof(wcard)))
+		wcard[0] = wprof[0] = '\0';
 	for (size_t i = 0; i < cat->n; i++) {
 		struct rank r;
 		size_t at;
 
 		if (!slices && gm_gpu_is_mig(&cat->gpus[i]))
 			continue;
-		rank_gpu(&cat->gpus[i], i, want, &r);
+		rank_gpu(&cat->gpus[i], i, want, wcard, wprof, &r);
 		if (r.misses && r.distance > limit)
 			continue;
 		/* Containing matches push out the merely close ones. */

@@ -123,6 +123,15 @@ static void suggestions(void **state)
 	n = gm_catalog_suggest(NULL, "rtx3080", out, 8);
 	assert_int_equal(n, 3);
 	assert_string_equal(out[0], "NVIDIA GeForce RTX 3090");
+	/* A slice asked as CARD:PROFILE with the card's name short: the
+	 * slices of that profile on a card of that name, not the closest
+	 * spelling of another card's (h100:3g.40gb) */
+	n = gm_catalog_suggest(NULL, "a100:3g.40gb", out, 8);
+	assert_int_equal(n, 1);
+	assert_string_equal(out[0], "a100-80gb:3g.40gb");
+	n = gm_catalog_suggest(NULL, "a100:1g.5gb", out, 8);
+	assert_true(n >= 1);
+	assert_string_equal(out[0], "a100-40gb:1g.5gb");
 	/* max is respected, and the best stay. */
 	n = gm_catalog_suggest(NULL, "a100", out, 2);
 	assert_int_equal(n, 2);
