@@ -761,14 +761,29 @@ static int batch(struct ds_read *r)
 		micro = sp->training.micro_batch_size;
 	}
 
-	if (micro && r->gas && tbs && tbs != micro * r->gas * dp)
+	if (micro && r->gas && tbs && tbs != micro * r->gas * dp) {
+		uint64_t want = tbs % (micro * r->gas) ? 0 :
+				tbs / (micro * r->gas);
+		char hint[96] = "";
+
+		/* DeepSpeed's data parallel is the launcher's world size,
+		 * which parallelism.data_parallel stands for */
+		if (want && !sp->where[GM_K_DP].origin)
+			snprintf(hint, sizeof(hint), " (the spec writes no "
+				 "parallelism.data_parallel: %llu GPUs make "
+				 "it whole)", (unsigned long long)want);
+		else if (want)
+			snprintf(hint, sizeof(hint), " (parallelism."
+				 "data_parallel %llu makes it whole)",
+				 (unsigned long long)want);
 		return fail(r, r->tbs_n, 0, "%llu is not "
 			    "train_micro_batch_size_per_gpu %llu * "
 			    "gradient_accumulation_steps %llu * data_parallel "
-			    "%llu", (unsigned long long)tbs,
+			    "%llu%s", (unsigned long long)tbs,
 			    (unsigned long long)micro,
 			    (unsigned long long)r->gas,
-			    (unsigned long long)dp);
+			    (unsigned long long)dp, hint);
+	}
 	if (!micro && tbs && r->gas) {
 		if (tbs % (r->gas * dp))
 			return fail(r, r->tbs_n, 0, "%llu is not a multiple of "
