@@ -493,6 +493,30 @@ figures:
 				      par->pipeline_parallel : 1);
 		return 0;
 	}
+	/* a spec on one rank that the validator models on no more (a PEFT
+	 * adapter): min_gpus is that rank's */
+	out->one_gpu = dp <= 1;
+	for (uint64_t d2 = 2; out->one_gpu && d2 <= 8; d2 *= 2) {
+		struct gm_spec more = *spec;
+		struct gm_diag d = {{0}};
+
+		more.parallelism.data_parallel = d2;
+		out->one_gpu = gm_spec_check_modelled(&more, &d) != 0;
+	}
+	if (out->one_gpu) {
+		/* one rank (the spec's: the validator takes no other):
+		 * at the spec's micro-batch where the largest that fits
+		 * reaches it, else at the largest */
+		out->min_data_parallel = mb ? 1 : 0;
+		out->min_gpus_micro_batch = !mb ? 0 : mb < spec_mb ? mb
+							  : spec_mb;
+		out->min_gpus = out->min_data_parallel *
+				(par->tensor_parallel ? par->tensor_parallel
+						      : 1) *
+				(par->pipeline_parallel ?
+				 par->pipeline_parallel : 1);
+		return 0;
+	}
 	rc = min_dp(pp, spec_mb, dp, &out->min_data_parallel, diag);
 	if (rc)
 		return rc;
@@ -540,6 +564,8 @@ const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,
 		return NULL;
 	if (!f->training)
 		snprintf(buf, len, "none");
+	else if (f->one_gpu)
+		snprintf(buf, len, "none on one GPU");
 	else
 		snprintf(buf, len, "none at ZeRO %u", f->zero_stage);
 	return buf;

@@ -27,12 +27,16 @@ struct gm_fit {
 	double device_used;         /* bytes at max_micro_batch (or 1) */
 	bool training;              /* the spec's task is training */
 	unsigned zero_stage;        /* the ZeRO stage min_gpus searched at */
+	bool one_gpu;               /* training on more than one GPU is not
+				     * modelled for the spec (a PEFT
+				     * adapter): min_gpus searched 1 only */
 };
 
 /*
  * What min_gpus 0 means, for a report: "none at ZeRO <stage>" (training:
  * no data-parallel degree fits at the spec's ZeRO stage; a change of
- * another lever may, see fit_search.h) or "none" (inference: not even one
+ * another lever may, see fit_search.h), "none on one GPU" (training where
+ * more GPUs are not modelled, one_gpu) or "none" (inference: not even one
  * replica at batch 1); NULL when min_gpus is not 0.
  */
 const char *gm_fit_min_gpus_none(const struct gm_fit *f, char *buf,

@@ -130,11 +130,21 @@ def main():
         got.append(json.loads(r.stdout)["per_gpu"])
     want(got[0] == got[1], "plan at data_parallel 1: zero_stage 3 differs "
          "from 0", r)
+    lora = os.path.join(os.path.dirname(os.path.abspath(spec)),
+                        "llama-2-7b-lora.yaml")
+    # a LoRA spec is modelled on one GPU only: min_gpus searches no more
+    # ranks and says why it is none under a cap its base does not fit
+    r = run([g, "fit", lora, "--gpu", "rtx-4090", "--fraction", "0.3",
+             "--format", "json"])
+    row = json.loads(r.stdout)["gpus"][0]
+    want(row["min_gpus"] == 0 and row["min_gpus_none"] == "none on one GPU",
+         "fit: LoRA's min_gpus none says one GPU", r)
+    r = run([g, "fit", lora, "--gpu", "h100", "--format", "json"])
+    row = json.loads(r.stdout)["gpus"][0]
+    want(row["min_gpus"] == 1, "fit: LoRA on an H100: min_gpus 1", r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU
-    lora = os.path.join(os.path.dirname(os.path.abspath(spec)),
-                        "llama-2-7b-lora.yaml")
     r = run([g, "fit", lora, "--gpu", "a100-40gb:1g.5gb", "--format",
              "json"])
     w = json.loads(r.stdout)["gpus"][0].get("widest_change") or {}
