@@ -208,6 +208,12 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 					u(p->per_gpu.moe_skew));
 			gm_obj_set(o, "beside the peak (not part of it)", b);
 		}
+		/* what the cache holds once generation ends (the JSON's
+		 * kv_cache_bytes): the rows above catch it at the peak and
+		 * at its largest, a torch.cat's old and new tensors both */
+		if (!p->run.train && p->per_gpu.kv_cache > 0)
+			gm_obj_set_uint(o, "kv_cache_at_the_end_bytes",
+					u(p->per_gpu.kv_cache));
 	} else {
 		gm_obj_set(o, "per_gpu", terms_obj(&p->per_gpu, false, true));
 	}
