@@ -229,6 +229,14 @@ check("catalog-message-escape", ["plan", SPEC, "--catalog",
                                  path("esc-cat.yaml", cat)], 2,
       "unknown architecture 'hop\\x1b[2Jper'")
 
+# a bad catalog reads the same from gpus as from plan: file:line:column,
+# then the line with a caret under the column
+for cmd in (["gpus"], ["plan", SPEC]):
+    check("catalog-excerpt-" + cmd[0], cmd + ["--catalog", path(
+          "badkey-cat.yaml", "gpus:\n  - name: X\n    total_bytes: 1\n")],
+          2, "badkey-cat.yaml:3:5: unknown key 'total_bytes' in GPU "
+          "entry\n      total_bytes: 1\n      ^")
+
 # A wide catalog (28,000 architectures, 8,000 GPUs, 3.9 MB) is read and the
 # last GPU found by its alias. Its CPU time is measured by the reader
 # benchmark (tools/bench/reader_inputs.py), not here: the timeout only

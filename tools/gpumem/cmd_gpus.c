@@ -80,7 +80,10 @@ int gm_cmd_gpus(int argc, char **argv)
 	if (path) {
 		rc = gm_catalog_load_over(&loaded, path, NULL, &diag);
 		if (rc) {
-			fprintf(stderr, "gpumem gpus: %s\n", diag.msg);
+			const char *paths[] = {path};
+
+			/* with the line's excerpt, as plan's --catalog */
+			gm_cmd_file_error("gpus", diag.msg, paths, 1);
 			return gm_exit_code(rc);
 		}
 		cat = &loaded;
