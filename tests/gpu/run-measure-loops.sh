@@ -4,6 +4,8 @@
 # configuration (as a user's job starts):
 #   loops    training as frameworks build it (tools/measure/measure_loops.py)
 #   longgen  long generation with transformers' default cache (measure.py)
+#   capped   the same generations under torch.cuda.set_per_process_memory_fraction
+#            (measure.py, the manifest's memory_limit_bytes)
 # Wheels the GPU machine lacks (DeepSpeed and its pydantic, hjson;
 # bitsandbytes) are installed from .whl/ when present. A part that ended
 # ok, oom or refused is kept, so a second call with the same OUT_DIR runs
@@ -34,7 +36,7 @@ rc=0
 for set in "$@"; do
 	case $set in
 	loops) mp=$root/tools/measure/measure_loops.py ;;
-	longgen) mp=$root/tools/measure/measure.py ;;
+	longgen | capped) mp=$root/tools/measure/measure.py ;;
 	*) echo "run-measure-loops.sh: unknown set $set"; exit 2 ;;
 	esac
 	man=$root/tests/data/calibration/pending/$set/manifest.json

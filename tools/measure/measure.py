@@ -63,7 +63,8 @@ def load_manifest(path):
         out.append(dict(name=c["name"],
                         spec=os.path.normpath(os.path.join(base, c["spec"])),
                         spec_rel=c["spec"], set=c.get("set", []),
-                        heldout=c.get("heldout", False)))
+                        heldout=c.get("heldout", False),
+                        memory_limit_bytes=c.get("memory_limit_bytes")))
     return out
 
 
@@ -361,6 +362,17 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         return rec
     rec["task"] = spec["task"]
     cleanup(torch)
+    # a per-process cap: torch.cuda.set_per_process_memory_fraction of
+    # the device's total (the caching allocator frees its cached blocks
+    # and retries at it before it raises out of memory); the model is
+    # built under it too
+    limit = cfg.get("memory_limit_bytes")
+    if limit:
+        total = mem.mem_get_info()[1]
+        rec["memory_limit_bytes"] = limit
+        rec["memory_fraction"] = limit / total if total else None
+        if total:
+            mem.set_per_process_memory_fraction(limit / total)
     rec["leftover_allocated_bytes"] = mem.memory_allocated()
     rec["leftover_reserved_bytes"] = mem.memory_reserved()
     deadline = time.monotonic() + args.budget_s
@@ -414,6 +426,11 @@ def measure_one(torch, cfg, args, world_size=1, parallel=None):
         rec.update(status="error",
                    message=f"{type(e).__name__}: {str(e)[:400]}")
     finally:
+        if limit:
+            ms = mem.memory_stats() or {}
+            rec["num_alloc_retries"] = ms.get("num_alloc_retries")
+            rec["num_ooms"] = ms.get("num_ooms")
+            mem.set_per_process_memory_fraction(1.0)
         if "trace" in state:
             import tracefile
             rec["trace_entries"] = tracefile.finish(
