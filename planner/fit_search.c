@@ -687,6 +687,7 @@ static void figures(const struct gm_spec *spec, const struct gm_plan *p,
 	f->peak_allocated = p->per_gpu.peak_allocated;
 	f->peak_reserved = p->per_gpu.peak_reserved;
 	f->device_used = p->per_gpu.device_used;
+	f->host = p->host;
 	f->headroom_bytes = p->headroom_bytes;
 }
 

@@ -54,6 +54,7 @@ struct gm_fit_figures {
 	uint64_t global_batch; /* training.global_batch_size; 0: none */
 	uint64_t gpus;         /* data x tensor x pipeline parallel */
 	double peak_allocated, peak_reserved, device_used;
+	double host;           /* host memory a rank needs (offload) */
 	int64_t headroom_bytes;
 };
 

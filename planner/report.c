@@ -593,10 +593,16 @@ static size_t change_words(const struct gm_fit_change *c, char *buf,
 				      c->change.gradient_accumulation_steps ==
 				      1 ? "" : "s");
 	n += (size_t)snprintf(buf + n, ROOM, ": peak reserved %.2f GiB, "
-			      "device used %.2f GiB, headroom %.2f GiB)",
+			      "device used %.2f GiB, headroom %.2f GiB",
 			      c->change.peak_reserved / (double)GM_GiB,
 			      c->change.device_used / (double)GM_GiB,
 			      gib_signed(c->change.headroom_bytes));
+	/* an offload moves state to the host, which must hold it */
+	if (c->change.host > 0)
+		n += (size_t)snprintf(buf + n, ROOM, ", host memory %.2f GiB "
+				      "a rank", c->change.host /
+				      (double)GM_GiB);
+	n += (size_t)snprintf(buf + n, ROOM, ")");
 	return n;
 #undef ROOM
 }

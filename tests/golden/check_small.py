@@ -142,6 +142,21 @@ def main():
     r = run([g, "fit", lora, "--gpu", "h100", "--format", "json"])
     row = json.loads(r.stdout)["gpus"][0]
     want(row["min_gpus"] == 1, "fit: LoRA on an H100: min_gpus 1", r)
+    # a change that offloads to the host says how much host memory a
+    # rank then needs (the plan's host_bytes)
+    q3 = os.path.join(os.path.dirname(os.path.abspath(spec)), "..", "tests",
+                      "data", "plan", "llama-2-7b-ds-auto.yaml")
+    r = run([g, "plan", q3, "--gpu", "a10", "--set",
+             "parallelism.offload_optimizer=none", "--set",
+             "parallelism.zero_stage=3"])
+    m = re.search(r"hint: fits with .*offload_optimizer=cpu .*host memory "
+                  r"([\d.]+) GiB a rank\)", r.stderr)
+    r2 = run([g, "plan", q3, "--gpu", "a10", "--format", "json",
+              "--set", "parallelism.zero_stage=3",
+              "--set", "parallelism.offload_optimizer=cpu"])
+    host = json.loads(r2.stdout)["host_bytes"] / 2**30 if r2.stdout else -1
+    want(m and abs(float(m.group(1)) - host) < 0.006,
+         "an offloading hint gives the host memory of its plan", r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU
