@@ -1884,6 +1884,11 @@ int gm_plan(const struct gm_spec *spec, const struct gm_plan_gpu *gpu,
 	out->parameters = pl.from_shape ? pl.total :
 			  (uint64_t)llround(spec->model.parameters);
 	out->parameters_mismatch = gm_params_mismatch(&spec->model, &pl);
+	out->trainable = spec->task != GM_TASK_TRAIN ? 0 :
+			 spec->training.adapter != GM_ADAPTER_NONE ?
+			 (uint64_t)llround(gm_adapter_layer_params(
+				 &pl, &spec->training) *
+				 (double)pl.layers) : out->parameters;
 
 	c.spec = spec;
 	c.fam = gm_family(spec->model.architecture);

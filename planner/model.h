@@ -151,6 +151,10 @@ struct gm_plan {
 	char name[128];
 	struct gm_plan_gpu gpu;
 	uint64_t parameters;       /* the whole model */
+	uint64_t trainable;        /* of them, trained: all but a frozen
+				    * base's (training.adapter: the
+				    * adapters', which parameters leaves
+				    * out); 0 for inference */
 	double parameters_mismatch; /* vs `parameters:` (params.h) */
 	struct gm_terms per_gpu;   /* the most loaded stage */
 	unsigned per_gpu_stage;    /* its index in stages[] */

@@ -180,6 +180,9 @@ static struct gm_val *plan_obj(const struct gm_plan *p, bool table)
 	if (p->gpu.cap_bytes)
 		gm_obj_set_uint(o, "cap_bytes", p->gpu.cap_bytes);
 	gm_obj_set_uint(o, "parameters", p->parameters);
+	/* the table names it where it is not the whole model */
+	if (!table || (p->run.train && p->trainable != p->parameters))
+		gm_obj_set_uint(o, "trainable_parameters", p->trainable);
 	if (!table)
 		gm_run_set(o, &p->run);
 	if (table) {
