@@ -946,8 +946,8 @@ char *gm_spec_ds_assumed(const struct gm_spec *spec, unsigned i, char *buf,
 			 "training.global_batch_size)");
 		break;
 	case GM_DS_AUTO_PRECISION:
-		snprintf(val, sizeof(val), "both False, TrainingArguments' "
-			 "defaults: training.precision fp32");
+		snprintf(val, sizeof(val), "False for both (TrainingArguments' "
+			 "default): training.precision fp32");
 		break;
 	}
 	snprintf(buf, len, "%s:%u:%u: %s: \"auto\" is the HF Trainer's %s, "

@@ -740,8 +740,9 @@ static void deepspeed_auto(void **state)
 	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 0, buf, sizeof(buf)),
 			       "/ds.json:1:22: bf16.enabled: \"auto\" is the HF "
 			       "Trainer's bf16 / fp16, which the spec does not "
-			       "write; assumed both False, TrainingArguments' "
-			       "defaults: training.precision fp32"));
+			       "write; assumed False for both "
+			       "(TrainingArguments' default): "
+			       "training.precision fp32"));
 	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 1, buf, sizeof(buf)),
 			       "/ds.json:2:36: train_micro_batch_size_per_gpu: "
 			       "\"auto\" is the HF Trainer's "
