@@ -481,9 +481,12 @@ figures:
 
 		rc = min_tp(pp, spec_mb, &tp, diag);
 		out->min_gpus_micro_batch = spec_mb;
-		if (!rc && !tp && mb && mb != spec_mb) {
-			rc = min_tp(pp, mb, &tp, diag);
-			out->min_gpus_micro_batch = mb;
+		/* none at the spec's batch: at the largest that fits one
+		 * GPU, or at batch 1 where none does (more GPUs may hold
+		 * it: the smallest change's tensor parallel) */
+		if (!rc && !tp && (mb ? mb : 1) != spec_mb) {
+			rc = min_tp(pp, mb ? mb : 1, &tp, diag);
+			out->min_gpus_micro_batch = mb ? mb : 1;
 		}
 		if (rc)
 			return rc;

@@ -157,6 +157,18 @@ def main():
     host = json.loads(r2.stdout)["host_bytes"] / 2**30 if r2.stdout else -1
     want(m and abs(float(m.group(1)) - host) < 0.006,
          "an offloading hint gives the host memory of its plan", r)
+    # inference where not even batch 1 fits one GPU: min gpus is at batch
+    # 1, the tensor parallel the smallest change uses (not 'none' beside
+    # an 8-GPU change that fits)
+    l3 = os.path.join(os.path.dirname(os.path.abspath(spec)), "..", "tests",
+                      "data", "plan", "llama-3-8b-infer.yaml")
+    r = run([g, "fit", l3, "--gpu", "a100-40gb:1g.5gb", "--format", "json"])
+    row = json.loads(r.stdout)["gpus"][0]
+    ch = row.get("smallest_change") or {}
+    want(row["max_micro_batch"] == 0 and row["min_gpus"] > 0 and
+         row["min_gpus_micro_batch"] == 1 and
+         (not ch or row["min_gpus"] <= ch.get("gpus", 0)),
+         "fit: inference min gpus at batch 1 where none fits one GPU", r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU
