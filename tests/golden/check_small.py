@@ -169,6 +169,15 @@ def main():
          row["min_gpus_micro_batch"] == 1 and
          (not ch or row["min_gpus"] <= ch.get("gpus", 0)),
          "fit: inference min gpus at batch 1 where none fits one GPU", r)
+    # the analytic reserve has no closed forms for adapters or DeepSpeed:
+    # refused, not planned unsharded
+    for sp in (lora, q3):
+        for cmd in ("plan", "fit"):
+            r = run([g, cmd, sp, "--gpu", "h100", "--reserve-model",
+                     "analytic"])
+            want(r.returncode == 2 and "--reserve-model analytic: not "
+                 "modelled for" in r.stderr,
+                 cmd + " --reserve-model analytic refuses " + sp, r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU

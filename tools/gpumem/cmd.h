@@ -126,6 +126,13 @@ int gm_plan_args_option(struct gm_plan_args *a, const char *name, int c,
 int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
 		      const struct gm_fit *fits, size_t n,
 		      struct gm_diag *diag);
+/* Whether a's options can plan spec: --reserve-model analytic has no
+ * closed forms for DeepSpeed's engine or a PEFT adapter (their states
+ * would be planned unsharded, their blocks as a plain model's).
+ * 0, or GM_EINVAL with the reason in diag. */
+int gm_plan_args_check(const struct gm_plan_args *a,
+		       const struct gm_spec *spec, struct gm_diag *diag);
+
 /*
  * Warn on stderr about a loaded spec: the DeepSpeed JSON's "auto"s that
  * took an assumed value ("gpumem NAME: note: ds.json:L:C: ..."), and the

@@ -571,6 +571,8 @@ int gm_cmd_fit(int argc, char **argv)
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
 	if (!rc)
 		rc = gm_spec_check_modelled(spec, &diag);
+	if (!rc)
+		rc = gm_plan_args_check(&a, spec, &diag);
 	/* the GPU the spec names is checked as plan checks it, though fit
 	 * compares the catalog's (or each --gpu) */
 	if (!rc && spec->gpu[0])

@@ -488,6 +488,8 @@ int gm_cmd_plan(int argc, char **argv)
 	if (!rc)
 		rc = gm_spec_check_modelled(spec, &diag);
 	if (!rc)
+		rc = gm_plan_args_check(&a, spec, &diag);
+	if (!rc)
 		gm_plan_spec_warn("plan", spec);
 	if (!rc)
 		gm_custom_layers_warn(spec);

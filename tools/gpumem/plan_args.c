@@ -198,6 +198,27 @@ static void length_warn(const char *name, const struct gm_spec *spec)
 		(unsigned long long)n, (unsigned long long)max, from);
 }
 
+int gm_plan_args_check(const struct gm_plan_args *a,
+		       const struct gm_spec *spec, struct gm_diag *diag)
+{
+	const char *what = NULL;
+
+	if (a->model.reserve != GM_RESERVE_ANALYTIC ||
+	    spec->task != GM_TASK_TRAIN)
+		return 0;
+	if (spec->training.framework == GM_FW_DEEPSPEED)
+		what = "training.framework deepspeed";
+	else if (spec->training.adapter != GM_ADAPTER_NONE)
+		what = "training.adapter";
+	if (!what)
+		return 0;
+	return gm_diag_set(diag, GM_EINVAL, "--reserve-model analytic: not "
+			   "modelled for %s (its closed forms would plan the "
+			   "states unsharded and the blocks as a plain "
+			   "model's); the default, simulated, replays it",
+			   what);
+}
+
 void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 {
 	char where[1200];
