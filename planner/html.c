@@ -60,6 +60,19 @@ static void run_words(FILE *out, const struct gm_spec *s,
 	fputs("<ul>\n", out);
 	model_words(out, s, p);
 	gm_run_html(out, &p->run, p->recipe, fit);
+	/* a plan's figures that no bar shows */
+	if (!fit && p->run.train && p->trainable != p->parameters)
+		fprintf(out, "<li>Trainable parameters: %llu, the adapters' "
+			"(the base's frozen).</li>\n",
+			(unsigned long long)p->trainable);
+	if (!fit && p->host > 0)
+		fprintf(out, "<li>Host memory a rank: %.2f GiB (what is "
+			"offloaded, pinned).</li>\n", gib(p->host));
+	if (!fit && !p->run.train && p->per_gpu.kv_cache > 0)
+		fprintf(out, "<li>KV cache at the end: %.2f GiB a GPU, what "
+			"the cache holds after the last decode step (the "
+			"figure to size a server's batch by; the bars show it "
+			"at the peak).</li>\n", gib(p->per_gpu.kv_cache));
 	fputs("</ul>\n", out);
 }
 
@@ -105,16 +118,26 @@ static void assumptions(FILE *out, const struct gm_model_opts *o,
 			gib(p->per_gpu.nccl));
 	fputs(". nvidia-smi shows the sum as the process's memory.</li>\n",
 	      out);
-	if (p->gpu.cap_bytes)
-		fprintf(out, "<li>Planned under a per-process cap of %.2f GiB "
-			"(<code>--fraction</code> / <code>--limit</code>, as "
-			"<code>gpumem run</code> or "
-			"<code>torch.cuda.set_per_process_memory_fraction"
-			"</code> enforce it). The cap covers the allocator's "
-			"memory, not the CUDA context or NCCL; the allocator "
-			"is held to it, as PyTorch's frees its cache before it "
-			"reports out of memory.</li>\n",
-			gib((double)p->gpu.cap_bytes));
+	if (p->gpu.cap_bytes) {
+		bool same = true;
+
+		/* a fraction gives each card its own cap */
+		for (size_t i = 1; i < n; i++)
+			same = same && p[i].gpu.cap_bytes == p->gpu.cap_bytes;
+		if (same)
+			fprintf(out, "<li>Planned under a per-process cap of "
+				"%.2f GiB", gib((double)p->gpu.cap_bytes));
+		else
+			fputs("<li>Planned under a per-process cap, each "
+			      "card's in the table's cap column", out);
+		fputs(" (<code>--fraction</code> / <code>--limit</code>, as "
+		      "<code>gpumem run</code> or "
+		      "<code>torch.cuda.set_per_process_memory_fraction"
+		      "</code> enforce it). The cap covers the allocator's "
+		      "memory, not the CUDA context or NCCL; the allocator "
+		      "is held to it, as PyTorch's frees its cache before it "
+		      "reports out of memory.</li>\n", out);
+	}
 	fputs("<li>Not modelled, and how close the figures come to real "
 	      "runs: planner/README.md (\"What is not modelled\") and "
 	      "tests/data/calibration/README.md.</li>\n</ul>\n", out);
@@ -193,7 +216,15 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 				f[i].gradient_accumulation_steps);
 		else if (train)
 			fputs("<td>-</td>", out);
-		if (f[i].min_gpus) {
+		if (f[i].min_gpus && f[i].min_gpus_micro_batch !=
+				     f[i].max_micro_batch) {
+			/* at another micro-batch than the row's */
+			fprintf(out, "<td>%llu (at %s %llu)</td>",
+				(unsigned long long)f[i].min_gpus,
+				train ? "micro-batch" : "batch",
+				(unsigned long long)
+				f[i].min_gpus_micro_batch);
+		} else if (f[i].min_gpus) {
 			fprintf(out, "<td>%llu</td>",
 				(unsigned long long)f[i].min_gpus);
 		} else {

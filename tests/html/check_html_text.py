@@ -139,6 +139,29 @@ for (mb, used, room), row in zip(given, json.loads(run(
     want(abs(float(used) + float(room) - u) < 0.015,
          f"fit page: {row['gpu']}: {used} + {room} GiB is not the usable "
          f"{u:.2f} GiB")
+# a fraction gives each card its own cap: the page names no one cap
+t = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
+               "--gpu", "l40s", "--gpu", "h100", "--fraction", "0.5"]))
+want("cap of" not in t and "each card's in the table's cap column" in t,
+     "fit page under --fraction: one cap named for every card")
+# a plan's figures that no bar shows, as its JSON has them
+for spec, words, key in (
+        (M("models", "llama-2-7b-lora.yaml"), "Trainable parameters: %d,",
+         lambda j: j["trainable_parameters"]),
+        (M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
+         "KV cache at the end: %.2f GiB",
+         lambda j: j["per_gpu"]["kv_cache_bytes"] / 2**30),
+        (M("tests", "data", "plan", "llama-2-7b-ds-auto.yaml"),
+         "Host memory a rank: %.2f GiB", lambda j: j["host_bytes"] / 2**30)):
+    j = json.loads(run(["plan", spec, "--format", "json"]))
+    want(words % key(j) in text(page(["plan", spec])),
+         f"plan page of {spec}: no '{words % key(j)}'")
+# the fewest GPUs at another micro-batch than the row's says which
+args = ["fit", M("models", "llama-2-7b.yaml"), "--gpu", "l4"]
+row = json.loads(run(args + ["--format", "json"]))["gpus"][0]
+want(row["min_gpus_micro_batch"] == row["max_micro_batch"] or
+     "%d (at micro-batch %d)" % (row["min_gpus"], row["min_gpus_micro_batch"])
+     in text(page(args)), "fit page: fewest GPUs without its micro-batch")
 # inference fit: batch, no accumulation
 h = text(page(["fit", M("tests", "data", "plan", "llama-3-8b-infer.yaml"),
                "--gpu", "h100", "--gpu", "l4"]))
