@@ -704,14 +704,18 @@ static int precision(struct ds_read *r)
 	const struct gm_json_node *at = r->bf16_n ? r->bf16_n : r->fp16_n;
 	int p = GM_PREC_FP32, rc;
 
+	/* a --set over the JSON is a what-if and wins (models/README.md,
+	 * "Which value wins") */
+	if (sp->where[GM_K_PRECISION].origin == GM_SPEC_SET)
+		return 0;
 	if ((rc = auto_precision(r)))
 		return rc;
-	if (r->fp16 == 1 && r->bf16 == 1)
-		return fail(r, r->bf16_n ? r->bf16_n : r->bf16_auto, -1,
-			    "bf16.enabled and fp16.enabled are both true%s; "
-			    "DeepSpeed takes one", r->bf16_n && r->fp16_n ? ""
-			    : " (\"auto\" is training.precision)");
-	if (r->fp16 == 1)
+	if (r->fp16 == 1 && r->bf16 == 1 && r->fp16_n && r->bf16_n)
+		return fail(r, r->bf16_n, -1, "bf16.enabled and "
+			    "fp16.enabled are both true; DeepSpeed takes one");
+	/* one of them true by an "auto" the spec's precision filled: the
+	 * one written true decides, against the spec below */
+	if (r->fp16 == 1 && (r->bf16 != 1 || r->fp16_n))
 		p = GM_PREC_FP16_MIXED, at = r->fp16_n;
 	else if (r->bf16 == 1)
 		p = GM_PREC_BF16_MIXED, at = r->bf16_n;

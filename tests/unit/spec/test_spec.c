@@ -781,6 +781,25 @@ static void deepspeed_auto(void **state)
 			      "ds.json\n", NULL, 0), 0);
 	assert_int_equal(spec.training.precision, GM_PREC_FP16_MIXED);
 	assert_int_equal(spec.deepspeed.n_assumed, 0);
+	/* an explicit bf16 true beside an fp16 "auto": a --set precision
+	 * is a what-if and wins; the same in the spec file contradicts
+	 * the JSON, said at the JSON's value */
+	{
+		const char *f16[] = {"training.precision=fp16-mixed"};
+
+		write_file("ds.json", "{\"bf16\": {\"enabled\": true},\n"
+			   " \"fp16\": {\"enabled\": \"auto\"}}\n");
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  "
+				      "deepspeed_config: ds.json\n", f16, 1),
+				 0);
+		assert_int_equal(spec.training.precision, GM_PREC_FP16_MIXED);
+		assert_int_equal(load("x.yaml", LLAMA "training:\n  "
+				      "deepspeed_config: ds.json\n  precision: "
+				      "fp16-mixed\n", NULL, 0), GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "ds.json:1:22: bf16.enabled: "
+					       "bf16-mixed contradicts "
+					       "training.precision fp16-mixed"));
+	}
 	/* an explicit false against the spec's precision is the mismatch
 	 * the Trainer stops on */
 	write_file("ds.json", "{\"fp16\": {\"enabled\": false},\n"
