@@ -922,7 +922,13 @@ static const struct {
 	{GM_K_TRAINING, "fp16", GM_K_PRECISION, "fp16-mixed or fp16-true"},
 	{GM_K_TRAINING, "mixed_precision", GM_K_PRECISION,
 	 "bf16-mixed, fp16-mixed, ..."},
-	{GM_K_TRAINING, "optim", GM_K_OPTIMIZER, NULL},
+	{GM_K_TRAINING, "optim", GM_K_OPTIMIZER,
+	 "with optimizer_implementation: adamw_torch_fused is adamw and "
+	 "fused"},
+	{GM_K_TRAINING, "deepspeed", GM_K_DS_CONFIG, NULL},
+	{GM_K_HARDWARE, "num_gpus", GM_K_DP,
+	 "hardware.gpu names the card; the GPUs are data_parallel x "
+	 "tensor_parallel x pipeline_parallel"},
 	{GM_K_TRAINING, "lora_r", GM_K_LORA_RANK, NULL},
 	{GM_K_TRAINING, "target_modules", GM_K_LORA_TARGETS, NULL},
 	{GM_K_PARALLELISM, "tp", GM_K_TP, NULL},
@@ -957,16 +963,35 @@ static const struct {
 	{GM_K_INFERENCE, "input_length", GM_K_PROMPT, NULL},
 };
 
-/* The planner's key for another tool's name in section, or -1. */
+/* The planner's key for another tool's name in section (-1: in any
+ * section), or -1. */
 static int foreign_key(int section, const char *name, const char **note)
 {
 	for (size_t i = 0; i < GM_N(foreign); i++)
-		if (foreign[i].section == section &&
+		if ((section < 0 || foreign[i].section == section) &&
 		    !strcmp(foreign[i].name, name)) {
 			*note = foreign[i].note;
 			return foreign[i].id;
 		}
 	return -1;
+}
+
+/* A key of another section than section (-1 where there is none, or
+ * more than one): "zero_stage" in training is parallelism's. */
+static int other_section_key(int section, const char *name)
+{
+	int found = -1;
+
+	for (int i = 0; i < GM_K_COUNT; i++) {
+		if (gm__spec_keys[i].parent < 0 ||
+		    gm__spec_keys[i].parent == section ||
+		    strcmp(gm__spec_keys[i].name, name))
+			continue;
+		if (found >= 0)
+			return -1;
+		found = i;
+	}
+	return found;
 }
 
 /*
@@ -1005,16 +1030,38 @@ static int unknown_key(struct gm__spec_ctx *c, unsigned line, unsigned col,
 			return fail_at(c, line, col, "unknown key '%s' %s; "
 				       "did you mean %s?", name, where, both);
 	}
-	if (section >= 0) {
+	{
+		/* another tool's name: in this section the key's own name,
+		 * elsewhere its dotted name */
 		const char *note = NULL;
 		int k = foreign_key(section, name, &note);
+		char d[256];
 
-		if (k >= 0)
+		if (k < 0 && section >= 0) {
+			k = foreign_key(-1, name, &note);
+			if (k >= 0 && gm__spec_keys[k].parent == section)
+				k = -1; /* this section's: the fuzzy match */
+		}
+		if (k >= 0) {
+			if (gm__spec_keys[k].parent == section)
+				snprintf(d, sizeof(d), "%s",
+					 gm__spec_keys[k].name);
+			else
+				dotted_name(k, d, sizeof(d));
 			return fail_at(c, line, col, "unknown key '%s' %s; "
 				       "gpumem's key is '%s'%s%s%s", name,
-				       where, gm__spec_keys[k].name,
-				       note ? " (" : "", note ? note : "",
-				       note ? ")" : "");
+				       where, d, note ? " (" : "",
+				       note ? note : "", note ? ")" : "");
+		}
+		/* another section's key written in this one */
+		k = section >= 0 ? other_section_key(section, name) : -1;
+		if (k >= 0) {
+			dotted_name(k, d, sizeof(d));
+			return fail_at(c, line, col, "unknown key '%s' %s; it "
+				       "is %s's: '%s'", name, where,
+				       gm__spec_keys[gm__spec_keys[k].parent]
+				       .name, d);
+		}
 	}
 	if (gm_text_suggest_list(name, cands, n, near, sizeof(near)))
 		return fail_at(c, line, col,
@@ -1346,6 +1393,7 @@ static int set_unknown(struct gm__spec_ctx *c, const char *key)
 		if (sectioned(key, both, sizeof(both)))
 			return fail_at(c, 0, 0, "unknown key '%s'; did you "
 				       "mean %s?", key, both);
+		return unknown_key(c, 0, 0, -1, key);
 	}
 	for (int i = 0; i < GM_K_COUNT; i++) {
 		if (gm__spec_keys[i].parent < 0)

@@ -175,6 +175,25 @@ static void foreign_names(void **state)
 	assert_non_null(strstr(diag.msg, "e.yaml:2:3: unknown key "
 				       "'num_hidden_layers' in model; gpumem's "
 				       "key is 'layers'"));
+	/* at the top level, and in another section than the key's */
+	{
+		const char *top[] = {"per_device_train_batch_size=2"};
+		const char *zs[] = {"training.zero_stage=3"};
+
+		assert_int_equal(load("e.yaml", LLAMA, top, 1), GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "at the top level; gpumem's "
+					       "key is "
+					       "'training.micro_batch_size'"));
+		assert_int_equal(load("e.yaml", LLAMA, zs, 1), GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "unknown key 'zero_stage' in "
+					       "training; it is parallelism's: "
+					       "'parallelism.zero_stage'"));
+		assert_int_equal(load("e.yaml", LLAMA "training:\n  fsdp: "
+				      "full\n", NULL, 0), GM_EINVAL);
+		assert_non_null(strstr(diag.msg, "e.yaml:6:3: unknown key "
+					       "'fsdp' in training; gpumem's "
+					       "key is 'parallelism.zero_stage'"));
+	}
 	assert_int_equal(load("e.yaml", LLAMA, lt, 2), 0);
 	assert_int_equal(spec.training.n_lora_targets, 2);
 	assert_string_equal(spec.training.lora_targets[0], "q_proj");
