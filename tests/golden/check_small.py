@@ -178,6 +178,19 @@ def main():
             want(r.returncode == 2 and "--reserve-model analytic: not "
                  "modelled for" in r.stderr,
                  cmd + " --reserve-model analytic refuses " + sp, r)
+    # a value the DeepSpeed JSON's "auto" took is said where the spec is
+    # then refused for it
+    plan_dir = os.path.join(os.path.dirname(os.path.abspath(spec)), "..",
+                            "tests", "data", "plan")
+    dsa = ("name: t\nmodel:\n  architecture: llama\n  layers: 2\n"
+           "  hidden_size: 4096\n  attention_heads: 32\ntraining:\n"
+           "  framework: deepspeed\n  deepspeed_config: "
+           "ds-zero2-offload-auto.json\nparallelism:\n  data_parallel: 8\n")
+    r = run([os.path.abspath(g), "plan", "-", "--set",
+             "training.global_batch_size=32"], stdin=dsa, cwd=plan_dir)
+    want(r.returncode == 2 and "assumed 8 (TrainingArguments' default)" in
+         r.stderr and "32 is not a multiple of micro_batch_size 8" in
+         r.stderr, "a refused spec says the DeepSpeed value it assumed", r)
     # nothing searched fits and every lever's last step together is
     # refused (LoRA on more than one GPU): the widest change is the
     # widest the validator accepts, QLoRA at micro-batch 1 on one GPU

@@ -133,6 +133,11 @@ int gm_plan_write_svg(const char *path, const struct gm_plan *plans,
 int gm_plan_args_check(const struct gm_plan_args *a,
 		       const struct gm_spec *spec, struct gm_diag *diag);
 
+/* The DeepSpeed JSON's "auto"s that took an assumed value, one note
+ * each on stderr (also where the spec is then refused: the value may be
+ * why). */
+void gm_plan_ds_notes(const char *name, const struct gm_spec *spec);
+
 /*
  * Warn on stderr about a loaded spec: the DeepSpeed JSON's "auto"s that
  * took an assumed value ("gpumem NAME: note: ds.json:L:C: ..."), and the

@@ -569,6 +569,8 @@ int gm_cmd_fit(int argc, char **argv)
 		cat = &catalog;
 	}
 	rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+	if (rc)
+		gm_plan_ds_notes("fit", spec); /* maybe assumed values */
 	if (!rc)
 		rc = gm_spec_check_modelled(spec, &diag);
 	if (!rc)

@@ -476,8 +476,11 @@ int gm_cmd_plan(int argc, char **argv)
 	paths[1] = a.catalog;
 	rc = paths[1] ? gm_catalog_load_over(&catalog, paths[1],
 						     NULL, &diag) : 0;
-	if (!rc)
+	if (!rc) {
 		rc = gm_spec_load(spec, argv[optind], a.sets, a.n_sets, &diag);
+		if (rc) /* the values it refused may be assumed ones */
+			gm_plan_ds_notes("plan", spec);
+	}
 	paths[2] = spec->hf_path[0] ? spec->hf_path : NULL;
 	/* the DeepSpeed JSON, where its message points */
 	paths[3] = spec->deepspeed.path[0] ? spec->deepspeed.path : NULL;

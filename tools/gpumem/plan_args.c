@@ -219,15 +219,21 @@ int gm_plan_args_check(const struct gm_plan_args *a,
 			   what);
 }
 
+void gm_plan_ds_notes(const char *name, const struct gm_spec *spec)
+{
+	char where[1200];
+
+	for (unsigned i = 0; i < spec->deepspeed.n_assumed; i++)
+		fprintf(stderr, "gpumem %s: note: %s\n", name,
+			gm_spec_ds_assumed(spec, i, where, sizeof(where)));
+}
+
 void gm_plan_spec_warn(const char *name, const struct gm_spec *spec)
 {
 	char where[1200];
 	bool infer = spec->task == GM_TASK_INFERENCE;
 
-	/* the DeepSpeed JSON's "auto"s that took an assumed value */
-	for (unsigned i = 0; i < spec->deepspeed.n_assumed; i++)
-		fprintf(stderr, "gpumem %s: note: %s\n", name,
-			gm_spec_ds_assumed(spec, i, where, sizeof(where)));
+	gm_plan_ds_notes(name, spec);
 	/* a section the task does not read, either way round */
 	if (gm_spec_given(spec, infer ? "training" : "inference"))
 		fprintf(stderr, "gpumem %s: warning: %s: ignored for task "
