@@ -636,17 +636,26 @@ static int parse_enum(struct gm__spec_ctx *c, const yaml_mark_t *m, int id,
 		return fail_value(c, m, id, "'%s': %s is not modelled yet "
 				  "(planner/README.md, \"Not modelled\")", s,
 				  what);
+	const char *cands[32] = {NULL};
+	size_t n = 0;
+
 	for (size_t i = 0; i < k->n_names; i++) {
 		if (!strcmp(s, k->names[i]))
 			return *out = (int)i, 0;
 	}
-	if (gm_text_suggest_list(s, k->names, k->n_names, list, sizeof(list)))
+	/* the values offered: inference.precision shares training's names
+	 * but takes no *-mixed one (spec_rules.c refuses them) */
+	for (size_t i = 0; i < k->n_names && n < GM_N(cands); i++)
+		if (id != GM_K_INF_PRECISION ||
+		    !strstr(k->names[i], "-mixed"))
+			cands[n++] = k->names[i];
+	if (gm_text_suggest_list(s, cands, n, list, sizeof(list)))
 		return fail_value(c, m, id,
 				  "unknown value '%s'; did you mean %s?", s,
 				  list);
-	for (size_t i = 0; i < k->n_names; i++) {
+	for (size_t i = 0; i < n; i++) {
 		strcat(list, i ? ", " : "");
-		strcat(list, k->names[i]);
+		strcat(list, cands[i]);
 	}
 	return fail_value(c, m, id, "unknown value '%s'; expected one of: %s",
 			  s, list);

@@ -194,6 +194,15 @@ static void foreign_names(void **state)
 					       "'fsdp' in training; gpumem's "
 					       "key is 'parallelism.zero_stage'"));
 	}
+	/* inference.precision offers only what inference takes */
+	{
+		const char *ip[] = {"task=inference", "inference.precision=bf16"};
+
+		assert_int_equal(load("e.yaml", LLAMA, ip, 2), GM_EINVAL);
+		assert_string_equal(diag.msg, "--set inference.precision: "
+				    "unknown value 'bf16'; did you mean "
+				    "'bf16-true'?");
+	}
 	assert_int_equal(load("e.yaml", LLAMA, lt, 2), 0);
 	assert_int_equal(spec.training.n_lora_targets, 2);
 	assert_string_equal(spec.training.lora_targets[0], "q_proj");
