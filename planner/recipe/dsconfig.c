@@ -70,6 +70,8 @@ enum ds_act {
 	DS_OFF_OPT, DS_OFF_PARAM,       /* offload_*.device */
 	DS_OPT_TYPE,                    /* optimizer.type */
 	DS_REFUSE_TRUE,  /* a bool whose true is not modelled */
+	DS_LEGACY_OFF_OPT,   /* cpu_offload: true = offload_optimizer cpu */
+	DS_LEGACY_OFF_PARAM, /* cpu_offload_param: true = offload_param cpu */
 	DS_REFUSE_ABOVE1, /* an integer above 1 is not modelled */
 	DS_REFUSE_BELOW1, /* a number below 1 is not modelled (ratio) */
 	DS_REFUSE_SET,   /* any value other than null is not modelled */
@@ -138,8 +140,10 @@ static const struct ds_key ds_keys[] = {
 	{"zero_quantized_nontrainable_weights", S_ZERO, DS_REFUSE_TRUE},
 	{"zero_quantized_gradients", S_ZERO, DS_REFUSE_TRUE},
 	{"mics_shard_size", S_ZERO, DS_REFUSE_ABOVE1},
-	{"cpu_offload", S_ZERO, DS_REFUSE_TRUE},
-	{"cpu_offload_param", S_ZERO, DS_REFUSE_TRUE},
+	/* deprecated: DeepSpeedZeroConfig's new_param_fn turns a true into
+	 * the offload section's device cpu */
+	{"cpu_offload", S_ZERO, DS_LEGACY_OFF_OPT},
+	{"cpu_offload_param", S_ZERO, DS_LEGACY_OFF_PARAM},
 	{"zenflow", S_ZERO, DS_REFUSE_SET},
 	/* runtime/zero/offload_config.py */
 	{"device", S_OFF_OPT, DS_OFF_OPT},
@@ -558,6 +562,21 @@ static int value(struct ds_read *r, const struct gm_json_node *v, int id)
 		if ((rc = get_bool(r, v, id, &b)))
 			return rc;
 		return b ? refuse(r, v, id, "true") : 0;
+	case DS_LEGACY_OFF_OPT:
+	case DS_LEGACY_OFF_PARAM:
+		if ((rc = get_bool(r, v, id, &b)))
+			return rc;
+		if (!b)
+			return 0;
+		{
+			bool opt = ds_keys[id].act == DS_LEGACY_OFF_OPT;
+
+			return adopt_enum(r, v, id, opt ? GM_K_OFFLOAD_OPT :
+					  GM_K_OFFLOAD_PARAM, (int *)(opt ?
+					  &sp->parallelism.offload_optimizer :
+					  &sp->parallelism.offload_parameters),
+					  GM_OFFLOAD_CPU, off_name);
+		}
 	case DS_REFUSE_ABOVE1:
 		if ((rc = get_count(r, v, id, &u)))
 			return rc;

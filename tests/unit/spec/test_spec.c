@@ -838,6 +838,13 @@ static void deepspeed_auto(void **state)
 	assert_non_null(strstr(diag.msg, "ds.json:1:22: fp16.enabled: fp32 "
 				       "contradicts training.precision "
 				       "fp16-mixed"));
+	/* the deprecated cpu_offload: true is offload_optimizer cpu, as
+	 * DeepSpeedZeroConfig maps it */
+	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 2,\n"
+		   " \"cpu_offload\": true}}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n", NULL, 0), 0);
+	assert_int_equal(spec.parallelism.offload_optimizer, GM_OFFLOAD_CPU);
 	/* a hidden-size "auto" needs a hidden size, as the Trainer does */
 	write_file("ds.json", "{\"zero_optimization\": {\"stage\": 2,\n"
 		   " \"reduce_bucket_size\": \"auto\"}}\n");
