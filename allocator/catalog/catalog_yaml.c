@@ -830,6 +830,13 @@ static int parse_error(struct ctx *c, const yaml_parser_t *p)
 				   c->path, line, col,
 				   p->problem ? p->problem : "bad bytes");
 	}
+	/* a tab where YAML wants indentation: said as the spec loader
+	 * says it */
+	if (c->buf && m->index < c->len && c->buf[m->index] == '\t')
+		return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: YAML "
+				   "syntax error: tabs are not allowed, indent "
+				   "with spaces", c->path, m->line + 1,
+				   m->column + 1);
 	return gm_diag_set(c->diag, GM_EINVAL, "%s:%zu:%zu: YAML syntax "
 			   "error: %s%s%s", c->path, m->line + 1,
 			   m->column + 1, p->problem ? p->problem : "",

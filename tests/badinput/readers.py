@@ -229,6 +229,10 @@ check("catalog-message-escape", ["plan", SPEC, "--catalog",
                                  path("esc-cat.yaml", cat)], 2,
       "unknown architecture 'hop\\x1b[2Jper'")
 
+# a tab in a catalog is said as a spec's tab is
+check("catalog-tab", ["gpus", "--catalog", path("tab-cat.yaml",
+      "gpus:\n\t- name: X\n")], 2, "tab-cat.yaml:2:1: YAML syntax error: "
+      "tabs are not allowed, indent with spaces")
 # a bad catalog reads the same from gpus as from plan: file:line:column,
 # then the line with a caret under the column
 for cmd in (["gpus"], ["plan", SPEC]):
