@@ -511,24 +511,18 @@ figures:
 		 * at the spec's micro-batch where the largest that fits
 		 * reaches it, else at the largest */
 		out->min_data_parallel = mb ? 1 : 0;
-		out->min_gpus_micro_batch = !mb ? 0 : mb < spec_mb ? mb
-							  : spec_mb;
-		out->min_gpus = out->min_data_parallel *
-				(par->tensor_parallel ? par->tensor_parallel
-						      : 1) *
-				(par->pipeline_parallel ?
-				 par->pipeline_parallel : 1);
-		return 0;
-	}
-	rc = min_dp(pp, spec_mb, dp, &out->min_data_parallel, diag);
-	if (rc)
-		return rc;
-	out->min_gpus_micro_batch = spec_mb;
-	if (!out->min_data_parallel && mb && mb != spec_mb) {
-		rc = min_dp(pp, mb, dp, &out->min_data_parallel, diag);
+		out->min_gpus_micro_batch = mb < spec_mb ? mb : spec_mb;
+	} else {
+		rc = min_dp(pp, spec_mb, dp, &out->min_data_parallel, diag);
 		if (rc)
 			return rc;
-		out->min_gpus_micro_batch = mb;
+		out->min_gpus_micro_batch = spec_mb;
+		if (!out->min_data_parallel && mb && mb != spec_mb) {
+			rc = min_dp(pp, mb, dp, &out->min_data_parallel, diag);
+			if (rc)
+				return rc;
+			out->min_gpus_micro_batch = mb;
+		}
 	}
 	if (!out->min_data_parallel)
 		out->min_gpus_micro_batch = 0;

@@ -1411,7 +1411,7 @@ static int set_unknown(struct gm__spec_ctx *c, const char *key)
 	near = gm_text_suggest(sec, cands, n);
 	if (near)
 		return fail_at(c, 0, 0, "unknown key '%s'; did you mean "
-			       "'%s%s'?", key, near, dot ? dot : "");
+			       "'%s%s'?", key, near, dot);
 	return fail_at(c, 0, 0, "unknown key '%s'", key);
 }
 

@@ -348,6 +348,18 @@ static void replay_with_peak(void **state)
 	}
 }
 
+/* Llama-2-13B's generation (hidden 5120, ffn 13824, fp16), prompt
+ * 2048 + 2048 generated, at batch b. */
+static struct gm_step_infer infer_13b(uint64_t b)
+{
+	return (struct gm_step_infer){
+		.fam = gm_family(GM_ARCH_LLAMA), .first = true, .last = true,
+		.lm_head = true, .batch = b, .prompt = 2048, .generate = 2048,
+		.hidden = 5120, .q = 5120, .kv = 5120, .kv_v = 5120,
+		.ffn = 13824,
+		.vocab = 32000, .head_dim = 128, .c = 2, .kvb = 2};
+}
+
 /* Llama-2-13B's shape (40 layers, hidden 5120, ffn 13824, fp16),
  * batch 4, prompt 2048 + 2048 generated, on an A100 80GB's allocator
  * room and on an unlimited card. */
@@ -363,12 +375,7 @@ static void long_13b(void **state)
 					 .weight = 5120.0 * 5120 * 2};
 	st.p[1] = (struct gm_step_param){.where = GM_STEP_LAYER,
 					 .weight = 3 * 5120.0 * 13824 * 2};
-	st.inf = (struct gm_step_infer){
-		.fam = gm_family(GM_ARCH_LLAMA), .first = true, .last = true,
-		.lm_head = true, .batch = 4, .prompt = 2048, .generate = 2048,
-		.hidden = 5120, .q = 5120, .kv = 5120, .kv_v = 5120,
-		.ffn = 13824,
-		.vocab = 32000, .head_dim = 128, .c = 2, .kvb = 2};
+	st.inf = infer_13b(4);
 	served_total = 0;
 	compare(&st, 79.41 * GM_GiB);
 	compare(&st, 0);
@@ -406,12 +413,7 @@ static void long_13b_full_card(void **state)
 					 .weight = 5120.0 * 2};
 	st.p[6] = (struct gm_step_param){.where = GM_STEP_HEAD,
 					 .weight = 32000.0 * 5120 * 2};
-	st.inf = (struct gm_step_infer){
-		.fam = gm_family(GM_ARCH_LLAMA), .first = true, .last = true,
-		.lm_head = true, .batch = 14, .prompt = 2048, .generate = 2048,
-		.hidden = 5120, .q = 5120, .kv = 5120, .kv_v = 5120,
-		.ffn = 13824,
-		.vocab = 32000, .head_dim = 128, .c = 2, .kvb = 2};
+	st.inf = infer_13b(14);
 	served_total = 0;
 	compare(&st, 79.41 * GM_GiB);
 	assert_int_equal(gm_step_replay(&st, 79.41 * GM_GiB, &r), 0);
