@@ -11,8 +11,10 @@
 # ok, oom or refused is kept, so a second call with the same OUT_DIR runs
 # only the rest. MEASURE_ONLY="NAME ..." picks configurations;
 # MEASURE_TOTAL_S (default 540) stops starting new ones; MEASURE_TRACE=1
-# records allocation traces. Writes OUT_DIR/SET/measured-h200.json,
-# OUT_DIR/SET/measure.log and OUT_DIR/SET/traces.tgz. Exit 77 without a GPU.
+# records allocation traces. Writes OUT_DIR/SET/measured-h200.json (on
+# another GPU, measured-NAME.json, NAME its CUDA name in lower case with
+# dashes), OUT_DIR/SET/measure.log and OUT_DIR/SET/traces.tgz. Exit 77
+# without a GPU.
 set -u
 out=$(mkdir -p "${1:?usage: run-measure-loops.sh OUT_DIR SET...}" && cd "$1" && pwd)
 shift
@@ -30,6 +32,11 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 export DS_BUILD_OPS=0 DS_SKIP_CUDA_CHECK=1 MEASURE_TMP=$(mktemp -d)
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+gname=$(python3 -c 'import torch; print(torch.cuda.get_device_name(0))')
+case "$gname" in
+*H200*) file=measured-h200.json ;;
+*) file="measured-$(echo "$gname" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-').json" ;;
+esac
 total=${MEASURE_TOTAL_S:-540}
 t0=$(date +%s)
 rc=0
@@ -59,7 +66,7 @@ for set in "$@"; do
 	done 2>&1 | tee -a "$o/measure.log"
 	parts=("$o"/parts/*.json)
 	[ -e "${parts[0]}" ] && python3 "$mp" --manifest "$man" \
-		--out "$o/measured-h200.json" --merge "${parts[@]}" 2>&1 |
+		--out "$o/$file" --merge "${parts[@]}" 2>&1 |
 		tee -a "$o/measure.log"
 	# the errors' tracebacks and logs travel with the traces
 	tar -czf "$o/traces.tgz" -C "$o" traces parts 2>/dev/null
