@@ -764,7 +764,8 @@ static int batch(struct ds_read *r)
 	struct gm_spec *sp = r->c->spec;
 	uint64_t dp = sp->where[GM_K_DP].origin ? sp->parallelism.data_parallel
 						 : 1;
-	uint64_t micro = r->micro, tbs = r->tbs;
+	uint64_t micro = r->micro, tbs = r->tbs, gas = r->gas;
+	bool gas_assumed = false;
 	int rc;
 
 	/* "auto": the Trainer's per_device_train_batch_size
@@ -783,15 +784,39 @@ static int batch(struct ds_read *r)
 		}
 		micro = sp->training.micro_batch_size;
 	}
+	/* "auto" beside a train_batch_size written: the Trainer's
+	 * gradient_accumulation_steps, filled before DeepSpeed checks the
+	 * batch keys (trainer_config_process: fill_match refuses a
+	 * train_batch_size other than world_size *
+	 * per_device_train_batch_size * gradient_accumulation_steps): the
+	 * spec's global_batch_size / (micro * data parallel), or
+	 * TrainingArguments' 1 where the spec does not write it */
+	if (r->gas_auto && tbs) {
+		uint64_t g = sp->training.global_batch_size;
 
-	if (micro && r->gas && tbs && tbs != micro * r->gas * dp) {
-		uint64_t want = tbs % (micro * r->gas) ? 0 :
-				tbs / (micro * r->gas);
+		if (sp->where[GM_K_GLOBAL_BATCH].origin == GM_SPEC_DEFAULT) {
+			assume(r, r->gas_auto, 2, GM_DS_AUTO_GAS);
+			gas_assumed = true;
+			gas = 1;
+		} else if (micro && g % (micro * dp) == 0) {
+			gas = g / (micro * dp);
+		}
+	}
+
+	if (micro && gas && tbs && tbs != micro * gas * dp) {
+		uint64_t want = tbs % (micro * gas) ? 0 :
+				tbs / (micro * gas);
 		char hint[96] = "";
 
 		/* DeepSpeed's data parallel is the launcher's world size,
 		 * which parallelism.data_parallel stands for */
-		if (want && !sp->where[GM_K_DP].origin)
+		if (gas_assumed && tbs % (micro * dp) == 0)
+			snprintf(hint, sizeof(hint), " (training."
+				 "global_batch_size: %llu makes the Trainer's "
+				 "gradient_accumulation_steps %llu)",
+				 (unsigned long long)tbs,
+				 (unsigned long long)(tbs / (micro * dp)));
+		else if (want && !sp->where[GM_K_DP].origin)
 			snprintf(hint, sizeof(hint), " (the spec writes no "
 				 "parallelism.data_parallel: %llu GPUs make "
 				 "it whole)", (unsigned long long)want);
@@ -804,18 +829,18 @@ static int batch(struct ds_read *r)
 			    "gradient_accumulation_steps %llu * data_parallel "
 			    "%llu%s", (unsigned long long)tbs,
 			    (unsigned long long)micro,
-			    (unsigned long long)r->gas,
+			    (unsigned long long)gas,
 			    (unsigned long long)dp, hint);
 	}
-	if (!micro && tbs && r->gas) {
-		if (tbs % (r->gas * dp))
+	if (!micro && tbs && gas) {
+		if (tbs % (gas * dp))
 			return fail(r, r->tbs_n, 0, "%llu is not a multiple of "
 				    "gradient_accumulation_steps %llu * "
 				    "data_parallel %llu",
 				    (unsigned long long)tbs,
-				    (unsigned long long)r->gas,
+				    (unsigned long long)gas,
 				    (unsigned long long)dp);
-		micro = tbs / (r->gas * dp);
+		micro = tbs / (gas * dp);
 	}
 	if (micro && !r->micro_auto) {
 		rc = adopt_u64(r, r->micro_n ? r->micro_n : r->tbs_n, 1,
@@ -836,7 +861,7 @@ static int batch(struct ds_read *r)
 	/* "auto": the Trainer's gradient_accumulation_steps
 	 * (trainer_config_process), which global_batch_size stands for;
 	 * TrainingArguments' default, 1, where the spec does not write it */
-	if (r->gas_auto &&
+	if (r->gas_auto && !gas_assumed &&
 	    sp->where[GM_K_GLOBAL_BATCH].origin == GM_SPEC_DEFAULT)
 		assume(r, r->gas_auto, 2, GM_DS_AUTO_GAS);
 	return 0;

@@ -802,6 +802,43 @@ static void deepspeed_auto(void **state)
 				       "is not train_micro_batch_size_per_gpu "
 				       "8 * gradient_accumulation_steps 2 * "
 				       "data_parallel 4"));
+	/* a train_batch_size written beside an accumulation "auto": the
+	 * Trainer fills the accumulation first (the spec's, else 1) and
+	 * refuses a train_batch_size it does not make */
+	write_file("ds.json", "{\"train_micro_batch_size_per_gpu\": 2,\n"
+		   " \"gradient_accumulation_steps\": \"auto\",\n"
+		   " \"train_batch_size\": 64}\n");
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\nparallelism:\n  data_parallel: 4\n",
+			      NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "ds.json:3:22: train_batch_size: 64 "
+				       "is not train_micro_batch_size_per_gpu "
+				       "2 * gradient_accumulation_steps 1 * "
+				       "data_parallel 4 (training."
+				       "global_batch_size: 64 makes the "
+				       "Trainer's gradient_accumulation_steps "
+				       "8)"));
+	assert_int_equal(spec.deepspeed.n_assumed, 1);
+	assert_non_null(strstr(gm_spec_ds_assumed(&spec, 0, buf, sizeof(buf)),
+			       "ds.json:2:33: gradient_accumulation_steps: "
+			       "\"auto\" is the HF Trainer's "
+			       "gradient_accumulation_steps, which the spec "
+			       "does not write; assumed 1"));
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n  global_batch_size: 64\n"
+			      "parallelism:\n  data_parallel: 4\n",
+			      NULL, 0), 0);
+	assert_int_equal(spec.training.micro_batch_size, 2);
+	assert_int_equal(spec.training.global_batch_size, 64);
+	assert_int_equal(spec.deepspeed.n_assumed, 0);
+	assert_int_equal(load("x.yaml", LLAMA "training:\n  deepspeed_config: "
+			      "ds.json\n  global_batch_size: 32\n"
+			      "parallelism:\n  data_parallel: 4\n",
+			      NULL, 0), GM_EINVAL);
+	assert_non_null(strstr(diag.msg, "train_batch_size: 64 is not "
+				       "train_micro_batch_size_per_gpu 2 * "
+				       "gradient_accumulation_steps 4 * "
+				       "data_parallel 4"));
 	/* an explicit fp16 true decides over a bf16 "auto" */
 	write_file("ds.json", "{\"fp16\": {\"enabled\": true},\n"
 		   " \"bf16\": {\"enabled\": \"auto\"}}\n");
