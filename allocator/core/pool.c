@@ -2699,6 +2699,41 @@ size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
 	return n;
 }
 
+size_t gm_pool_state(struct gm_pool *pool, uint64_t *buf, size_t cap)
+{
+	size_t n = 0;
+
+#define PUT(v) do { if (n < cap) buf[n] = (v); n++; } while (0)
+	window_lock(pool);
+	PUT(atomic_load(&pool->n_arenas));
+	for (unsigned i = 0; i < atomic_load(&pool->n_arenas); i++) {
+		const struct arena *a = pool->list[i];
+
+		PUT(a->stream);
+		for (const struct seg *s = a->segs; s; s = s->snext) {
+			size_t nb = 0;
+
+			for (const struct blk *b = s->first; b; b = b->next)
+				nb++;
+			PUT(s->node.addr);
+			PUT(s->node.size);
+			PUT(s->va_size);
+			PUT(s->pool | (uint64_t)s->virt << 8 |
+			    (uint64_t)s->in_empty << 16);
+			PUT(nb);
+			for (const struct blk *b = s->first; b; b = b->next) {
+				PUT(b->node.addr);
+				PUT(b->node.size);
+				PUT(b->state);
+			}
+		}
+		PUT(UINT64_MAX); /* the arena's end */
+	}
+	window_unlock(pool);
+#undef PUT
+	return n;
+}
+
 uint64_t gm_pool_releases(const struct gm_pool *pool)
 {
 	struct gm_pool *p = (struct gm_pool *)pool;

@@ -292,6 +292,19 @@ uint64_t gm_pool_small_max(const struct gm_pool *pool);
 size_t gm_pool_small_state(struct gm_pool *pool, uintptr_t stream,
 			   uint64_t *buf, size_t cap);
 uint64_t gm_pool_device_calls(const struct gm_pool *pool);
+/*
+ * The whole pool as words into buf[0 .. cap), in the form of
+ * gm_pool_small_state but over every arena (in creation order, each led
+ * by its stream) and both pools: each segment in the arena's order
+ * (address, size, reserved range, pool and flags, block count), then its
+ * blocks (address, size, state). With the backend's own state
+ * (gm_sim_state), every input of the pool's decisions: two equal states
+ * answer the same calls with the same blocks and device calls. Counters
+ * and statistics are left out. Returns the number of words (more than
+ * cap: buf holds the first cap). Caller: no thread uses the pool
+ * meanwhile.
+ */
+size_t gm_pool_state(struct gm_pool *pool, uint64_t *buf, size_t cap);
 /* Releases of cached segments (and segment frees) so far. */
 uint64_t gm_pool_releases(const struct gm_pool *pool);
 

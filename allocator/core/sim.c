@@ -602,6 +602,44 @@ uint64_t gm_sim_used(struct gm_backend *be)
 	return u;
 }
 
+size_t gm_sim_state(struct gm_backend *be, uint64_t *buf, size_t cap)
+{
+	struct sim *s = sim_of(be);
+	size_t n = 0;
+
+#define PUT(v) do { if (n < cap) buf[n] = (v); n++; } while (0)
+	pthread_mutex_lock(&s->lock);
+	PUT(be->total_bytes);
+	PUT(s->used);
+	PUT(s->low);
+	PUT(s->next_addr);
+	PUT(s->hint_addr);
+	PUT(s->hint_size);
+	PUT(s->fail_after);
+	PUT(s->nholes);
+	for (unsigned i = 0; i < s->nholes; i++) {
+		PUT(s->holes[i].start);
+		PUT(s->holes[i].end);
+	}
+	PUT(s->nresv);
+	for (unsigned i = 0; i < s->nresv; i++) {
+		uint64_t g = be->granule_bytes ? be->granule_bytes : 1;
+		size_t nw = (s->resv[i].size / g + 63) / 64;
+
+		PUT(s->resv[i].addr);
+		PUT(s->resv[i].size);
+		for (size_t w = 0; w < nw; w++)
+			PUT(s->resv[i].bits[w]);
+	}
+	for (unsigned i = 0; i < SIM_STREAMS; i++) {
+		PUT(s->streams[i].key);
+		PUT(s->streams[i].submitted - s->streams[i].finished);
+	}
+	pthread_mutex_unlock(&s->lock);
+#undef PUT
+	return n;
+}
+
 uint64_t gm_sim_short_by(struct gm_backend *be)
 {
 	struct sim *s = sim_of(be);

@@ -110,6 +110,16 @@ uint64_t gm_sim_used(struct gm_backend *be);
 uint64_t gm_sim_short_by(struct gm_backend *be);
 
 /*
+ * The simulated device as words into buf[0 .. cap): capacity, bytes
+ * handed out, the address space (rising pointer, the driver heap's free
+ * ranges, the placement hint), reservations and their mapped granules,
+ * streams with work pending. Two equal states answer the same device
+ * calls with the same addresses (see gm_pool_state). Returns the number
+ * of words (more than cap: buf holds the first cap).
+ */
+size_t gm_sim_state(struct gm_backend *be, uint64_t *buf, size_t cap);
+
+/*
  * Add bytes to the card's capacity (total_bytes): the planner's replay
  * finds the smallest card a step gets through on by growing it only
  * when a request still fails after the caching allocator has freed its

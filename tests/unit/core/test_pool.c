@@ -718,6 +718,54 @@ static void try_alloc_and_small_state(void **state)
 	done(&f);
 }
 
+/* gm_pool_state and gm_sim_state: the same words after calls that
+ * bring the pool and the card back (a free into a cached segment), other
+ * words while a block is live, after a release of the cache (the segment
+ * back with the card) and on a card of another size. */
+static void whole_state(void **state)
+{
+	struct fx f, g;
+	uint64_t a, b, p0[256], p1[256], s0[256], s1[256];
+	size_t np0, np1, ns0, ns1;
+
+	(void)state;
+	make(&f, 100 * GM_MiB, false, NULL);
+	make(&g, 200 * GM_MiB, false, NULL);
+	assert_int_equal(gm_pool_alloc(f.pool, 30 * GM_MiB, 0, &a), 0);
+	assert_int_equal(gm_pool_alloc(f.pool, 4096, 0, &b), 0);
+	np0 = gm_pool_state(f.pool, p0, 256);
+	ns0 = gm_sim_state(f.be, s0, 256);
+	assert_true(np0 > 0 && np0 <= 256 && ns0 > 0 && ns0 <= 256);
+	/* a short buffer: the count, the first words */
+	assert_int_equal(gm_pool_state(f.pool, p1, 3), np0);
+	assert_int_equal(gm_sim_state(f.be, s1, 1), ns0);
+	assert_int_equal(s1[0], 100 * GM_MiB);
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	np1 = gm_pool_state(f.pool, p1, 256);
+	assert_true(np1 != np0 || memcmp(p0, p1, np0 * sizeof(*p0)));
+	assert_int_equal(gm_pool_alloc(f.pool, 30 * GM_MiB, 0, &a), 0);
+	np1 = gm_pool_state(f.pool, p1, 256);
+	ns1 = gm_sim_state(f.be, s1, 256);
+	assert_int_equal(np1, np0);
+	assert_memory_equal(p0, p1, np0 * sizeof(*p0));
+	assert_int_equal(ns1, ns0);
+	assert_memory_equal(s0, s1, ns0 * sizeof(*s0));
+	/* released and made again: the pool's words may come back, the
+	 * card's say where the segment went */
+	assert_int_equal(gm_pool_free(f.pool, a), 0);
+	assert_int_equal(gm_pool_release_cached(f.pool), 0);
+	ns1 = gm_sim_state(f.be, s1, 256);
+	assert_true(ns1 != ns0 || memcmp(s0, s1, ns0 * sizeof(*s0)));
+	/* the same calls on a larger card */
+	assert_int_equal(gm_pool_alloc(g.pool, 30 * GM_MiB, 0, &a), 0);
+	ns1 = gm_sim_state(g.be, s1, 256);
+	assert_true(ns1 != ns0 || memcmp(s0, s1, ns0 * sizeof(*s0)));
+	assert_int_equal(gm_pool_free(g.pool, a), 0);
+	assert_int_equal(gm_pool_free(f.pool, b), 0);
+	done(&f);
+	done(&g);
+}
+
 /*
  * A single_thread pool (the planner's replay) makes the same decisions
  * and keeps the same statistics as a thread-safe one: one random
@@ -879,6 +927,7 @@ int main(void)
 		cmocka_unit_test(lookup_and_snapshot),
 		cmocka_unit_test(peaks_across_threads),
 		cmocka_unit_test(try_alloc_and_small_state),
+		cmocka_unit_test(whole_state),
 		cmocka_unit_test(single_thread_same),
 		cmocka_unit_test(small_max_bounds_is_small),
 	};
