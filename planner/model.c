@@ -734,12 +734,14 @@ static void step_comm(const struct ctx *c, struct gm_step *st, double comm)
 }
 
 /* What every emission of st shares: the stage's workspace and layers,
- * two steps (or passes): the second holds the steady state. */
+ * two steps (or passes), then more until the replay is steady (the
+ * second one is, unless a release of the cache changed the pool). */
 static void step_frame(const struct ctx *c, struct gm_step *st)
 {
 	st->workspace = c->ws;
 	st->layers = c->layers;
 	st->steps = 2;
+	st->steps_max = GM_STEP_STEADY_MAX;
 }
 
 /* After a replay: the peak of allocated bytes is the blocks' (PyTorch's

@@ -314,6 +314,7 @@ void gm_mg_stage(const struct gm_mg_in *in, struct gm_mg_step *mg,
 			oe[mg->n_other_t++] = n;
 	}
 	mg->steps = 2;
+	mg->steps_max = GM_STEP_STEADY_MAX;
 	mg->chunks = v;
 	mg->layers_chunk = in->layers / v ? in->layers / v : 1;
 	for (int i = 0; i < mg->n_layer_t; i++) {

@@ -2179,11 +2179,13 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		for (uint64_t i = 0; i < st->comm[k].count; i++)
 			e.comm[j++] = ealloc(&e, st->comm[k].bytes,
 					     GM_SK_COMM);
-	for (unsigned s = 1; s <= st->steps && !e.err; s++) {
+	for (unsigned s = 1;
+	     gm_step_next(sink, s, st->steps, st->steps_max, &e.err); s++) {
 		if (sink->step)
 			sink->step(sink->ctx, s);
 		if (st->ddp && st->training && s == 2)
 			ddp_rebuild(&e);
+		gm_step_mark(sink, s, st->steps, st->steps_max, &e.err);
 		if (st->training)
 			train_step(&e);
 		else
@@ -2219,6 +2221,35 @@ out:
 	free(e.hold);
 	free(e.freelist);
 	return rc;
+}
+
+bool gm_step_next(const struct gm_step_sink *sink, unsigned s, unsigned steps,
+		  unsigned steps_max, int *err)
+{
+	int r;
+
+	if (*err)
+		return false;
+	if (s <= steps)
+		return true;
+	if (s > steps_max || steps < 2 || !sink->steady)
+		return false;
+	r = sink->steady(sink->ctx, true);
+	if (r < 0)
+		*err = r;
+	return r == 0;
+}
+
+void gm_step_mark(const struct gm_step_sink *sink, unsigned s, unsigned steps,
+		  unsigned steps_max, int *err)
+{
+	int r;
+
+	if (*err || s != steps || s < 2 || steps_max <= steps || !sink->steady)
+		return;
+	r = sink->steady(sink->ctx, false);
+	if (r < 0)
+		*err = r;
 }
 
 /* The counting sink of gm_step_peak: live bytes per id; a second run
@@ -2398,7 +2429,7 @@ int gm_step_peak(const struct gm_step *st, unsigned kinds,
 {
 	struct pk p = {.r = out, .mask = kinds & ~GM_STEP_NOGROUP};
 	struct gm_step_sink sk = {&p, pk_alloc, pk_free, NULL, pk_phase,
-				  NULL};
+				  NULL, NULL};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -2593,6 +2624,7 @@ struct rp_id {
 			     * allocated_bytes), as the live sums add them */
 	unsigned char kind;
 	bool small;         /* a small request lz follows */
+	bool live;
 };
 
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
@@ -2615,6 +2647,7 @@ struct rp {
 	/* (the counting sink's own error: struct pk's pk_rc) */
 	uint64_t res_seen;  /* reserved after the last allocation */
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
+	struct lz_words kept, now; /* rp_steady(): the replay's state */
 };
 
 /* Room for id in p's table. */
@@ -2628,6 +2661,7 @@ static __attribute__((noinline)) int rp_grow(struct rp *p, uint32_t id)
 	x = realloc(p->id, n * sizeof(*x));
 	if (!x)
 		return GM_ENOMEM;
+	memset(x + p->cap, 0, (n - p->cap) * sizeof(*x));
 	p->id = x;
 	p->cap = n;
 	return 0;
@@ -3239,6 +3273,7 @@ got:
 	d->rndd = (double)rnd;
 	d->kind = (unsigned char)kind;
 	d->small = small;
+	d->live = true;
 	p->live += d->reqd;
 	p->live_alloc += d->rndd;
 	p->nlive++;
@@ -3274,6 +3309,7 @@ static int rp_free(void *ctx, uint32_t id)
 	const struct rp_id *d = &p->id[id];
 	int rc = 0;
 
+	p->id[id].live = false;
 	p->live -= d->reqd;
 	p->live_alloc -= d->rndd;
 	p->nlive--;
@@ -3332,7 +3368,91 @@ static int rp_empty_cache(void *ctx)
 
 static void rp_step(void *ctx, unsigned step)
 {
-	((struct rp *)ctx)->step = step;
+	struct rp *p = ctx;
+
+	p->step = step;
+	p->r->steps = step;
+}
+
+/* Append n words of f(pool or backend, buf, cap) to o. */
+static int words_put(struct lz_words *o, size_t (*f)(void *, uint64_t *,
+						     size_t), void *x)
+{
+	size_t n = f(x, o->w ? o->w + o->n : NULL, o->cap - o->n);
+
+	if (n > o->cap - o->n) {
+		size_t c = o->n + n + (o->n + n) / 2 + 64;
+		uint64_t *w = realloc(o->w, c * sizeof(*w));
+
+		if (!w)
+			return GM_ENOMEM;
+		o->w = w;
+		o->cap = c;
+		n = f(x, o->w + o->n, o->cap - o->n);
+	}
+	o->n += n;
+	return 0;
+}
+
+static size_t pool_words(void *x, uint64_t *buf, size_t cap)
+{
+	return gm_pool_state(x, buf, cap);
+}
+
+static size_t sim_words(void *x, uint64_t *buf, size_t cap)
+{
+	return gm_sim_state(x, buf, cap);
+}
+
+/* The live ids with their blocks' addresses. */
+static size_t id_words(void *x, uint64_t *buf, size_t cap)
+{
+	const struct rp *p = x;
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < p->cap; i++)
+		if (p->id[i].live) {
+			if (n + 2 <= cap) {
+				buf[n] = i;
+				buf[n + 1] = p->id[i].addr;
+			}
+			n += 2;
+		}
+	return n;
+}
+
+/*
+ * The emitter's steady(): the whole replay's state now (the pool, the
+ * simulated card, which id holds which block) compared with the one kept
+ * at the last call, and kept. The pool and the card answer every call
+ * from that state alone, so where the two are equal and the emitter's
+ * next step repeats the calls of the last, the next step repeats its
+ * answers too, and so does every step after it. An armed cycle of small
+ * requests is made on the pool first, so that the pool holds its state.
+ * A replay that ran out of memory has its answer: no more steps (the
+ * card it grew to is the smallest the steps so far got through on).
+ */
+static int rp_steady(void *ctx, bool compare)
+{
+	struct rp *p = ctx;
+	struct lz_words t;
+	int rc;
+
+	if (compare && p->r->out_of_memory)
+		return 1;
+	if (p->lz.armed && p->lz.pos && (rc = lz_flush(p)))
+		return rc;
+	p->now.n = 0;
+	if ((rc = words_put(&p->now, pool_words, p->pool)) ||
+	    (rc = words_put(&p->now, sim_words, p->be)) ||
+	    (rc = words_put(&p->now, id_words, p)))
+		return rc;
+	rc = compare && p->now.n == p->kept.n &&
+	     !memcmp(p->now.w, p->kept.w, p->now.n * sizeof(*p->now.w));
+	t = p->kept;
+	p->kept = p->now;
+	p->now = t;
+	return rc;
 }
 
 static void rp_phase(void *ctx, enum gm_step_phase ph)
@@ -3430,7 +3550,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	struct rp p = {.r = out, .obs = obs, .stop_at_oom = stop,
 		       .lz = {.on = lazy}, .pk = pk};
 	struct gm_step_sink sk = {&p, rp_alloc, rp_free, rp_step, rp_phase,
-				  rp_empty_cache};
+				  rp_empty_cache, rp_steady};
 	int rc;
 
 	if (memo && memo_answer(st, total, out)) {
@@ -3462,6 +3582,8 @@ out:
 	be->ops->destroy(be);
 	lz_free_all(&p.lz);
 	free(p.id);
+	free(p.kept.w);
+	free(p.now.w);
 	return rc;
 }
 

@@ -312,6 +312,9 @@ struct gm_step_shape {
 struct gm_step {
 	bool training;
 	unsigned steps;         /* steps (or passes) to emit, >= 1 */
+	unsigned steps_max;     /* then more, up to this many, until the
+				 * sink finds them steady (gm_step_next);
+				 * <= steps: none */
 	uint64_t layers;        /* blocks on this stage, >= 1 */
 	uint64_t ga;            /* micro-batches per step, >= 1 */
 	uint64_t in_flight;     /* micro-batches in flight (1F1B), >= 1 */
@@ -454,7 +457,32 @@ struct gm_step_sink {
 	/* torch.cuda.empty_cache(): the cached segments released; may be
 	 * NULL (a sink that keeps no pool) */
 	int (*empty_cache)(void *ctx);
+	/* Where each step's repeated calls begin: keep the sink's state,
+	 * and with compare, return 1 when no more steps are needed (it
+	 * equals the one kept last, or the sink has its answer: a replay
+	 * that ran out of memory), 0 else, < 0 an error. May be NULL (no
+	 * state). */
+	int (*steady)(void *ctx, bool compare);
 };
+
+/*
+ * The step loop of an emitter whose steps from the second on make the
+ * same calls (in the same order, with the same sizes and kinds):
+ * gm_step_next() before step s says whether to emit it: every one up to
+ * steps, then more, up to steps_max, while the sink's state at a step's
+ * start differs from the one at the last step's (and the sink has no
+ * answer yet), so that the steps replayed reach the steady state (under a card too small, PyTorch's
+ * release of its cache and retry leaves a pool that the next step finds
+ * otherwise). gm_step_mark() where step s's repeated calls begin (after
+ * what only that step does); it keeps the state for the first
+ * comparison. *err: the emitter's error, set from the sink's.
+ */
+#define GM_STEP_STEADY_MAX 8 /* steps a replay goes to, at most */
+
+bool gm_step_next(const struct gm_step_sink *sink, unsigned s, unsigned steps,
+		  unsigned steps_max, int *err);
+void gm_step_mark(const struct gm_step_sink *sink, unsigned s, unsigned steps,
+		  unsigned steps_max, int *err);
 
 /*
  * Emit the sequence of st to sink: persistent tensors, then st->steps
@@ -509,6 +537,8 @@ struct gm_step_result {
 				 * what max_memory_allocated() reports */
 	uint64_t live_at_peak;  /* live allocations at peak_requested */
 	uint64_t allocations;   /* allocate calls */
+	unsigned steps;         /* steps (passes) replayed: st->steps, or
+				 * more until steady (gm_step_next) */
 	/* A request failed on the card even after the pool freed its cache
 	 * and retried: where the run would stop with an out-of-memory
 	 * error. The replay then went on on a card grown by what was

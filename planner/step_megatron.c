@@ -408,9 +408,11 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 	if (!e.sets || !e.head || !e.count || !e.w || !e.master || !e.state)
 		goto out;
 	setup(&e);
-	for (unsigned s = 1; s <= mg->steps && !e.err; s++) {
+	for (unsigned s = 1;
+	     gm_step_next(sink, s, mg->steps, mg->steps_max, &e.err); s++) {
 		if (sink->step)
 			sink->step(sink->ctx, s);
+		gm_step_mark(sink, s, mg->steps, mg->steps_max, &e.err);
 		step(&e);
 	}
 	rc = e.err;

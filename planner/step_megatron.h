@@ -34,6 +34,7 @@ struct gm_step_sink;
 /* One rank of one pipeline stage. */
 struct gm_mg_step {
 	unsigned steps;          /* training iterations to emit, >= 1 */
+	unsigned steps_max;      /* then more until steady (gm_step_next) */
 	/* the model as built (megatron/training/training.py get_model:
 	 * directly on the GPU in the 16-bit dtype), per chunk: the layer
 	 * tensors layers_chunk times, then the others of the chunk */

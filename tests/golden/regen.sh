@@ -31,6 +31,9 @@ done
 	--fraction 0.9 > "$out/fit-fraction.txt"
 "$gpumem" fit "$data/gpt2-a100.yaml" --gpu h200 --gpu l4 --global-batch 8 \
 	> "$out/fit-batch-bound.txt"
+"$gpumem" plan "$root/tests/data/calibration/specs/llama-1.1b-bf16mixed-adamw.yaml" \
+	--gpu 'NVIDIA H100 80GB HBM3' --limit 39862665216 \
+	> "$out/plan-llama-1.1b-cap38016m.txt" || true
 "$gpumem" fit "$root/models/gpt2-large.yaml" --gpu 'NVIDIA H200 MIG 1g.18gb' \
 	--gpu l4 --gpu h100 > "$out/fit-change.txt"
 "$gpumem" fit "$root/models/gpt3-175b-finetune.yaml" --gpu a100-40gb \
