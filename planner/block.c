@@ -25,7 +25,17 @@
  *    its inputs' gradients (a second gradient of the same tensor is added
  *    in place and freed), then its incoming gradients and its saved
  *    tensors are released (engine.cpp evaluate_function: the inputs go
- *    out of scope, release_variables()). A linear or grouped_mm in the
+ *    out of scope, release_variables()). An elementwise op of two
+ *    tensors (a mul by a broadcast rstd, cos or sin; bf16 x fp32 under
+ *    autocast) makes each input's gradient at the output's shape and
+ *    dtype (mul_tensor_backward: grad * other), which the engine then
+ *    sums to the input's shape and casts to its dtype (engine.cpp
+ *    validate_outputs), each step freeing the last; pow's backward makes
+ *    x.pow(e - 1) and e * it before x's gradient (FunctionsManual.cpp
+ *    pow_backward); a slice's, a zero-filled tensor of its base's size
+ *    (slice_backward); cat's are views. The H200 traces of
+ *    gpt2-1.5b-bf16mixed-adamw-fullckpt, llama-134m-bf16true-sgd-seq8192
+ *    and llama-1.1b-bf16mixed-adamw show these allocations one for one. A linear or grouped_mm in the
  *    parameters' dtype makes its weight's gradient first (GM_BOP_PGRAD:
  *    the parameter's own, step.c allocates it there; the H200 traces of
  *    llama-134m-bf16true-sgd-seq8192 and native-mixtral-2l-bf16true-sgd
@@ -77,6 +87,11 @@ struct nd {
 			    * incoming one (a cast where dtypes differ) */
 	bool vgrad;        /* its inputs' gradients are views of the
 			    * incoming one, whatever their sizes */
+	bool bcast;        /* elementwise over broadcast inputs: each
+			    * input's gradient is made at the output's
+			    * shape and dtype, then summed to the input's
+			    * shape and cast to its dtype */
+	bool pow;          /* pow(x, e): x.pow(e - 1) and e * it first */
 	bool core;
 	double pg;         /* its weight's elements: the parameter's
 			    * gradient is made here, before the input's
@@ -370,11 +385,23 @@ static int frozen_linear(struct gm_blk *b, int x, double out)
 static int ew(struct gm_blk *b, int x, int y, const int *sv)
 {
 	double eb = b->t[x].eb;
+	int o;
 
 	if (y >= 0)
 		eb = maxd(eb, b->t[y].eb);
-	return op(b, b->t[x].n > 0 ? b->t[x].n : b->t[b->t[x].base].n, eb,
-		  y >= 0 ? (int[]){x, y, END} : (int[]){x, END}, sv);
+	o = op(b, b->t[x].n > 0 ? b->t[x].n : b->t[b->t[x].base].n, eb,
+	       y >= 0 ? (int[]){x, y, END} : (int[]){x, END}, sv);
+	b->n[b->nn - 1].bcast = y >= 0;
+	return o;
+}
+
+/* x ** e for a scalar e != 0 (saves x; the output in x's dtype). */
+static int pow_op(struct gm_blk *b, int x)
+{
+	int o = ew(b, x, END, (int[]){x, END});
+
+	b->n[b->nn - 1].pow = true;
+	return o;
 }
 
 /* x + y (AddBackward0 passes its gradient through). */
@@ -532,7 +559,7 @@ static int rms_norm_rows(struct gm_blk *b, int x, double T, double width)
 	int x32 = R == 4 ? x : cast(b, x, 4);
 	int pw, var, ve, r, y, yc, o;
 
-	pw = op(b, N, 4, (int[]){x32, END}, (int[]){x32, END});
+	pw = pow_op(b, x32);
 	var = op(b, T, 4, (int[]){pw, END}, NULL);
 	drop(b, pw);
 	ve = op(b, T, 4, (int[]){var, END}, NULL);
@@ -540,6 +567,7 @@ static int rms_norm_rows(struct gm_blk *b, int x, double T, double width)
 	r = op(b, T, 4, (int[]){ve, END}, (int[]){OUTP, END});
 	drop(b, ve);
 	y = op(b, N, 4, (int[]){x32, r, END}, (int[]){x32, r, END});
+	b->n[b->nn - 1].bcast = true;
 	drop(b, r);
 	if (x32 != x)
 		drop(b, x32);
@@ -568,18 +596,34 @@ static int rms_norm(struct gm_blk *b, int x)
 }
 
 /* apply_rotary_pos_emb for one of q, k: x * cos + rotate_half(x) * sin,
- * rotate_half = cat(-x2, x1); cos and sin (the residual dtype) are
- * saved by the muls but belong to the model. */
+ * rotate_half = cat(-x2, x1) of the halves x1 = x[..., :d/2],
+ * x2 = x[..., d/2:] (views). cos and sin (the residual dtype: fp32
+ * under autocast, so the products promote) are saved by the muls but
+ * belong to the model. Backward, last op first: the sin product's
+ * gradient (at the output's dtype, cast to x's), cat's (views of it),
+ * neg's, each slice's (slice_backward: a zeroed tensor of x's size),
+ * the cos product's (the H200 trace of llama-1.1b-bf16mixed-adamw:
+ * k's 8 MiB fp32 gradients, q's 64 MiB fp32, 32 MiB cast, 16 MiB neg,
+ * 2 x 32 MiB slice, 64 + 32 MiB). */
 static int rotary(struct gm_blk *b, int x)
 {
-	double N = nel(b, x), eo = maxd(b->t[x].eb, b->sh->r);
-	int a, ng, ct, s, o;
+	double N = nel(b, x), eb = b->t[x].eb, eo = maxd(eb, b->sh->r);
+	int a, x1, x2, ng, ct, s, o;
 
 	a = op(b, N, eo, (int[]){x, END}, NULL);
-	ng = op(b, N / 2, b->t[x].eb, (int[]){x, END}, NULL);
-	ct = op(b, N, b->t[x].eb, (int[]){ng, x, END}, NULL);
+	b->n[b->nn - 1].bcast = true;
+	x1 = tview(b, x, N / 2);
+	node(b, (int[]){x, END}, (int[]){x1, END}, NULL);
+	x2 = tview(b, x, N / 2);
+	node(b, (int[]){x, END}, (int[]){x2, END}, NULL);
+	ng = op(b, N / 2, eb, (int[]){x2, END}, NULL);
+	drop(b, x2);
+	ct = op(b, N, eb, (int[]){ng, x1, END}, NULL);
+	b->n[b->nn - 1].vgrad = true;
 	drop(b, ng);
+	drop(b, x1);
 	s = op(b, N, eo, (int[]){ct, END}, NULL);
+	b->n[b->nn - 1].bcast = true;
 	drop(b, ct);
 	o = op(b, N, eo, (int[]){a, s, END}, NULL);
 	b->n[b->nn - 1].alias = true;
@@ -939,6 +983,44 @@ static int pgrad_alloc(struct gm_blk *b, double n)
 	return g;
 }
 
+/* pow_backward (PyTorch 2.11 torch/csrc/autograd/FunctionsManual.cpp):
+ * grad * (e * x.pow(e - 1)): x.pow(e - 1) is made, then e * it, and the
+ * first freed; the second (returned) is freed once the product with the
+ * incoming gradient, x's gradient, is made. */
+static int pow_first(struct gm_blk *b, int x)
+{
+	double bytes = nel(b, x) * b->t[x].eb;
+	int a = scratch(b, bytes), m = scratch(b, bytes);
+
+	emit(b, GM_BOP_FREE, a, 0, false);
+	return m;
+}
+
+/* Input i of elementwise node d got wide, its gradient at the output's
+ * shape and dtype (mul_tensor_backward: grad * other). The engine
+ * (torch/csrc/autograd/engine.cpp validate_outputs) sums it to the
+ * input's shape (sum_to_size) where they differ, then casts it to the
+ * input's dtype where they differ, each step freeing the last; the
+ * gradient it returns. */
+static int narrow(struct gm_blk *b, const struct nd *d, int i, int wide)
+{
+	const struct tn *x = &b->t[d->in[i]], *o = &b->t[d->out[0]];
+	double n = nel(b, d->in[i]);
+	int g = wide;
+
+	if (n < o->n) {
+		int s = galloc(b, n * o->eb);
+		grel(b, g);
+		g = s;
+	}
+	if (x->eb < o->eb) {
+		int c = galloc(b, x->gbytes);
+		grel(b, g);
+		g = c;
+	}
+	return g;
+}
+
 /* The tape's backward; out is the tensor that receives GM_BLK_GOUT. */
 static void backward(struct gm_blk *b, int out)
 {
@@ -948,7 +1030,7 @@ static void backward(struct gm_blk *b, int out)
 	b->gref[GM_BLK_GOUT] = 1;
 	for (int j = b->nn; j-- > 0;) {
 		struct nd *d = &b->n[j];
-		int tmp = -1, g0 = -1, pg = -1;
+		int tmp = -1, g0 = -1, pg = -1, pow_tmp = -1, wide[3];
 		bool any = false;
 
 		for (int i = 0; i < d->nout; i++)
@@ -965,19 +1047,30 @@ static void backward(struct gm_blk *b, int out)
 			tmp = scratch(b, d->tmp);
 		if (any && d->pg > 0)
 			pg = pgrad_alloc(b, d->pg);
+		if (any && d->pow)
+			pow_tmp = pow_first(b, d->in[0]);
 		for (int i = 0; any && i < d->nin; i++) {
 			struct tn *x = &b->t[d->in[i]];
 			const struct tn *o = &b->t[d->out[0]];
+			wide[i] = -1;
 			if (x->nog)
 				continue;
 			if (d->vgrad || (d->alias && x->eb == o->eb &&
 					 x->gbytes == o->gbytes)) {
 				b->gref[g0]++;
 				gset(b, d->in[i], g0, false);
+			} else if (d->bcast && !d->alias &&
+				   (x->eb < o->eb || nel(b, d->in[i]) < o->n)) {
+				wide[i] = galloc(b, o->n * o->eb);
 			} else {
 				gset(b, d->in[i], galloc(b, x->gbytes), true);
 			}
 		}
+		if (pow_tmp >= 0)
+			emit(b, GM_BOP_FREE, pow_tmp, 0, false);
+		for (int i = 0; any && i < d->nin; i++)
+			if (wide[i] >= 0)
+				gset(b, d->in[i], narrow(b, d, i, wide[i]), true);
 		if (any && d->tmp > 0 && d->tmp_after)
 			emit(b, GM_BOP_FREE, scratch(b, d->tmp), 0, false);
 		if (any)
@@ -1208,6 +1301,11 @@ int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv)
 {
 	return ew(b, x, y, sv);
+}
+
+int gm_blk_pow(struct gm_blk *b, int x)
+{
+	return pow_op(b, x);
 }
 
 int gm_blk_add(struct gm_blk *b, int x, int y)

@@ -92,8 +92,14 @@ int gm_blk_linear(struct gm_blk *b, int x, double in, double out, bool bias);
  * carries LoRA when lora_targets match (gm_blk_linear: never a target). */
 int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
 			double out, bool bias);
-/* An elementwise op of x (and y >= 0) saving sv (may be NULL). */
+/* An elementwise op of x (and y >= 0, broadcast against x: the output
+ * has x's elements, in the wider dtype of the two) saving sv (may be
+ * NULL). With y, each input's gradient is made at the output's shape
+ * and dtype, then summed and cast to the input's. */
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv);
+/* x ** e for a scalar e != 0: saves x; its backward makes two
+ * temporaries of x's size before x's gradient. */
+int gm_blk_pow(struct gm_blk *b, int x);
 /* x + y. */
 int gm_blk_add(struct gm_blk *b, int x, int y);
 /* nn.LayerNorm, LlamaRMSNorm of x. */

@@ -115,7 +115,7 @@ static void block(struct gm_blk *b)
 	fc = gm_blk_linear_named(b, "c_fc", n2, h, F, true);
 	h0 = gm_blk_ew(b, fc, GM_BLK_END, NULL);                       /* 0.5 * x */
 	xc = sh->autocast && gm_blk_eb(b, fc) != 4 ? gm_blk_cast(b, fc, 4) : fc;
-	p3 = gm_blk_ew(b, xc, GM_BLK_END, (int[]){xc, GM_BLK_END});           /* x ** 3 */
+	p3 = gm_blk_pow(b, xc);                                         /* x ** 3 */
 	if (xc != fc)
 		gm_blk_drop(b, xc);
 	m1 = gm_blk_ew(b, p3, GM_BLK_END, NULL);                       /* 0.044715 * */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -602,6 +603,71 @@ static void deepseek_weight_grads(void **state)
 	assert_int_equal(k, 8);
 }
 
+/* Whether the backward's ALLOC sizes hold want[0..n) consecutively. */
+static bool backward_has(const struct gm_step_block *p, const double *want,
+			 int n)
+{
+	double a[GM_STEP_BLOCK_OPS];
+	int k = 0;
+
+	for (int i = p->n_fwd; i < p->n; i++)
+		if (p->op[i].op == GM_BOP_ALLOC)
+			a[k++] = p->op[i].bytes;
+	for (int i = 0; i + n <= k; i++) {
+		int j = 0;
+		while (j < n && a[i + j] == want[j])
+			j++;
+		if (j == n)
+			return true;
+	}
+	return false;
+}
+
+/* gelu_new under autocast (fp32 from pow on): backward from c_proj's
+ * input gradient (T x F: 2048 B in bf16, 4096 in fp32): its cast back
+ * to fp32; the mul of the bf16 0.5x and the fp32 1+tanh makes both
+ * gradients in fp32, then casts 0.5x's (validate_outputs); tanh; the
+ * sqrt(2/pi) mul; the add's cast for x; the 0.044715 mul; pow's
+ * x.pow(2), 3 * it, then x's gradient; the fp32 copy's cast back; 0.5x
+ * (the order of the H200 trace of gpt2-1.5b-bf16mixed-adamw-fullckpt). */
+static void gpt2_gelu_backward(void **state)
+{
+	static struct gm_step_block p;
+	static const double want[] = {2048, 4096, 4096, 4096, 2048, 4096,
+				      4096, 2048, 4096, 4096, 4096, 4096,
+				      2048, 2048};
+	struct gm_step_shape s = shape(GM_ARCH_GPT2, true);
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_true(backward_has(&p, want, sizeof(want) / sizeof(want[0])));
+	balanced(&p);
+}
+
+/* LlamaRMSNorm and rotary under autocast (fp32 residual: T x 64 is
+ * 1024 B in fp32, 512 in bf16). The norm: the weight mul's input
+ * gradient and weight product, the rstd mul's x gradient and rstd's
+ * product at full size (summed to one value a token), the mean's,
+ * pow's two temporaries and x's gradient. Rotary of q (bf16 q, fp32
+ * cos and sin): the sin product's fp32 gradient and its bf16 cast, neg's
+ * half, the two slices' zero-filled full tensors, the cos product's
+ * fp32 gradient and its cast (the H200 trace of
+ * llama-1.1b-bf16mixed-adamw). */
+static void llama_norm_rotary_backward(void **state)
+{
+	static struct gm_step_block p;
+	static const double norm[] = {1024, 1024, 1024, 1024, 1024, 1024,
+				      1024, 1024};
+	static const double rope[] = {1024, 512, 256, 512, 512, 1024, 512};
+	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
+
+	(void)state;
+	assert_int_equal(gm_block_build(&s, &p), 0);
+	assert_true(backward_has(&p, norm, sizeof(norm) / sizeof(norm[0])));
+	assert_true(backward_has(&p, rope, sizeof(rope) / sizeof(rope[0])));
+	balanced(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -621,6 +687,8 @@ int main(void)
 		cmocka_unit_test(router_softmax_copy),
 		cmocka_unit_test(weight_grads_at_their_op),
 		cmocka_unit_test(deepseek_weight_grads),
+		cmocka_unit_test(gpt2_gelu_backward),
+		cmocka_unit_test(llama_norm_rotary_backward),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
