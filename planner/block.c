@@ -419,6 +419,22 @@ static double nel(const struct gm_blk *b, int x)
 	return b->t[x].gbytes / b->t[x].eb;
 }
 
+/* x (tok x heads*d, from a linear) viewed (b, s, heads, d) and
+ * transposed to (b, heads, s, d): no new tensor. Its backward reshapes
+ * the incoming gradient back (ViewBackward0: reshape), a copy where
+ * that gradient is contiguous in the transposed layout, as rotary's is
+ * (slice_backward's zeros): with more than one head and token. */
+static int head_view(struct gm_blk *b, int x)
+{
+	double N = nel(b, x);
+	int v = tview(b, x, N);
+
+	node(b, (int[]){x, END}, (int[]){v, END}, NULL);
+	if (N <= b->sh->tok * b->sh->head_dim || b->sh->seq <= 1)
+		b->n[b->nn - 1].vgrad = true;
+	return v;
+}
+
 /*
  * A bitsandbytes Linear4bit (bitsandbytes 0.50 nn/modules.py
  * Linear4bit.forward, autograd/_functions.py MatMul4Bit, backends/cuda/
@@ -1301,6 +1317,11 @@ int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv)
 {
 	return ew(b, x, y, sv);
+}
+
+int gm_blk_head_view(struct gm_blk *b, int x)
+{
+	return head_view(b, x);
 }
 
 int gm_blk_pow(struct gm_blk *b, int x)

@@ -97,6 +97,10 @@ int gm_blk_linear_named(struct gm_blk *b, const char *name, int x, double in,
  * NULL). With y, each input's gradient is made at the output's shape
  * and dtype, then summed and cast to the input's. */
 int gm_blk_ew(struct gm_blk *b, int x, int y, const int *sv);
+/* x.view(b, s, heads, head_dim).transpose(1, 2) of a linear's output x
+ * (a view); its backward copies a gradient contiguous in (b, heads, s,
+ * head_dim), as rotary's is, back to x's layout. */
+int gm_blk_head_view(struct gm_blk *b, int x);
 /* x ** e for a scalar e != 0: saves x; its backward makes two
  * temporaries of x's size before x's gradient. */
 int gm_blk_pow(struct gm_blk *b, int x);

@@ -92,14 +92,18 @@ int gm_llama_block_attention(struct gm_blk *b, int *n2)
 {
 	const struct gm_step_shape *sh = gm_blk_shape(b);
 	double h = sh->hidden, Q = sh->q, K = sh->kv;
-	int n1, q, k, v, qe, ke, at, o, r1;
+	int n1, q, k, v, qt, kt, qe, ke, at, o, r1;
 
 	n1 = gm_blk_rms_norm(b, GM_BLK_IN);
 	q = gm_blk_linear_named(b, "q_proj", n1, h, Q, sh->qkv_bias);
+	qt = gm_blk_head_view(b, q);
 	k = gm_blk_linear_named(b, "k_proj", n1, h, K, sh->qkv_bias);
+	kt = gm_blk_head_view(b, k);
 	v = gm_blk_linear_named(b, "v_proj", n1, h, K, sh->qkv_bias);
-	qe = gm_blk_rotary(b, q);
-	ke = gm_blk_rotary(b, k);
+	qe = gm_blk_rotary(b, qt);
+	ke = gm_blk_rotary(b, kt);
+	gm_blk_drop(b, qt);
+	gm_blk_drop(b, kt);
 	gm_blk_drop(b, q);
 	gm_blk_drop(b, k);
 	gm_blk_kv_cache(b, &ke, &v);

@@ -651,20 +651,26 @@ static void gpt2_gelu_backward(void **state)
  * pow's two temporaries and x's gradient. Rotary of q (bf16 q, fp32
  * cos and sin): the sin product's fp32 gradient and its bf16 cast, neg's
  * half, the two slices' zero-filled full tensors, the cos product's
- * fp32 gradient and its cast (the H200 trace of
- * llama-1.1b-bf16mixed-adamw). */
+ * fp32 gradient and its cast; q's and k's gradients copied back from
+ * the transposed layout (the H200 trace of llama-1.1b-bf16mixed-adamw). */
 static void llama_norm_rotary_backward(void **state)
 {
 	static struct gm_step_block p;
 	static const double norm[] = {1024, 1024, 1024, 1024, 1024, 1024,
 				      1024, 1024};
 	static const double rope[] = {1024, 512, 256, 512, 512, 1024, 512};
+	/* v_proj (16-bit weight product, input gradient, its cast back),
+	 * then k's and q's view-transpose reshape copies (512) before
+	 * their linears */
+	static const double qkv[] = {8192, 512, 1024, 512, 8192, 512, 1024,
+				     512, 8192, 512, 1024};
 	struct gm_step_shape s = shape(GM_ARCH_LLAMA, true);
 
 	(void)state;
 	assert_int_equal(gm_block_build(&s, &p), 0);
 	assert_true(backward_has(&p, norm, sizeof(norm) / sizeof(norm[0])));
 	assert_true(backward_has(&p, rope, sizeof(rope) / sizeof(rope[0])));
+	assert_true(backward_has(&p, qkv, sizeof(qkv) / sizeof(qkv[0])));
 	balanced(&p);
 }
 
