@@ -35,7 +35,8 @@
  *    pow_backward); a slice's, a zero-filled tensor of its base's size
  *    (slice_backward); cat's are views. The H200 traces of
  *    gpt2-1.5b-bf16mixed-adamw-fullckpt, llama-134m-bf16true-sgd-seq8192
- *    and llama-1.1b-bf16mixed-adamw show these allocations one for one. A linear or grouped_mm in the
+ *    and llama-1.1b-bf16mixed-adamw show these allocations one for one.
+ *    A linear or grouped_mm in the
  *    parameters' dtype makes its weight's gradient first (GM_BOP_PGRAD:
  *    the parameter's own, step.c allocates it there; the H200 traces of
  *    llama-134m-bf16true-sgd-seq8192 and native-mixtral-2l-bf16true-sgd
@@ -419,6 +420,17 @@ static double nel(const struct gm_blk *b, int x)
 	return b->t[x].gbytes / b->t[x].eb;
 }
 
+/* A view of n elements of x that autograd records (a slice, a view):
+ * its backward makes a gradient of x's size, unless the node is marked
+ * vgrad. */
+static int view_node(struct gm_blk *b, int x, double n)
+{
+	int v = tview(b, x, n);
+
+	node(b, (int[]){x, END}, (int[]){v, END}, NULL);
+	return v;
+}
+
 /* x (tok x heads*d, from a linear) viewed (b, s, heads, d) and
  * transposed to (b, heads, s, d): no new tensor. Its backward reshapes
  * the incoming gradient back (ViewBackward0: reshape), a copy where
@@ -427,9 +439,8 @@ static double nel(const struct gm_blk *b, int x)
 static int head_view(struct gm_blk *b, int x)
 {
 	double N = nel(b, x);
-	int v = tview(b, x, N);
+	int v = view_node(b, x, N);
 
-	node(b, (int[]){x, END}, (int[]){v, END}, NULL);
 	if (N <= b->sh->tok * b->sh->head_dim || b->sh->seq <= 1)
 		b->n[b->nn - 1].vgrad = true;
 	return v;
@@ -628,10 +639,8 @@ static int rotary(struct gm_blk *b, int x)
 
 	a = op(b, N, eo, (int[]){x, END}, NULL);
 	b->n[b->nn - 1].bcast = true;
-	x1 = tview(b, x, N / 2);
-	node(b, (int[]){x, END}, (int[]){x1, END}, NULL);
-	x2 = tview(b, x, N / 2);
-	node(b, (int[]){x, END}, (int[]){x2, END}, NULL);
+	x1 = view_node(b, x, N / 2);
+	x2 = view_node(b, x, N / 2);
 	ng = op(b, N / 2, eb, (int[]){x2, END}, NULL);
 	drop(b, x2);
 	ct = op(b, N, eb, (int[]){ng, x1, END}, NULL);
@@ -1005,7 +1014,7 @@ static int pgrad_alloc(struct gm_blk *b, double n)
  * incoming gradient, x's gradient, is made. */
 static int pow_first(struct gm_blk *b, int x)
 {
-	double bytes = nel(b, x) * b->t[x].eb;
+	double bytes = b->t[x].gbytes;
 	int a = scratch(b, bytes), m = scratch(b, bytes);
 
 	emit(b, GM_BOP_FREE, a, 0, false);
