@@ -42,10 +42,11 @@ void gm_model_opts_default(struct gm_model_opts *o)
 	 * 1603 MiB; the H200's training context (models/gpus.yaml, 767 MiB)
 	 * leaves 836 MiB. A probe (tools/bench/results/nccl-probe.md)
 	 * saw a communicator's set-up take 840 MiB and later collectives
-	 * of every kind nothing more. The buffers alone (NCCL_BUFFSIZE 4 MiB per
-	 * channel and peer, NVIDIA/nccl#391, NVIDIA/nccl#1450) are a fraction of it;
-	 * communicators of 0.5-1.6 GB were reported (NVIDIA/nccl#864). More peers
-	 * take more: a lower bound for larger groups. */
+	 * of every kind nothing more. The buffers alone (NCCL_BUFFSIZE,
+	 * 4 MiB per channel and peer: NCCL's environment variables
+	 * documentation) are a fraction of it; public NCCL reports show
+	 * communicators of 0.5-1.6 GB. More peers take more: a lower bound
+	 * for larger groups. */
 	o->nccl_comm_bytes = 836 * GM_MiB;
 	/* DistributedDataParallel bucket_cap_mb = 25 (torch docs). */
 	o->ddp_bucket_bytes = 25 * GM_MiB;

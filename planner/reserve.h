@@ -50,7 +50,7 @@ uint64_t gm_alloc_round(double bytes);
  * cudaMallocs new segments. 0.05: the median (reserved - allocated) /
  * allocated of the tuning training configurations of
  * tests/data/calibration/measured-h200.json is 5.9% (H200, torch 2.11),
- * most of allocated being churn (pytorch/pytorch#40989 showed 11-12% for
+ * most of allocated being churn (a public PyTorch report showed 11-12% for
  * older training loops). The measured spread is wide, 0.5-50%: it depends
  * on the order of allocations (logits-sized blocks split by later smaller
  * requests, torch.cat growing KV caches), which one share cannot follow;

@@ -13,8 +13,8 @@
  *    weights and gradients, fp32 master weights inside the optimizer
  *    (K = 12 bytes with Adam; Rajbhandari et al. 2020, section 3.1).
  *  - GM_RECIPE_MEGATRON: Megatron-LM's table (README "Distributed
- *    optimizer"; NVIDIA/Megatron-LM#654): bf16 weights with fp32 main gradients (18
- *    B/param with Adam), fp16 weights and gradients plus fp32 main
+ *    optimizer"): bf16 weights with fp32 main gradients (18 B/param
+ *    with Adam), fp16 weights and gradients plus fp32 main
  *    gradients in the optimizer (20), fp32 (16).
  * All figures are bytes per parameter; no errors.
  */

@@ -1,8 +1,9 @@
 #!/bin/sh
 # check_refs.sh SRC_DIR: fail when a comment, a doc or a data file in the
 # source tree points outside the repository: a project issue number
-# ("issue 6", a bare "#12"; a public project's "owner/repo#12" is a source
-# and stays), files that are not in the repository (notes kept beside it,
+# ("issue 6", a bare "#12", a public project's "owner/repo#12" or its
+# issues/12 or pull/12 address: cite the source the thread names, a
+# framework's file at a version or a measurement file), files that are not in the repository (notes kept beside it,
 # an absolute /work path), or the notes' own words for an unattributed
 # search ("code index"). Prints every offending line; exit 1 if any.
 set -u
@@ -27,6 +28,7 @@ trap 'rm -f "$src_skip"' EXIT
 printf '%s\n' ./tests/docs/check_refs.sh >"$src_skip"
 
 pattern='[Ii]ssues?[ -]#?[0-9]+|(^|[[:space:]([,;])#[0-9]+([^0-9A-Za-z_]|$)'
+pattern="$pattern"'|[A-Za-z0-9_.-]#[0-9]+|/(issues|pull|discussions)/[0-9]+'
 pattern="$pattern"'|shared/reference|INTERFACES\.md|/work/|research notes|code index|findings-[a-z]'
 pattern="$pattern"'|(^|[^A-Za-z0-9_/.-])(device-probe|vram|allocators|planners|aesthetics)\.md'
 
