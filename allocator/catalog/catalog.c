@@ -163,7 +163,7 @@ bool gm_gpu_is_mig(const struct gm_gpu *gpu)
 
 /* How one GPU ranks as a suggestion: lower is better. */
 struct rank {
-	const char *text; /* its best-matching name or alias */
+	const char *text; /* its best-matching name or alias (ranked on) */
 	unsigned misses; /* 0 when it contains the word, else 1 */
 	unsigned distance;
 	size_t index;
@@ -228,7 +228,9 @@ static void rank_gpu(const struct gm_gpu *g, size_t index, const char *want,
  * Suggestions: the GPUs with a name containing the normalized word when
  * there are any ("a100" lists every A100), else those within
  * max(2, len / 3) edits of it (gm_text_distance, Levenshtein; the bound
- * of gm_text_suggest), ordered by (distance, catalog order). MIG slices
+ * of gm_text_suggest), ordered by (distance, catalog order), each
+ * written as its short name (the first alias, the `gpus` table's column)
+ * whichever of its names matched best. MIG slices
  * only when the name looks like one (has ':' or "mig"), so "a100" lists
  * the cards, not their slices.
  */
@@ -278,8 +280,11 @@ size_t gm_catalog_suggest(const struct gm_catalog *cat, const char *name,
 		memmove(&best[at + 1], &best[at], (n - 1 - at) * sizeof(r));
 		best[at] = r;
 	}
-	for (size_t i = 0; i < n; i++)
-		out[i] = best[i].text;
+	for (size_t i = 0; i < n; i++) {
+		const struct gm_gpu *g = &cat->gpus[best[i].index];
+
+		out[i] = g->n_aliases ? g->aliases[0] : g->name;
+	}
 	return n;
 }
 

@@ -141,8 +141,9 @@ const struct gm_gpu *gm_catalog_find_pci(const struct gm_catalog *cat,
 /*
  * The names closest to an unknown name, best first, for "did you mean"
  * messages: at most max of them into out (pointers into the catalog),
- * one per GPU (its best-matching name or alias; the nvidia-smi name on a
- * tie). Candidates are the GPUs with a name or alias containing the
+ * one per GPU, each its short name to type (its first alias; the
+ * nvidia-smi name where it has none), ranked by its best-matching name
+ * or alias. Candidates are the GPUs with a name or alias containing the
  * (normalized) name, or when there are none, those within an edit
  * distance of max(2, strlen / 3) of it. Returns how many were written.
  */

@@ -366,7 +366,7 @@ expect("gpus-names", p.returncode == 0 and len(p.stdout.splitlines()) == 3
        and "NVIDIA H100 80GB HBM3" in p.stdout and "NVIDIA L40S" in
        p.stdout, p.stdout + p.stderr)
 check("gpus-unknown-name", ["gpus", "h1000"], 2,
-      "unknown GPU 'h1000'; closest: h100")
+      "unknown GPU 'h1000'; closest: h100-sxm, rtx-a6000")
 # run's bare --limit is warned about once, not again by the library in
 # each process of the command (it was three times for sh -c 'true; true')
 p = run(["run", "--limit", "12", "--", "sh", "-c", "true; true"])
