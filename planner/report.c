@@ -477,6 +477,9 @@ static struct gm_val *fit_row(const struct gm_fit *f,
 	if (csv)
 		set_uint_or_null(r, "cap_bytes", f->gpu.cap_bytes,
 				 f->gpu.cap_bytes);
+	else if (table && f->gpu.cap_bytes > gm_plan_gpu_usable(&f->gpu))
+		/* the plan is against the card (gm_plan_gpu_warn) */
+		gm_obj_set_str(r, "cap_bytes", "above usable");
 	else if (f->gpu.cap_bytes)
 		gm_obj_set_uint(r, "cap_bytes", f->gpu.cap_bytes);
 	/* GB/s (10^9 bytes a second): the catalog's key; a table heads it

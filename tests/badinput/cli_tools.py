@@ -348,6 +348,14 @@ for cmd in ("plan", "fit"):
     p = run([cmd, SPEC, "--gpu", "h200", "--limit", "12G"])
     expect(cmd + "-limit-G-quiet", "warning" not in p.stderr and
            p.returncode in (0, 1), p.stderr[-400:])
+# fit's cap column: a cap above a card's usable memory never binds, and
+# the cell says so instead of showing the cap (the warning counts them)
+p = run(["fit", SPEC, "--limit", "20GiB", "--gpu", "t4", "--gpu", "h200"])
+rows = {ln.split()[1]: ln for ln in p.stdout.splitlines()
+        if ln.startswith("Tesla T4") or ln.startswith("NVIDIA H200")}
+expect("fit-cap-above-usable", "above usable" in rows.get("T4", "") and
+       "20.00 GiB" in rows.get("H200", "") and
+       "above usable" not in rows.get("H200", ""), p.stdout + p.stderr)
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
 # a plan under a cap writes the card and the cap into its trace: replay
