@@ -356,6 +356,13 @@ rows = {ln.split()[1]: ln for ln in p.stdout.splitlines()
 expect("fit-cap-above-usable", "above usable" in rows.get("T4", "") and
        "20.00 GiB" in rows.get("H200", "") and
        "above usable" not in rows.get("H200", ""), p.stdout + p.stderr)
+FH = path("fit-cap.html")
+p = run(["fit", SPEC, "--limit", "20GiB", "--gpu", "t4", "--gpu", "h200",
+         "--html", FH])
+with open(FH) as f:
+    page = f.read()
+expect("fit-cap-above-usable-html", "<td>above usable</td>" in page and
+       "<td>20.00</td>" in page, p.stderr)
 check("run-limit-unit-case", ["run", "--limit", "80gb", "--", "true"], 2,
       "--limit: '80gb' is not a size: unknown unit 'gb'")
 # a plan under a cap writes the card and the cap into its trace: replay
