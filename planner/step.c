@@ -189,6 +189,23 @@ struct gm_em {
 	struct gm_ds_em *ds;     /* DeepSpeed's engine (step_ds.c) */
 };
 
+static int slot_cmp_desc(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void gm_step_ids_order(uint32_t *free_ids, uint32_t n)
+{
+	qsort(free_ids, n, sizeof(*free_ids), slot_cmp_desc);
+}
+
+static void slots_sort(struct gm_em *e)
+{
+	gm_step_ids_order(e->freelist, e->nfree);
+}
+
 static uint32_t slot_get(struct gm_em *e)
 {
 	if (e->nfree)
@@ -2186,6 +2203,8 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 		if (st->ddp && st->training && s == 2)
 			ddp_rebuild(&e);
 		gm_step_mark(sink, s, st->steps, st->steps_max, &e.err);
+		if (s >= 2)
+			slots_sort(&e);
 		if (st->training)
 			train_step(&e);
 		else
@@ -2628,6 +2647,38 @@ struct rp_id {
 };
 
 /* The replay sink: ids to pool addresses, peaks tracked per step. */
+/*
+ * Checkpoints inside the steps that repeat the last one's calls (from
+ * its gm_step_mark on, step.h): every `every` calls, the replay's whole
+ * state (rp_state) is kept, those since the step's last device call only
+ * (an earlier one lacks a segment the next step starts with), at most
+ * `keep` of them. Both are set where the first repeated step begins,
+ * from the size W of the state then: every max(RP_CK_EVERY, W / 2) calls
+ * (taking a state costs about as much as a few calls per word), at most
+ * RP_CK_WORDS / W states (at most RP_CK_MAX) a step. Where the next step's state at the same
+ * call equals one kept, its remaining calls get the answers the last
+ * step's got and end in the state that step ended in, which is the one
+ * this step began in: the figures of the rest are those already counted
+ * (each a maximum of equal values), and no further step is needed. The
+ * replay then only counts the calls (muted). Not with an observer: its
+ * events are made one by one.
+ */
+#define RP_CK_EVERY 1024
+#define RP_CK_MAX 64
+#define RP_CK_WORDS ((size_t)1 << 21) /* 16 MiB of states a step */
+
+struct rp_ck {
+	bool on;            /* a repeated step's calls are being counted */
+	bool muted;         /* proven to repeat the last step to its end */
+	uint64_t every;     /* calls between two checkpoints (0: unset) */
+	unsigned keep;      /* states kept a step, at most */
+	uint64_t calls;     /* calls since the repeated ones began */
+	uint64_t dc;        /* device calls at the last checkpoint */
+	unsigned n_last, n; /* kept of the last step, of this one */
+	uint64_t at_last[RP_CK_MAX], at[RP_CK_MAX];
+	struct lz_words last[RP_CK_MAX], now[RP_CK_MAX];
+};
+
 struct rp {
 	struct gm_pool *pool;
 	struct rp_id *id;
@@ -2648,6 +2699,7 @@ struct rp {
 	uint64_t res_seen;  /* reserved after the last allocation */
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
 	struct lz_words kept, now; /* rp_steady(): the replay's state */
+	struct rp_ck ck;    /* the repeated steps' checkpoints */
 };
 
 /* Room for id in p's table. */
@@ -3199,6 +3251,8 @@ static void lz_free_all(struct lz *z)
 	free(z->tmp.w);
 }
 
+static int rp_ck_call(struct rp *p);
+
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
 {
@@ -3209,6 +3263,13 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	bool small;
 	int rc = 0;
 
+	if (p->ck.muted) {
+		p->r->allocations++;
+		p->r->skipped++;
+		if (p->pk && !p->pk->pk_rc)
+			p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
+		return 0;
+	}
 	if (id >= p->cap && (rc = rp_grow(p, id)))
 		return rc;
 	/* FSDP's collectives allocate on their own streams (step.h) */
@@ -3300,7 +3361,7 @@ got:
 	}
 	if (p->pk && !p->pk->pk_rc)
 		p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
-	return 0;
+	return rp_ck_call(p);
 }
 
 static int rp_free(void *ctx, uint32_t id)
@@ -3309,6 +3370,12 @@ static int rp_free(void *ctx, uint32_t id)
 	const struct rp_id *d = &p->id[id];
 	int rc = 0;
 
+	if (p->ck.muted) {
+		p->r->skipped++;
+		if (p->pk && !p->pk->pk_rc)
+			p->pk->pk_rc = pk_free(p->pk, id);
+		return 0;
+	}
 	p->id[id].live = false;
 	p->live -= d->reqd;
 	p->live_alloc -= d->rndd;
@@ -3340,7 +3407,7 @@ done:
 					   gm_pool_reserved(p->pool)};
 		rc = p->obs->event(p->obs->ctx, false, d->addr, d->req, &ev);
 	}
-	return rc;
+	return rc ? rc : rp_ck_call(p);
 }
 
 /* torch.cuda.empty_cache(): the lagging requests of an armed cycle made
@@ -3421,6 +3488,94 @@ static size_t id_words(void *x, uint64_t *buf, size_t cap)
 	return n;
 }
 
+/* The replay's whole state into o: the pool (an armed cycle's lagging
+ * requests made first), the simulated card, which id holds which
+ * block. The pool and the card answer every call from it alone. */
+static int rp_state(struct rp *p, struct lz_words *o)
+{
+	int rc;
+
+	if (p->lz.armed && p->lz.pos && (rc = lz_flush(p)))
+		return rc;
+	o->n = 0;
+	if ((rc = words_put(o, pool_words, p->pool)) ||
+	    (rc = words_put(o, sim_words, p->be)) ||
+	    (rc = words_put(o, id_words, p)))
+		return rc;
+	return 0;
+}
+
+static bool words_equal(const struct lz_words *a, const struct lz_words *b)
+{
+	return a->n == b->n && !memcmp(a->w, b->w, a->n * sizeof(*a->w));
+}
+
+/* Where a repeated step's calls begin: this step's checkpoints become
+ * the last step's (struct rp_ck). */
+static void rp_ck_begin(struct rp *p)
+{
+	struct rp_ck *c = &p->ck;
+
+	if (p->obs)
+		return;
+	if (!c->every) {
+		size_t w = p->kept.n ? p->kept.n : 1;
+
+		c->every = w / 2 > RP_CK_EVERY ? w / 2 : RP_CK_EVERY;
+		c->keep = RP_CK_WORDS / w < RP_CK_MAX ?
+			  (unsigned)(RP_CK_WORDS / w) : RP_CK_MAX;
+		if (!c->keep)
+			c->keep = 1;
+	}
+	for (unsigned i = 0; i < RP_CK_MAX; i++) {
+		struct lz_words t = c->last[i];
+
+		c->last[i] = c->now[i];
+		c->now[i] = t;
+		c->at_last[i] = c->at[i];
+	}
+	c->n_last = c->n;
+	c->n = 0;
+	c->calls = 0;
+	c->dc = gm_pool_device_calls(p->pool);
+	c->on = true;
+}
+
+/* After each call of a repeated step: at a checkpoint, keep the state,
+ * or mute the replay where it equals the last step's there. */
+static int rp_ck_call(struct rp *p)
+{
+	struct rp_ck *c = &p->ck;
+	struct lz_words *o;
+	uint64_t dc;
+	unsigned i;
+	bool keep;
+	int rc;
+
+	if (!c->on || ++c->calls % c->every)
+		return 0;
+	dc = gm_pool_device_calls(p->pool);
+	if (dc != c->dc) {
+		c->n = 0;
+		c->dc = dc;
+	}
+	for (i = 0; i < c->n_last && c->at_last[i] != c->calls; i++)
+		;
+	keep = c->n < c->keep;
+	if (i == c->n_last && !keep)
+		return 0;
+	o = keep ? &c->now[c->n] : &p->now; /* p->now: rp_steady's scratch */
+	if ((rc = rp_state(p, o)))
+		return rc;
+	if (i < c->n_last && words_equal(o, &c->last[i])) {
+		c->muted = true;
+		return 0;
+	}
+	if (keep)
+		c->at[c->n++] = c->calls;
+	return 0;
+}
+
 /*
  * The emitter's steady(): the whole replay's state now (the pool, the
  * simulated card, which id holds which block) compared with the one kept
@@ -3438,20 +3593,16 @@ static int rp_steady(void *ctx, bool compare)
 	struct lz_words t;
 	int rc;
 
-	if (compare && p->r->out_of_memory)
+	if (compare && (p->r->out_of_memory || p->ck.muted))
 		return 1;
-	if (p->lz.armed && p->lz.pos && (rc = lz_flush(p)))
+	if ((rc = rp_state(p, &p->now)))
 		return rc;
-	p->now.n = 0;
-	if ((rc = words_put(&p->now, pool_words, p->pool)) ||
-	    (rc = words_put(&p->now, sim_words, p->be)) ||
-	    (rc = words_put(&p->now, id_words, p)))
-		return rc;
-	rc = compare && p->now.n == p->kept.n &&
-	     !memcmp(p->now.w, p->kept.w, p->now.n * sizeof(*p->now.w));
+	rc = compare && words_equal(&p->now, &p->kept);
 	t = p->kept;
 	p->kept = p->now;
 	p->now = t;
+	if (!rc)
+		rp_ck_begin(p);
 	return rc;
 }
 
@@ -3584,6 +3735,10 @@ out:
 	free(p.id);
 	free(p.kept.w);
 	free(p.now.w);
+	for (unsigned i = 0; i < RP_CK_MAX; i++) {
+		free(p.ck.last[i].w);
+		free(p.ck.now[i].w);
+	}
 	return rc;
 }
 

@@ -481,6 +481,15 @@ struct gm_step_sink {
 
 bool gm_step_next(const struct gm_step_sink *sink, unsigned s, unsigned steps,
 		  unsigned steps_max, int *err);
+/*
+ * An emitter's stack of free ids (the last one is taken next) put in one
+ * order, the lowest taken first, where each step from the second on
+ * begins: two steps that begin with the same ids live then give their
+ * tensors the same ids, and the replay's checkpoints inside a step
+ * (which id holds which block) can find the step repeating the last.
+ * A sink sees ids only as names, so no figure depends on it.
+ */
+void gm_step_ids_order(uint32_t *free_ids, uint32_t n);
 void gm_step_mark(const struct gm_step_sink *sink, unsigned s, unsigned steps,
 		  unsigned steps_max, int *err);
 
@@ -551,6 +560,10 @@ struct gm_step_result {
 	uint64_t served;        /* requests answered from a recorded cycle
 				 * instead of the pool (step.c; the other
 				 * figures are those of the full replay) */
+	uint64_t skipped;       /* calls (allocations and frees) counted but
+				 * not replayed: the rest of a step shown to
+				 * repeat the last one's (step.c, struct
+				 * rp_ck; the figures are the full replay's) */
 };
 
 /*

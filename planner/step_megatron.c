@@ -413,6 +413,8 @@ int gm_mg_emit(const struct gm_mg_step *mg, const struct gm_step_sink *sink)
 		if (sink->step)
 			sink->step(sink->ctx, s);
 		gm_step_mark(sink, s, mg->steps, mg->steps_max, &e.err);
+		if (s >= 2)
+			gm_step_ids_order(e.freelist, e.nfree);
 		step(&e);
 	}
 	rc = e.err;

@@ -474,6 +474,84 @@ static void replay_matches_model_real(void **state)
 	agree(&s, "gpt2 eager");
 }
 
+/* An observer that sees every event and keeps none: a replay with it
+ * makes every call (no checkpoint skips the rest of a step). */
+static int ev_none(void *ctx, bool alloc, uint64_t addr, uint64_t bytes,
+		   const struct gm_step_event *info)
+{
+	(void)ctx, (void)alloc, (void)addr, (void)bytes, (void)info;
+	return 0;
+}
+
+/*
+ * The checkpoints inside a repeated step (step.c struct rp_ck): where
+ * the third step reaches the second's state, the rest of it is counted,
+ * not replayed, and every figure equals the full replay's (the one an
+ * observer gets), on an unlimited card and on ones that make the pool
+ * free its cache and retry.
+ */
+static void replay_checkpoints_skip(void **state)
+{
+	struct gm_step_observer none = {NULL, NULL, ev_none, NULL};
+	struct gm_spec s = spec_llama(32, 4096, 11008, 32, 32, 32000);
+	const uint64_t gib = (uint64_t)1 << 30;
+
+	/* models/llama-2-7b.yaml's run: FSDP2 over 8 ranks */
+	s.parallelism.data_parallel = 8;
+	s.parallelism.zero_stage = 3;
+	s.parallelism.fsdp_mixed_precision = GM_FSDP_MP_PARAM_DTYPE;
+	s.training.global_batch_size = 64;
+	uint64_t cards[16] = {0};
+	unsigned skipped = 0, fit = 0, oom = 0;
+
+	(void)state;
+	/* the unlimited card's peak reserved is 41.5 GiB: cards on both
+	 * sides of it, every 0.5 GiB from 47 down to 40 */
+	for (size_t i = 1; i < 16; i++)
+		cards[i] = 47 * gib - (i - 1) * gib / 2;
+	for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
+		struct gm_model_opts o = simulated(), q = simulated();
+		struct gm_plan a, b;
+		struct gm_diag d;
+		struct gm_plan_gpu g = h200;
+
+		if (cards[i])
+			g.capacity_bytes = cards[i];
+		q.trace = &none;
+		assert_int_equal(gm_plan(&s, &g, &o, &a, &d), 0);
+		assert_int_equal(gm_plan(&s, &g, &q, &b, &d), 0);
+		assert_true(b.per_gpu.sim.skipped == 0);
+		skipped += a.per_gpu.sim.skipped > 0;
+		fit += a.fits;
+		oom += a.per_gpu.sim.out_of_memory;
+		assert_true(a.per_gpu.sim.steps == b.per_gpu.sim.steps);
+		assert_true(a.per_gpu.sim.allocations ==
+			    b.per_gpu.sim.allocations);
+		assert_true(a.per_gpu.sim.peak_reserved ==
+			    b.per_gpu.sim.peak_reserved);
+		assert_true(a.per_gpu.sim.peak_reserved_step ==
+			    b.per_gpu.sim.peak_reserved_step);
+		assert_true(a.per_gpu.sim.peak_allocated ==
+			    b.per_gpu.sim.peak_allocated);
+		assert_true(a.per_gpu.sim.peak_requested ==
+			    b.per_gpu.sim.peak_requested);
+		assert_true(a.per_gpu.sim.live_at_peak ==
+			    b.per_gpu.sim.live_at_peak);
+		assert_true(a.per_gpu.sim.out_of_memory ==
+			    b.per_gpu.sim.out_of_memory);
+		assert_true(a.per_gpu.sim.card_needed ==
+			    b.per_gpu.sim.card_needed);
+		assert_true(a.per_gpu.peak_reserved == b.per_gpu.peak_reserved);
+		assert_true(a.per_gpu.peak_allocated ==
+			    b.per_gpu.peak_allocated);
+		assert_true(a.fits == b.fits);
+	}
+	/* the unlimited card's third step does reach the second's state;
+	 * some cards are too small */
+	assert_true(skipped > 0);
+	assert_true(fit > 0 && oom > 0);
+}
+
 static void replay_matches_model_inference(void **state)
 {
 	(void)state;
@@ -1493,6 +1571,7 @@ int main(void)
 		cmocka_unit_test(replay_matches_model_training),
 		cmocka_unit_test(replay_matches_model_real),
 		cmocka_unit_test(replay_matches_model_inference),
+		cmocka_unit_test(replay_checkpoints_skip),
 		cmocka_unit_test(accumulation_cap_is_exact),
 		cmocka_unit_test(too_big_grows_the_card),
 		cmocka_unit_test(steps_until_steady),
