@@ -2651,8 +2651,9 @@ struct rp_id {
  * Checkpoints inside the steps that repeat the last one's calls (from
  * its gm_step_mark on, step.h): every `every` calls, the replay's whole
  * state (rp_state) is kept, those since the step's last device call only
- * (an earlier one lacks a segment the next step starts with), at most
- * `keep` of them. Both are set where the first repeated step begins,
+ * (an earlier one lacks a segment the next step starts with) and none in
+ * a step that made no device call (it usually ends where it began, and
+ * no step follows), at most `keep` of them. Both are set where the first repeated step begins,
  * from the size W of the state then: every max(RP_CK_EVERY, W / 2) calls
  * (taking a state costs about as much as a few calls per word), at most
  * RP_CK_WORDS / W states (at most RP_CK_MAX) a step. Where the next step's state at the same
@@ -2668,12 +2669,13 @@ struct rp_id {
 #define RP_CK_WORDS ((size_t)1 << 21) /* 16 MiB of states a step */
 
 struct rp_ck {
-	bool on;            /* a repeated step's calls are being counted */
 	bool muted;         /* proven to repeat the last step to its end */
 	uint64_t every;     /* calls between two checkpoints (0: unset) */
 	unsigned keep;      /* states kept a step, at most */
 	uint64_t calls;     /* calls since the repeated ones began */
-	uint64_t dc;        /* device calls at the last checkpoint */
+	uint64_t next;      /* calls at the next checkpoint (0: none) */
+	uint64_t dc0, dc;   /* device calls where the step began, at the
+			     * last checkpoint */
 	unsigned n_last, n; /* kept of the last step, of this one */
 	uint64_t at_last[RP_CK_MAX], at[RP_CK_MAX];
 	struct lz_words last[RP_CK_MAX], now[RP_CK_MAX];
@@ -2700,6 +2702,7 @@ struct rp {
 	uint64_t used_max;  /* the simulated card's peak of used bytes */
 	struct lz_words kept, now; /* rp_steady(): the replay's state */
 	struct rp_ck ck;    /* the repeated steps' checkpoints */
+	struct gm_step_sink *sink; /* the emitter's: muting swaps its calls */
 };
 
 /* Room for id in p's table. */
@@ -3251,7 +3254,36 @@ static void lz_free_all(struct lz *z)
 	free(z->tmp.w);
 }
 
-static int rp_ck_call(struct rp *p);
+static int rp_ck_take(struct rp *p);
+
+/* The sink's calls once muted (struct rp_ck): counted, not replayed. */
+static int rp_alloc_muted(void *ctx, uint32_t id, uint64_t bytes,
+			  enum gm_step_kind kind)
+{
+	struct rp *p = ctx;
+
+	p->r->allocations++;
+	p->r->skipped++;
+	if (p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
+	return 0;
+}
+
+static int rp_free_muted(void *ctx, uint32_t id)
+{
+	struct rp *p = ctx;
+
+	p->r->skipped++;
+	if (p->pk && !p->pk->pk_rc)
+		p->pk->pk_rc = pk_free(p->pk, id);
+	return 0;
+}
+
+/* After each call: the checkpoints of a repeated step (rp_ck_take). */
+static inline int rp_ck_call(struct rp *p)
+{
+	return ++p->ck.calls == p->ck.next ? rp_ck_take(p) : 0;
+}
 
 static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 		    enum gm_step_kind kind)
@@ -3263,13 +3295,6 @@ static int rp_alloc(void *ctx, uint32_t id, uint64_t bytes,
 	bool small;
 	int rc = 0;
 
-	if (p->ck.muted) {
-		p->r->allocations++;
-		p->r->skipped++;
-		if (p->pk && !p->pk->pk_rc)
-			p->pk->pk_rc = pk_alloc(p->pk, id, bytes, kind);
-		return 0;
-	}
 	if (id >= p->cap && (rc = rp_grow(p, id)))
 		return rc;
 	/* FSDP's collectives allocate on their own streams (step.h) */
@@ -3370,12 +3395,6 @@ static int rp_free(void *ctx, uint32_t id)
 	const struct rp_id *d = &p->id[id];
 	int rc = 0;
 
-	if (p->ck.muted) {
-		p->r->skipped++;
-		if (p->pk && !p->pk->pk_rc)
-			p->pk->pk_rc = pk_free(p->pk, id);
-		return 0;
-	}
 	p->id[id].live = false;
 	p->live -= d->reqd;
 	p->live_alloc -= d->rndd;
@@ -3537,13 +3556,13 @@ static void rp_ck_begin(struct rp *p)
 	c->n_last = c->n;
 	c->n = 0;
 	c->calls = 0;
-	c->dc = gm_pool_device_calls(p->pool);
-	c->on = true;
+	c->next = c->every;
+	c->dc0 = c->dc = gm_pool_device_calls(p->pool);
 }
 
-/* After each call of a repeated step: at a checkpoint, keep the state,
- * or mute the replay where it equals the last step's there. */
-static int rp_ck_call(struct rp *p)
+/* A checkpoint: keep the state, or mute the replay where it equals the
+ * last step's there. */
+static __attribute__((noinline)) int rp_ck_take(struct rp *p)
 {
 	struct rp_ck *c = &p->ck;
 	struct lz_words *o;
@@ -3552,8 +3571,7 @@ static int rp_ck_call(struct rp *p)
 	bool keep;
 	int rc;
 
-	if (!c->on || ++c->calls % c->every)
-		return 0;
+	c->next += c->every;
 	dc = gm_pool_device_calls(p->pool);
 	if (dc != c->dc) {
 		c->n = 0;
@@ -3561,7 +3579,9 @@ static int rp_ck_call(struct rp *p)
 	}
 	for (i = 0; i < c->n_last && c->at_last[i] != c->calls; i++)
 		;
-	keep = c->n < c->keep;
+	/* a step that made no device call usually ends where it began,
+	 * and then no step follows to use its states */
+	keep = c->n < c->keep && dc != c->dc0;
 	if (i == c->n_last && !keep)
 		return 0;
 	o = keep ? &c->now[c->n] : &p->now; /* p->now: rp_steady's scratch */
@@ -3569,6 +3589,8 @@ static int rp_ck_call(struct rp *p)
 		return rc;
 	if (i < c->n_last && words_equal(o, &c->last[i])) {
 		c->muted = true;
+		p->sink->alloc = rp_alloc_muted;
+		p->sink->free = rp_free_muted;
 		return 0;
 	}
 	if (keep)
@@ -3704,6 +3726,7 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 				  rp_empty_cache, rp_steady};
 	int rc;
 
+	p.sink = &sk;
 	if (memo && memo_answer(st, total, out)) {
 		out->card_needed = (double)total;
 		return 0;
