@@ -201,11 +201,6 @@ void gm_step_ids_order(uint32_t *free_ids, uint32_t n)
 	qsort(free_ids, n, sizeof(*free_ids), slot_cmp_desc);
 }
 
-static void slots_sort(struct gm_em *e)
-{
-	gm_step_ids_order(e->freelist, e->nfree);
-}
-
 static uint32_t slot_get(struct gm_em *e)
 {
 	if (e->nfree)
@@ -2204,7 +2199,7 @@ int gm_step_emit(const struct gm_step *st, const struct gm_step_sink *sink)
 			ddp_rebuild(&e);
 		gm_step_mark(sink, s, st->steps, st->steps_max, &e.err);
 		if (s >= 2)
-			slots_sort(&e);
+			gm_step_ids_order(e.freelist, e.nfree);
 		if (st->training)
 			train_step(&e);
 		else
@@ -2653,11 +2648,12 @@ struct rp_id {
  * state (rp_state) is kept, those since the step's last device call only
  * (an earlier one lacks a segment the next step starts with) and none in
  * a step that made no device call (it usually ends where it began, and
- * no step follows), at most `keep` of them. Both are set where the first repeated step begins,
- * from the size W of the state then: every max(RP_CK_EVERY, W / 2) calls
- * (taking a state costs about as much as a few calls per word), at most
- * RP_CK_WORDS / W states (at most RP_CK_MAX) a step. Where the next step's state at the same
- * call equals one kept, its remaining calls get the answers the last
+ * no step follows), at most `keep` of them. Both are set where the first
+ * repeated step begins, from the size W of the state then: every
+ * max(RP_CK_EVERY, W / 2) calls (taking a state costs about as much as a
+ * few calls per word), at most RP_CK_WORDS / W states (at most
+ * RP_CK_MAX) a step. Where the next step's state at the same call equals
+ * one kept, its remaining calls get the answers the last
  * step's got and end in the state that step ended in, which is the one
  * this step began in: the figures of the rest are those already counted
  * (each a maximum of equal values), and no further step is needed. The

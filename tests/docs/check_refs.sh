@@ -1,11 +1,13 @@
 #!/bin/sh
 # check_refs.sh SRC_DIR: fail when a comment, a doc or a data file in the
-# source tree points outside the repository: a project issue number
-# ("issue 6", a bare "#12", a public project's "owner/repo#12" or its
-# issues/12 or pull/12 address: cite the source the thread names, a
-# framework's file at a version or a measurement file), files that are not in the repository (notes kept beside it,
-# an absolute /work path), or the notes' own words for an unattributed
-# search ("code index"). Prints every offending line; exit 1 if any.
+# source tree points outside the repository: an issue number, this
+# project's (the word issue and a number, or a bare hash and a number) or
+# a public project's (owner/repo, a hash and a number, or an issues/ or
+# pull/ address): cite the source the thread names, a framework's file at
+# a version or a measurement file instead; files that are not in the
+# repository (notes kept beside it, an absolute /work path), or the notes'
+# own words for an unattributed search ("code index"). Prints every
+# offending line; exit 1 if any.
 set -u
 src=${1:-.}
 cd "$src" || exit 2

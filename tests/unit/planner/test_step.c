@@ -524,27 +524,20 @@ static void replay_checkpoints_skip(void **state)
 		skipped += a.per_gpu.sim.skipped > 0;
 		fit += a.fits;
 		oom += a.per_gpu.sim.out_of_memory;
-		assert_true(a.per_gpu.sim.steps == b.per_gpu.sim.steps);
-		assert_true(a.per_gpu.sim.allocations ==
-			    b.per_gpu.sim.allocations);
-		assert_true(a.per_gpu.sim.peak_reserved ==
-			    b.per_gpu.sim.peak_reserved);
-		assert_true(a.per_gpu.sim.peak_reserved_step ==
-			    b.per_gpu.sim.peak_reserved_step);
-		assert_true(a.per_gpu.sim.peak_allocated ==
-			    b.per_gpu.sim.peak_allocated);
-		assert_true(a.per_gpu.sim.peak_requested ==
-			    b.per_gpu.sim.peak_requested);
-		assert_true(a.per_gpu.sim.live_at_peak ==
-			    b.per_gpu.sim.live_at_peak);
-		assert_true(a.per_gpu.sim.out_of_memory ==
-			    b.per_gpu.sim.out_of_memory);
-		assert_true(a.per_gpu.sim.card_needed ==
-			    b.per_gpu.sim.card_needed);
-		assert_true(a.per_gpu.peak_reserved == b.per_gpu.peak_reserved);
-		assert_true(a.per_gpu.peak_allocated ==
-			    b.per_gpu.peak_allocated);
-		assert_true(a.fits == b.fits);
+#define SAME(f) assert_true(a.f == b.f)
+		SAME(per_gpu.sim.steps);
+		SAME(per_gpu.sim.allocations);
+		SAME(per_gpu.sim.peak_reserved);
+		SAME(per_gpu.sim.peak_reserved_step);
+		SAME(per_gpu.sim.peak_allocated);
+		SAME(per_gpu.sim.peak_requested);
+		SAME(per_gpu.sim.live_at_peak);
+		SAME(per_gpu.sim.out_of_memory);
+		SAME(per_gpu.sim.card_needed);
+		SAME(per_gpu.peak_reserved);
+		SAME(per_gpu.peak_allocated);
+		SAME(fits);
+#undef SAME
 	}
 	/* the unlimited card's third step does reach the second's state;
 	 * some cards are too small */
