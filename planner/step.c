@@ -3634,72 +3634,97 @@ static void rp_phase(void *ctx, enum gm_step_phase ph)
 }
 
 /*
- * Replays kept for a plan of the same step on another card (gpumem fit
- * plans each candidate on every card of the catalog). The simulated
- * card enters a replay only through its charges: where none was refused
- * (no retry or release of cached segments, no out-of-memory), the
- * replay made the calls, got the answers and reached the figures that a
- * replay on any card on which each of those charges fits would: every
- * card of at least the peak of used bytes it reached (used_max), its
- * own size (card_needed) aside. The key is the whole step (without a
- * pointer whose data could change under it: Megatron-LM's steps are not
- * kept); only replays without an observer are kept or answered.
+ * Replays kept for another plan of the same step (gpumem fit plans each
+ * candidate on every card of the catalog, and plans a card's answers
+ * again for their figures). A replay depends on the step, the card's
+ * size and, from the first out-of-memory on, on whether it stops there;
+ * the simulated card enters it only through its charges. So a replay
+ * answers a plan of the same step on a card of the same size, with the
+ * same stop where it ran out of memory (any stop where it did not). Where
+ * none of its charges was refused (no retry or release of cached
+ * segments, no out-of-memory), it made the calls, got the answers and
+ * reached the figures that a replay on any card on which each of those
+ * charges fits would: it answers every card of at least the peak of used
+ * bytes it reached (used_max), each with its own size (card_needed). The
+ * key is the whole step (without a pointer whose data could change under
+ * it: Megatron-LM's steps are not kept); only replays without an
+ * observer are kept or answered.
  */
-#define RP_MEMO 8
+#define RP_MEMO 32
 
 static struct rp_memo {
 	bool on;
+	bool any_card;      /* answers every card of at least used_max */
+	bool stop;          /* it stopped at its out-of-memory */
+	int rc;             /* what it returned: 0 or GM_EDEVNOMEM */
 	struct gm_step st;
 	struct gm_step_result r;
+	uint64_t total;     /* the card it ran on */
 	uint64_t used_max;
 } rp_memo[RP_MEMO];
 static unsigned rp_memo_next;
 /* gpumem fit plans its GPUs on several threads at once */
 static pthread_mutex_t rp_memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* With rp_memo_lock held. */
-static struct rp_memo *memo_find(const struct gm_step *st)
+/* Whether m answers a replay of its step on a card of total bytes that
+ * stops at its out-of-memory or not. */
+static bool memo_valid(const struct rp_memo *m, uint64_t total, bool stop)
+{
+	if (m->any_card)
+		return total >= m->used_max;
+	return total == m->total && (stop == m->stop || !m->r.out_of_memory);
+}
+
+/* With rp_memo_lock held: the entry of st that answers (total, stop),
+ * or NULL. */
+static struct rp_memo *memo_find(const struct gm_step *st, uint64_t total,
+				 bool stop)
 {
 	for (unsigned i = 0; i < RP_MEMO; i++)
-		if (rp_memo[i].on && !memcmp(&rp_memo[i].st, st, sizeof(*st)))
+		if (rp_memo[i].on && memo_valid(&rp_memo[i], total, stop) &&
+		    !memcmp(&rp_memo[i].st, st, sizeof(*st)))
 			return &rp_memo[i];
 	return NULL;
 }
 
+/* Keep a replay of st on a card of total bytes that returned rc (0, or
+ * GM_EDEVNOMEM where it stopped at its out-of-memory); any_card as in
+ * struct rp_memo. */
 static void memo_keep(const struct gm_step *st, const struct gm_step_result *r,
+		      int rc, uint64_t total, bool stop, bool any_card,
 		      uint64_t used_max)
 {
 	struct rp_memo *m;
 
 	pthread_mutex_lock(&rp_memo_lock);
-	m = memo_find(st);
-
+	m = memo_find(st, total, stop);
 	if (!m) {
 		m = &rp_memo[rp_memo_next];
 		rp_memo_next = (rp_memo_next + 1) % RP_MEMO;
 	}
-	m->on = true;
-	m->st = *st;
-	m->r = *r;
-	m->used_max = used_max;
+	*m = (struct rp_memo){.on = true, .any_card = any_card, .stop = stop,
+			      .rc = rc, .st = *st, .r = *r, .total = total,
+			      .used_max = used_max};
 	pthread_mutex_unlock(&rp_memo_lock);
 }
 
-/* A kept replay of st valid on a card of total bytes into *out. */
-static bool memo_answer(const struct gm_step *st, uint64_t total,
-			struct gm_step_result *out)
+/* A kept replay of st that answers (total, stop) into *out and its
+ * return value into *rc. */
+static bool memo_answer(const struct gm_step *st, uint64_t total, bool stop,
+			struct gm_step_result *out, int *rc)
 {
 	const struct rp_memo *m;
-	bool hit = false;
 
 	pthread_mutex_lock(&rp_memo_lock);
-	m = memo_find(st);
-	if (m && total >= m->used_max) {
+	m = memo_find(st, total, stop);
+	if (m) {
 		*out = m->r;
-		hit = true;
+		*rc = m->rc;
+		if (m->any_card)
+			out->card_needed = (double)total;
 	}
 	pthread_mutex_unlock(&rp_memo_lock);
-	return hit;
+	return m != NULL;
 }
 
 static int replay_once(const struct gm_step *st, uint64_t total,
@@ -3723,10 +3748,8 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	int rc;
 
 	p.sink = &sk;
-	if (memo && memo_answer(st, total, out)) {
-		out->card_needed = (double)total;
-		return 0;
-	}
+	if (memo && memo_answer(st, total, stop, out, &rc))
+		return rc;
 	memset(out, 0, sizeof(*out));
 	if (obs && obs->begin) {
 		rc = obs->begin(obs->ctx, &so, &po);
@@ -3744,9 +3767,10 @@ static int replay_once(const struct gm_step *st, uint64_t total,
 	rc = gm_step_emit(st, &sk);
 	out->card_needed = (double)be->total_bytes;
 	out->served = p.lz.served;
-	if (memo && !rc && !out->out_of_memory &&
-	    !gm_pool_releases(p.pool) && !gm_sim_short_by(be))
-		memo_keep(st, out, p.used_max);
+	if (memo && (!rc || (rc == GM_EDEVNOMEM && out->out_of_memory)))
+		memo_keep(st, out, rc, total, stop, !rc && !out->out_of_memory &&
+			  !gm_pool_releases(p.pool) && !gm_sim_short_by(be),
+			  p.used_max);
 	gm_pool_destroy(p.pool);
 out:
 	be->ops->destroy(be);
