@@ -1648,6 +1648,8 @@ static void megatron_stage(const struct ctx *c, struct gm_terms *T)
 					      pk.group[j].kind == GM_SK_LOGITS);
 		T->peak_reserved = gm_reserved_from_allocated(&bs);
 	} else {
+		/* every decode step: the pool's answers depend on them all */
+		st.inf.last_decode_only = false;
 		step_replay(c, &st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)
@@ -1782,7 +1784,6 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 		T->largest.weights = T->weights;
 		T->largest.workspace = T->workspace;
 	}
-	st.inf.last_decode_only = false;
 	/* the term at its largest: the cache after the last decode step
 	 * (the peak may come before, at the prefill's logits) */
 	T->kv_cache = fmax(kv_end, pk.kind[GM_SK_KV]);
@@ -1820,6 +1821,8 @@ static void infer_stage(const struct ctx *c, struct gm_terms *T)
 					      tr.group[j].count, true);
 		T->peak_reserved = gm_reserved_from_allocated(&bs);
 	} else {
+		/* every decode step: the pool's answers depend on them all */
+		st.inf.last_decode_only = false;
 		step_replay(c, &st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)

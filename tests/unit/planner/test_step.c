@@ -261,6 +261,66 @@ static void sdpa_pads_head_dim(void **state)
 	free(c);
 }
 
+/* Two peaks equal in value, kinds and what is live then. */
+static void same_peak(const struct gm_step_peak *a, const struct gm_step_peak *b)
+{
+	assert_true(a->peak == b->peak);
+	for (int k = 0; k < GM_SK_N; k++)
+		assert_true(a->kind[k] == b->kind[k]);
+	assert_int_equal(a->n_group, b->n_group);
+	for (int j = 0; j < a->n_group; j++) {
+		assert_true(a->group[j].bytes == b->group[j].bytes);
+		assert_true(a->group[j].count == b->group[j].count);
+		assert_int_equal(a->group[j].kind, b->group[j].kind);
+	}
+}
+
+/*
+ * The prefill and the last decode step alone (last_decode_only) reach
+ * the peak every decode step reaches, for all kinds and for the
+ * transients alone (the analytic reserve's working set), with the same
+ * tensors live: every size in a decode step grows with the cache or
+ * stays, and the attention mask, always live, grows each step. Families
+ * with sdpa, eager attention (GPT-2: the scores grow with the cache),
+ * partial rotary (GPT-NeoX), q/k norms (Qwen3) and a sliding window that
+ * the cache outgrows.
+ */
+static void decode_shortcut_peaks(void **state)
+{
+	static const enum gm_arch arch[] = {GM_ARCH_LLAMA, GM_ARCH_GPT2,
+					    GM_ARCH_GPT_NEOX, GM_ARCH_QWEN3};
+	static const uint64_t gen[] = {2, 3, 9, 40};
+	static const unsigned kinds[] = {GM_STEP_ALL, 1u << GM_SK_TRANSIENT};
+	unsigned cases = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(arch) / sizeof(arch[0]); i++)
+		for (size_t g = 0; g < sizeof(gen) / sizeof(gen[0]); g++)
+			for (uint64_t b = 1; b <= 3; b += 2)
+				for (uint64_t w = 0; w <= 12; w += 12) {
+					struct gm_step st = infer_step(arch[i],
+								      gen[g]);
+					struct gm_step_peak x, y;
+
+					if (w && arch[i] != GM_ARCH_LLAMA)
+						continue;
+					st.inf.batch = b;
+					st.inf.window = w;
+					for (int k = 0; k < 2; k++) {
+						st.inf.last_decode_only = false;
+						assert_int_equal(gm_step_peak(&st,
+							kinds[k], &x), 0);
+						st.inf.last_decode_only = true;
+						assert_int_equal(gm_step_peak(&st,
+							kinds[k], &y), 0);
+						assert_true(x.peak > 0);
+						same_peak(&x, &y);
+						cases++;
+					}
+				}
+	assert_int_equal(cases, 2 * (4 * 4 * 2 + 4 * 2));
+}
+
 /* Inference sequences with exact sizes: the KV cache grown by cat (one
  * new K and V per block and forward), the logits of the last position
  * while generating, of every position in a forward pass; all freed. */
@@ -1560,6 +1620,7 @@ int main(void)
 		cmocka_unit_test(sequence_accumulation),
 		cmocka_unit_test(sequence_inference),
 		cmocka_unit_test(sdpa_pads_head_dim),
+		cmocka_unit_test(decode_shortcut_peaks),
 		cmocka_unit_test(bad_description),
 		cmocka_unit_test(replay_matches_model_training),
 		cmocka_unit_test(replay_matches_model_real),
