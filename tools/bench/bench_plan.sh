@@ -30,6 +30,7 @@ cases=(
 "train-layers1000|fast|plan models/llama-2-7b.yaml --set model.layers=1000 --gpu h200"
 "fit-train-layers1024|fast|fit models/llama-2-7b.yaml --set model.layers=1024 --gpu h200"
 "fit-infer8b-catalog|slow|fit tests/data/plan/llama-3-8b-infer.yaml"
+"fit-mistral-window-catalog|slow|fit tests/data/plan/mistral-7b-infer-window.yaml"
 "plan-llama-2-7b|fast|plan models/llama-2-7b.yaml"
 "plan-mixtral-8x7b|fast|plan models/mixtral-8x7b.yaml"
 )
