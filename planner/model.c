@@ -1648,8 +1648,6 @@ static void megatron_stage(const struct ctx *c, struct gm_terms *T)
 					      pk.group[j].kind == GM_SK_LOGITS);
 		T->peak_reserved = gm_reserved_from_allocated(&bs);
 	} else {
-		/* every decode step: the pool's answers depend on them all */
-		st.inf.last_decode_only = false;
 		step_replay(c, &st, T);
 	}
 	if (T->peak_reserved < T->peak_allocated)

@@ -2641,7 +2641,6 @@ struct rp_id {
 	bool live;
 };
 
-/* The replay sink: ids to pool addresses, peaks tracked per step. */
 /*
  * Checkpoints inside the steps that repeat the last one's calls (from
  * its gm_step_mark on, step.h): every `every` calls, the replay's whole
@@ -2677,6 +2676,7 @@ struct rp_ck {
 	struct lz_words last[RP_CK_MAX], now[RP_CK_MAX];
 };
 
+/* The replay sink: ids to pool addresses, peaks tracked per step. */
 struct rp {
 	struct gm_pool *pool;
 	struct rp_id *id;
