@@ -17,6 +17,11 @@ uint64_t gm_plan_gpu_usable(const struct gm_plan_gpu *g)
 	return g->cuda_total_bytes ? g->cuda_total_bytes : g->capacity_bytes;
 }
 
+bool gm_plan_gpu_cap_above_usable(const struct gm_plan_gpu *g)
+{
+	return g->cap_bytes > gm_plan_gpu_usable(g);
+}
+
 void gm_plan_gpu_from(struct gm_plan_gpu *g, const struct gm_catalog *cat,
 		      const struct gm_gpu *e, enum gm_task task)
 {
@@ -104,7 +109,7 @@ void gm_plan_gpu_warn(const struct gm_spec *spec, const struct gm_plan_gpu *g)
 
 	/* a --limit above the card: no allocation can reach it (the card
 	 * runs out first), so the plan is the card's */
-	if (g->cap_bytes > usable)
+	if (gm_plan_gpu_cap_above_usable(g))
 		gm_warn("the cap %.2f GiB is above %s's usable memory "
 			"(%.2f GiB%s): it never binds, and the plan is against "
 			"the card's %.2f GiB", g->cap_bytes / (double)GM_GiB,

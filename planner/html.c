@@ -203,7 +203,7 @@ static void fit_table(FILE *out, const struct gm_plan *plans,
 			gib((double)f[i].gpu.capacity_bytes),
 			gib((double)gm_plan_gpu_usable(&f[i].gpu)),
 			f[i].gpu.usable_estimated ? " (estimated)" : "");
-		if (cap && f[i].gpu.cap_bytes > gm_plan_gpu_usable(&f[i].gpu))
+		if (cap && gm_plan_gpu_cap_above_usable(&f[i].gpu))
 			fputs("<td>above usable</td>", out);
 		else if (cap)
 			fprintf(out, "<td>%.2f</td>",

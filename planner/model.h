@@ -39,6 +39,9 @@ struct gm_plan_gpu;
 /* The bound a plan must fit under (bytes): usable_bytes, else CUDA's
  * total, else nvidia-smi's total where a caller gave neither. */
 uint64_t gm_plan_gpu_usable(const struct gm_plan_gpu *g);
+/* Whether g's cap (cap_bytes) is above its usable memory: it never
+ * binds, and the plan is against the card. */
+bool gm_plan_gpu_cap_above_usable(const struct gm_plan_gpu *g);
 
 /* What the model needs to know of a GPU (the CLI fills it from the
  * catalog). */

@@ -477,7 +477,7 @@ static struct gm_val *fit_row(const struct gm_fit *f,
 	if (csv)
 		set_uint_or_null(r, "cap_bytes", f->gpu.cap_bytes,
 				 f->gpu.cap_bytes);
-	else if (table && f->gpu.cap_bytes > gm_plan_gpu_usable(&f->gpu))
+	else if (table && gm_plan_gpu_cap_above_usable(&f->gpu))
 		/* the plan is against the card (gm_plan_gpu_warn) */
 		gm_obj_set_str(r, "cap_bytes", "above usable");
 	else if (f->gpu.cap_bytes)
